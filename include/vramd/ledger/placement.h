@@ -1,0 +1,73 @@
+// Placement decisions: pure functions of (pod request, ledger snapshot,
+// policy, now) -> decision. No I/O, no clock, no logging.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramd/ledger/model.h"
+#include "vramd/ledger/pod_request.h"
+
+namespace vramd::ledger {
+
+enum class ScorePolicy {
+  kHeadroom,  // capacity-model default: warm node (lowest saturation), else most headroom
+  kBinpack,   // fewest free bytes left after placement
+};
+const char* ScorePolicyName(ScorePolicy p);
+bool ParseScorePolicy(std::string_view s, ScorePolicy* out);
+
+struct Policy {
+  ScorePolicy score = ScorePolicy::kHeadroom;
+  int64_t usage_max_age_ms = 60'000;  // usage older than this falls back to A
+};
+
+struct GpuChoice {
+  std::vector<int> gpus;  // GPU indices, ascending
+  int64_t per_gpu = 0;
+};
+
+enum class Verdict {
+  kFits,
+  kNoRoomNow,      // fits by capacity, not with what is allocated/used now
+  kUnresolvable,   // never fits: unknown node, no GPUs, too few GPUs, or too big
+};
+
+struct NodeDecision {
+  Verdict verdict = Verdict::kUnresolvable;
+  std::string reason;   // human readable; empty when it fits
+  GpuChoice choice;     // valid when verdict == kFits
+};
+
+// Free bytes of one GPU under the fit rule: C - max(A, U) (may be negative).
+int64_t FreeBytes(const Vectors& v);
+
+// Chooses `req.gpu_count` GPUs of `node` with room for `req.per_gpu` each,
+// or explains precisely why none can be chosen. `node` may be null (unknown).
+NodeDecision DecideNode(const Node* node, std::string_view node_name, const VramRequest& req,
+                        const Policy& policy, int64_t now_ms);
+
+struct FilterResult {
+  std::vector<std::string_view> fits;  // in input order
+  std::vector<std::pair<std::string_view, std::string>> failed;        // may fit later
+  std::vector<std::pair<std::string_view, std::string>> unresolvable;  // never fits
+};
+
+// Filter over candidate node names (views into the caller's storage).
+// Duplicate names are evaluated once and reported once.
+FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
+                    const VramRequest& req, const Policy& policy, int64_t now_ms);
+
+struct HostScore {
+  std::string_view host;
+  int score = 0;  // 0..10
+};
+
+// Scores candidate nodes 0..10 (MaxExtenderPriority). Nodes where the pod does
+// not fit score 0. See placement.cc for the formulas.
+std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::string_view>& names,
+                                  const VramRequest& req, const Policy& policy, int64_t now_ms);
+
+}  // namespace vramd::ledger

@@ -1,0 +1,73 @@
+// LedgerStore: the VRAM ledger's persistence (Valkey in production).
+// Thread-safe: every method may be called from any thread concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vramd/ledger/model.h"
+#include "vramd/status.h"
+
+namespace vramd::store {
+
+struct GpuCapacity {
+  int index = 0;
+  int64_t capacity = 0;  // bytes, reserve already subtracted
+  std::string uuid;      // may be empty
+};
+
+struct ReserveRequest {
+  std::string node;
+  ledger::Entry entry;          // pod_uid, ns, name, gpus, per_gpu, peak, model
+  bool fit_on_usage = true;     // apply max(A, U) with fresh usage, not just A
+  int64_t usage_max_age_ms = 60'000;
+};
+
+enum class ReserveOutcome {
+  kReserved,        // a new entry was written
+  kAlreadyHeld,     // the same pod already holds an entry on this node (idempotent)
+  kMoved,           // an unbound entry of this pod on another node was moved here
+};
+
+class LedgerStore {
+ public:
+  virtual ~LedgerStore() = default;
+
+  // The ledger at the current epoch. Costs one cheap epoch read when nothing
+  // changed since the last call (the cached snapshot is returned).
+  virtual Result<ledger::SnapshotPtr> Snapshot() = 0;
+
+  // Atomically checks capacity (per GPU: max(A, U) + per_gpu <= C) and writes
+  // the entry. Idempotent by pod UID. kInsufficient with a reason when it does
+  // not fit; kNotFound when the node or a GPU index is unknown.
+  virtual Result<ReserveOutcome> Reserve(const ReserveRequest& req) = 0;
+
+  // Removes the pod's entry from `node`. Returns whether an entry was removed
+  // (false is not an error: release is idempotent).
+  virtual Result<bool> Release(const std::string& node, const std::string& pod_uid) = 0;
+
+  // Changes the state of an existing entry (kNotFound when there is none).
+  virtual Status SetEntryState(const std::string& node, const std::string& pod_uid,
+                               ledger::EntryState state) = 0;
+
+  // Writes an entry unconditionally (reconcile re-adding an orphan or rebuilding):
+  // no capacity check, because the pod already runs there.
+  virtual Status PutEntry(const std::string& node, const ledger::Entry& entry) = 0;
+
+  // Sets a node's GPUs (replaces the capacity hash; adds the node to the set).
+  virtual Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) = 0;
+
+  // Removes a node and all its keys from the ledger.
+  virtual Status RemoveNode(const std::string& node) = 0;
+
+  // Records observed usage per GPU index, stamped with the server's time.
+  virtual Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) = 0;
+
+  // Liveness of the store (one round trip).
+  virtual Status Ping() = 0;
+};
+
+}  // namespace vramd::store

@@ -1,0 +1,63 @@
+#include "vramd/ledger/model.h"
+
+#include <algorithm>
+
+namespace vramd::ledger {
+
+const char* EntryStateName(EntryState s) {
+  switch (s) {
+    case EntryState::kReserved: return "reserved";
+    case EntryState::kBound: return "bound";
+    case EntryState::kTerminating: return "terminating";
+  }
+  return "reserved";
+}
+
+bool ParseEntryState(std::string_view s, EntryState* out) {
+  if (s == "reserved") *out = EntryState::kReserved;
+  else if (s == "bound") *out = EntryState::kBound;
+  else if (s == "terminating") *out = EntryState::kTerminating;
+  else return false;
+  return true;
+}
+
+const Node* Snapshot::Find(std::string_view name) const {
+  auto it = nodes.find(std::string(name));
+  return it == nodes.end() ? nullptr : &it->second;
+}
+
+std::vector<int64_t> AllocatedPerGpu(const Node& node) {
+  std::vector<int64_t> alloc(node.gpus.size(), 0);
+  for (const Entry& e : node.entries) {
+    for (int g : e.gpus) {
+      // node.gpus is sorted by index; indices are usually 0..n-1.
+      auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
+                                 [](const Gpu& gpu, int idx) { return gpu.index < idx; });
+      if (it != node.gpus.end() && it->index == g) alloc[it - node.gpus.begin()] += e.per_gpu;
+    }
+  }
+  return alloc;
+}
+
+std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
+  std::vector<int64_t> alloc = AllocatedPerGpu(node);
+  std::vector<Vectors> out(node.gpus.size());
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const Gpu& g = node.gpus[i];
+    bool fresh = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
+    out[i] = Vectors{g.capacity, alloc[i], fresh ? g.used : alloc[i]};
+  }
+  return out;
+}
+
+Vectors SumVectors(const std::vector<Vectors>& gpus) {
+  Vectors sum;
+  for (const Vectors& v : gpus) {
+    sum.capacity += v.capacity;
+    sum.allocated += v.allocated;
+    sum.used += v.used;
+  }
+  return sum;
+}
+
+}  // namespace vramd::ledger

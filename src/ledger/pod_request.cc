@@ -1,0 +1,101 @@
+#include "vramd/ledger/pod_request.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "vramd/ledger/quantity.h"
+
+namespace vramd::ledger {
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// A container's amount: the request, defaulting to the limit (extended
+// resources require request == limit; a missing request defaults to it).
+Result<int64_t> Amount(const ContainerAmount& c, const char* kind, size_t idx) {
+  const std::optional<std::string>& q = c.request ? c.request : c.limit;
+  if (!q) return int64_t{0};
+  Result<int64_t> r = ParseBytes(*q);
+  if (!r.ok()) {
+    return InvalidArgument(std::string(kind) + " " + std::to_string(idx) + ": " + r.status().message());
+  }
+  return r;
+}
+
+Status AddChecked(int64_t& acc, int64_t v) {
+  if (acc > kMax - v) return InvalidArgument("the pod's total VRAM request overflows 64 bits");
+  acc += v;
+  return Status::Ok();
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+}  // namespace
+
+Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
+  // Sum of app containers.
+  int64_t apps = 0;
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    Result<int64_t> a = Amount(pod.containers[i], "container", i);
+    if (!a.ok()) return a.status();
+    if (Status s = AddChecked(apps, *a); !s.ok()) return s;
+  }
+  // Init containers run one at a time before the app containers, except
+  // sidecars (restartPolicy: Always), which keep running: an init container
+  // counts with the sidecars started before it, and all sidecars add to the
+  // app containers' sum.
+  int64_t sidecars = 0;
+  int64_t init_peak = 0;
+  for (size_t i = 0; i < pod.init_containers.size(); ++i) {
+    Result<int64_t> a = Amount(pod.init_containers[i], "init container", i);
+    if (!a.ok()) return a.status();
+    if (pod.init_containers[i].sidecar) {
+      if (Status s = AddChecked(sidecars, *a); !s.ok()) return s;
+      init_peak = std::max(init_peak, sidecars);
+    } else {
+      int64_t with_sidecars = sidecars;
+      if (Status s = AddChecked(with_sidecars, *a); !s.ok()) return s;
+      init_peak = std::max(init_peak, with_sidecars);
+    }
+  }
+  int64_t running = apps;
+  if (Status s = AddChecked(running, sidecars); !s.ok()) return s;
+  int64_t total = std::max(running, init_peak);
+  if (pod.overhead) {
+    Result<int64_t> o = ParseBytes(*pod.overhead);
+    if (!o.ok()) return InvalidArgument("overhead: " + o.status().message());
+    if (Status s = AddChecked(total, *o); !s.ok()) return s;
+  }
+
+  VramRequest req;
+  req.total = total;
+  req.model = pod.model;
+  if (pod.gpu_count) {
+    const std::string& g = *pod.gpu_count;
+    int n = 0;
+    bool ok = !g.empty() && g.size() <= 3;
+    for (char c : g) {
+      if (c < '0' || c > '9') ok = false;
+      else n = n * 10 + (c - '0');
+    }
+    if (!ok || n < 1 || n > kMaxGpuCount) {
+      return InvalidArgument("annotation vramd.io/gpu-count=\"" + g + "\" must be a whole number from 1 to " +
+                             std::to_string(kMaxGpuCount));
+    }
+    req.gpu_count = n;
+  }
+  req.per_gpu = CeilDiv(total, req.gpu_count);
+  req.peak_per_gpu = req.per_gpu;
+  if (pod.vram_peak) {
+    Result<int64_t> p = ParseBytes(*pod.vram_peak);
+    if (!p.ok()) return InvalidArgument("annotation vramd.io/vram-peak: " + p.status().message());
+    if (*p < total) {
+      return InvalidArgument("annotation vramd.io/vram-peak=" + *pod.vram_peak +
+                             " is below the pod's VRAM request of " + FormatBytes(total));
+    }
+    req.peak_per_gpu = CeilDiv(*p, req.gpu_count);
+  }
+  return req;
+}
+
+}  // namespace vramd::ledger

@@ -1,0 +1,258 @@
+#include "vramd/ledger/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "vramd/ledger/metrics.h"
+
+namespace vramd::ledger {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+constexpr int64_t kNow = 1'000'000;
+
+Node MakeNode(const std::string& name, std::vector<int64_t> caps) {
+  Node n;
+  n.name = name;
+  for (size_t i = 0; i < caps.size(); ++i) n.gpus.push_back(Gpu{static_cast<int>(i), "", caps[i]});
+  return n;
+}
+
+void Hold(Node& n, const std::string& uid, std::vector<int> gpus, int64_t per_gpu, std::string model = "") {
+  Entry e;
+  e.pod_uid = uid;
+  e.name = uid;
+  e.ns = "default";
+  e.gpus = std::move(gpus);
+  e.per_gpu = per_gpu;
+  e.model = std::move(model);
+  n.entries.push_back(e);
+}
+
+void Drop(Node& n, const std::string& uid) {
+  n.entries.erase(std::remove_if(n.entries.begin(), n.entries.end(),
+                                 [&](const Entry& e) { return e.pod_uid == uid; }),
+                  n.entries.end());
+}
+
+VramRequest Want(int64_t total, int gpus = 1, std::string model = "") {
+  VramRequest r;
+  r.total = total;
+  r.gpu_count = gpus;
+  r.per_gpu = (total + gpus - 1) / gpus;
+  r.peak_per_gpu = r.per_gpu;
+  r.model = std::move(model);
+  return r;
+}
+
+// Places the request on the node if it fits (what a bind does), returning the decision.
+NodeDecision Place(Node& n, const std::string& uid, const VramRequest& req, const Policy& p = {}) {
+  NodeDecision d = DecideNode(&n, n.name, req, p, kNow);
+  if (d.verdict == Verdict::kFits) Hold(n, uid, d.choice.gpus, d.choice.per_gpu, req.model);
+  return d;
+}
+
+SixMetrics NodeMetrics(const Node& n) { return ComputeMetrics(SumVectors(GpuVectors(n, kNow, 60'000))); }
+
+// The capacity model's worked example (background/capacity-model-whitepaper.txt).
+TEST(WorkedExample, NessLinux3AtCapacity) {
+  Node n = MakeNode("ness-linux3", {96 * kGi});
+  ASSERT_EQ(Place(n, "devstral-small", Want(54 * kGi)).verdict, Verdict::kFits);
+  ASSERT_EQ(Place(n, "hermes-beast", Want(32 * kGi)).verdict, Verdict::kFits);
+  SixMetrics m = NodeMetrics(n);
+  EXPECT_EQ(SumVectors(GpuVectors(n, kNow, 60'000)).allocated, 86 * kGi);
+  EXPECT_EQ(m.headroom, 10 * kGi);
+  EXPECT_EQ(m.potential, 0);
+  EXPECT_EQ(m.risk, 0.0);
+
+  NodeDecision refused = Place(n, "wan22-video", Want(38 * kGi));
+  EXPECT_EQ(refused.verdict, Verdict::kNoRoomNow);
+  EXPECT_EQ(refused.reason,
+            "needs 38Gi on 1 GPU; largest free is 10Gi on GPU 0 (capacity 96Gi, allocated 86Gi)");
+
+  Drop(n, "hermes-beast");
+  ASSERT_EQ(Place(n, "wan22-video", Want(38 * kGi)).verdict, Verdict::kFits);
+  m = NodeMetrics(n);
+  EXPECT_EQ(SumVectors(GpuVectors(n, kNow, 60'000)).allocated, 92 * kGi);
+  EXPECT_EQ(m.headroom, 4 * kGi);
+  EXPECT_EQ(m.risk, 0.0);
+}
+
+struct DecideCase {
+  const char* name;
+  Node node;
+  VramRequest req;
+  ScorePolicy policy;
+  Verdict verdict;
+  std::vector<int> gpus;   // when it fits
+  const char* reason;      // exact reason when it does not
+};
+
+class DecideNodeTable : public ::testing::TestWithParam<DecideCase> {};
+
+TEST_P(DecideNodeTable, Decides) {
+  const DecideCase& c = GetParam();
+  Policy p;
+  p.score = c.policy;
+  NodeDecision d = DecideNode(&c.node, c.node.name, c.req, p, kNow);
+  EXPECT_EQ(d.verdict, c.verdict) << d.reason;
+  if (c.verdict == Verdict::kFits) {
+    EXPECT_EQ(d.choice.gpus, c.gpus);
+    EXPECT_EQ(d.choice.per_gpu, c.req.per_gpu);
+  } else {
+    EXPECT_EQ(d.reason, c.reason);
+  }
+}
+
+Node Busy(Node n, std::vector<std::pair<int, int64_t>> holds) {
+  int i = 0;
+  for (auto [g, b] : holds) Hold(n, "p" + std::to_string(i++), {g}, b);
+  return n;
+}
+
+Node WithUsage(Node n, int gpu, int64_t used, int64_t ts) {
+  n.gpus[gpu].used = used;
+  n.gpus[gpu].used_ts_ms = ts;
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Placement, DecideNodeTable,
+    ::testing::Values(
+        DecideCase{"ExactFitOnEmptyGpu", MakeNode("n", {8 * kGi}), Want(8 * kGi), ScorePolicy::kHeadroom,
+                   Verdict::kFits, {0}, ""},
+        DecideCase{"HeadroomPicksMostFreeGpu", Busy(MakeNode("n", {16 * kGi, 16 * kGi}), {{0, 10 * kGi}}),
+                   Want(4 * kGi), ScorePolicy::kHeadroom, Verdict::kFits, {1}, ""},
+        DecideCase{"BinpackPicksTightestGpu", Busy(MakeNode("n", {16 * kGi, 16 * kGi}), {{0, 10 * kGi}}),
+                   Want(4 * kGi), ScorePolicy::kBinpack, Verdict::kFits, {0}, ""},
+        DecideCase{"TiesGoToLowerIndex", MakeNode("n", {8 * kGi, 8 * kGi, 8 * kGi}), Want(kGi),
+                   ScorePolicy::kHeadroom, Verdict::kFits, {0}, ""},
+        DecideCase{"TwoGpusTensorParallel", Busy(MakeNode("n", {80 * kGi, 80 * kGi, 80 * kGi}), {{1, 70 * kGi}}),
+                   Want(128 * kGi, 2), ScorePolicy::kHeadroom, Verdict::kFits, {0, 2}, ""},
+        DecideCase{"EightGpus", MakeNode("n", std::vector<int64_t>(8, 80 * kGi)), Want(640 * kGi, 8),
+                   ScorePolicy::kHeadroom, Verdict::kFits, {0, 1, 2, 3, 4, 5, 6, 7}, ""},
+        DecideCase{"NoGpus", MakeNode("cpu-only", {}), Want(kGi), ScorePolicy::kHeadroom,
+                   Verdict::kUnresolvable, {}, "node cpu-only has no GPUs"},
+        DecideCase{"TooFewGpus", MakeNode("n", {80 * kGi}), Want(128 * kGi, 2), ScorePolicy::kHeadroom,
+                   Verdict::kUnresolvable, {}, "needs 64Gi on each of 2 GPUs; node n has only 1 GPU"},
+        DecideCase{"LargerThanAnyGpu", MakeNode("ness-server2", {8 * kGi}), Want(32 * kGi),
+                   ScorePolicy::kHeadroom, Verdict::kUnresolvable, {},
+                   "needs 32Gi on 1 GPU; largest GPU capacity is 8Gi (GPU 0)"},
+        DecideCase{"OnlyOneGpuLargeEnough", MakeNode("n", {80 * kGi, 16 * kGi}), Want(64 * kGi, 2),
+                   ScorePolicy::kHeadroom, Verdict::kUnresolvable, {},
+                   "needs 32Gi on each of 2 GPUs; largest GPU capacity is 80Gi (GPU 0), 1 GPU large enough"},
+        DecideCase{"MultiGpuNoRoom", Busy(MakeNode("n", {40 * kGi, 40 * kGi}), {{0, 30 * kGi}}),
+                   Want(40 * kGi, 2), ScorePolicy::kHeadroom, Verdict::kNoRoomNow, {},
+                   "needs 20Gi on each of 2 GPUs; 1 GPU with that free; largest free is 40Gi on GPU 1 "
+                   "(capacity 40Gi, allocated 0)"},
+        // Fit rule max(A, U): a fresh report of usage above allocation blocks.
+        DecideCase{"FreshUsageAboveAllocationBlocks",
+                   WithUsage(Busy(MakeNode("n", {24 * kGi}), {{0, 4 * kGi}}), 0, 20 * kGi, kNow - 1000),
+                   Want(8 * kGi), ScorePolicy::kHeadroom, Verdict::kNoRoomNow, {},
+                   "needs 8Gi on 1 GPU; largest free is 4Gi on GPU 0 (capacity 24Gi, allocated 4Gi, used 20Gi)"},
+        DecideCase{"StaleUsageIsIgnored",
+                   WithUsage(Busy(MakeNode("n", {24 * kGi}), {{0, 4 * kGi}}), 0, 20 * kGi, kNow - 120'000),
+                   Want(8 * kGi), ScorePolicy::kHeadroom, Verdict::kFits, {0}, ""},
+        DecideCase{"UsageBelowAllocationDoesNotFreeMemory",
+                   WithUsage(Busy(MakeNode("n", {24 * kGi}), {{0, 20 * kGi}}), 0, 2 * kGi, kNow - 1000),
+                   Want(8 * kGi), ScorePolicy::kHeadroom, Verdict::kNoRoomNow, {},
+                   "needs 8Gi on 1 GPU; largest free is 4Gi on GPU 0 (capacity 24Gi, allocated 20Gi)"},
+        DecideCase{"OverCommittedGpuShowsZeroFree",
+                   Busy(MakeNode("n", {8 * kGi}), {{0, 10 * kGi}}), Want(kGi), ScorePolicy::kHeadroom,
+                   Verdict::kNoRoomNow, {},
+                   "needs 1Gi on 1 GPU; largest free is 0 on GPU 0 (capacity 8Gi, allocated 10Gi)"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Placement, UnknownNodeIsUnresolvable) {
+  NodeDecision d = DecideNode(nullptr, "ghost", Want(kGi), Policy{}, kNow);
+  EXPECT_EQ(d.verdict, Verdict::kUnresolvable);
+  EXPECT_NE(d.reason.find("node ghost has no GPU capacity known to vramd"), std::string::npos);
+}
+
+Snapshot ThreeNodeHomelab() {
+  Snapshot s;
+  for (auto& [name, cap] : std::vector<std::pair<std::string, int64_t>>{
+           {"ness-linux3", 96 * kGi}, {"ness-server2", 8 * kGi}, {"ness-legion1", 8 * kGi}}) {
+    s.nodes[name] = MakeNode(name, {cap});
+  }
+  return s;
+}
+
+TEST(Filter, SplitsNodesIntoFitsFailedAndUnresolvable) {
+  Snapshot s = ThreeNodeHomelab();
+  Hold(s.nodes["ness-server2"], "x", {0}, 6 * kGi);
+  std::vector<std::string_view> names = {"ness-linux3", "ness-server2", "ness-legion1", "cpu-only",
+                                         "ness-linux3"};
+  FilterResult r = Filter(s, names, Want(4 * kGi), Policy{}, kNow);
+  EXPECT_EQ(r.fits, (std::vector<std::string_view>{"ness-linux3", "ness-legion1"}));
+  ASSERT_EQ(r.failed.size(), 1u);
+  EXPECT_EQ(r.failed[0].first, "ness-server2");
+  EXPECT_EQ(r.failed[0].second, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)");
+  ASSERT_EQ(r.unresolvable.size(), 1u);
+  EXPECT_EQ(r.unresolvable[0].first, "cpu-only");
+}
+
+TEST(Filter, RequestLargerThanEveryGpuIsUnresolvableEverywhere) {
+  Snapshot s = ThreeNodeHomelab();
+  FilterResult r = Filter(s, {"ness-linux3", "ness-server2"}, Want(100 * kGi), Policy{}, kNow);
+  EXPECT_TRUE(r.fits.empty());
+  EXPECT_TRUE(r.failed.empty());
+  EXPECT_EQ(r.unresolvable.size(), 2u);
+}
+
+int ScoreOf(const std::vector<HostScore>& scores, std::string_view host) {
+  for (const HostScore& h : scores) {
+    if (h.host == host) return h.score;
+  }
+  ADD_FAILURE() << "no score for " << host;
+  return -1;
+}
+
+TEST(Prioritize, ColdPodPrefersMostHeadroom) {
+  Snapshot s = ThreeNodeHomelab();
+  auto scores = Prioritize(s, {"ness-linux3", "ness-server2", "ness-legion1"}, Want(4 * kGi), Policy{}, kNow);
+  EXPECT_EQ(ScoreOf(scores, "ness-linux3"), 5);
+  EXPECT_EQ(ScoreOf(scores, "ness-server2"), 0);  // 8Gi of 96Gi rounds to 0
+  EXPECT_EQ(ScoreOf(scores, "ness-legion1"), 0);
+}
+
+TEST(Prioritize, WarmNodeBeatsColdNodeWithMoreHeadroom) {
+  Snapshot s = ThreeNodeHomelab();
+  s.nodes["ness-legion1"].models["qwen-7b"] = kNow - 5000;
+  auto scores =
+      Prioritize(s, {"ness-linux3", "ness-legion1"}, Want(4 * kGi, 1, "qwen-7b"), Policy{}, kNow);
+  EXPECT_EQ(ScoreOf(scores, "ness-legion1"), 10);  // warm, saturation 0
+  EXPECT_EQ(ScoreOf(scores, "ness-linux3"), 5);
+}
+
+TEST(Prioritize, AmongWarmNodesLowestSaturationWins) {
+  Snapshot s = ThreeNodeHomelab();
+  Hold(s.nodes["ness-server2"], "a", {0}, 6 * kGi, "qwen-7b");   // saturation 0.75
+  Hold(s.nodes["ness-legion1"], "b", {0}, 2 * kGi, "qwen-7b");   // saturation 0.25
+  auto scores =
+      Prioritize(s, {"ness-server2", "ness-legion1"}, Want(kGi, 1, "qwen-7b"), Policy{}, kNow);
+  EXPECT_GT(ScoreOf(scores, "ness-legion1"), ScoreOf(scores, "ness-server2"));
+  EXPECT_GE(ScoreOf(scores, "ness-server2"), 6);
+}
+
+TEST(Prioritize, BinpackPrefersFewestFreeBytesLeft) {
+  Snapshot s = ThreeNodeHomelab();
+  Policy p;
+  p.score = ScorePolicy::kBinpack;
+  auto scores = Prioritize(s, {"ness-linux3", "ness-server2"}, Want(4 * kGi), p, kNow);
+  EXPECT_EQ(ScoreOf(scores, "ness-server2"), 10);
+  EXPECT_EQ(ScoreOf(scores, "ness-linux3"), 0);
+}
+
+TEST(Prioritize, NodesWhereThePodDoesNotFitScoreZero) {
+  Snapshot s = ThreeNodeHomelab();
+  auto scores = Prioritize(s, {"ness-linux3", "ness-server2", "ghost"}, Want(40 * kGi), Policy{}, kNow);
+  EXPECT_EQ(ScoreOf(scores, "ness-linux3"), 5);
+  EXPECT_EQ(ScoreOf(scores, "ness-server2"), 0);
+  EXPECT_EQ(ScoreOf(scores, "ghost"), 0);
+  EXPECT_EQ(scores.size(), 3u);
+}
+
+}  // namespace
+}  // namespace vramd::ledger

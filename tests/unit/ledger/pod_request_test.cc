@@ -1,0 +1,117 @@
+#include "vramd/ledger/pod_request.h"
+
+#include <gtest/gtest.h>
+
+namespace vramd::ledger {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+ContainerAmount Req(const char* q) { return ContainerAmount{std::string(q), std::string(q), false}; }
+ContainerAmount LimitOnly(const char* q) { return ContainerAmount{std::nullopt, std::string(q), false}; }
+ContainerAmount Sidecar(const char* q) { return ContainerAmount{std::string(q), std::string(q), true}; }
+ContainerAmount None() { return ContainerAmount{}; }
+
+struct RequestCase {
+  const char* name;
+  PodSpecView pod;
+  int64_t total;
+  int gpu_count;
+  int64_t per_gpu;
+};
+
+class VramRequestTable : public ::testing::TestWithParam<RequestCase> {};
+
+TEST_P(VramRequestTable, CountsLikeKubeScheduler) {
+  Result<VramRequest> r = ComputeVramRequest(GetParam().pod);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, GetParam().total);
+  EXPECT_EQ(r->gpu_count, GetParam().gpu_count);
+  EXPECT_EQ(r->per_gpu, GetParam().per_gpu);
+}
+
+PodSpecView Pod(std::vector<ContainerAmount> apps, std::vector<ContainerAmount> inits = {},
+                std::optional<std::string> overhead = std::nullopt,
+                std::optional<std::string> gpu_count = std::nullopt) {
+  PodSpecView p;
+  p.containers = std::move(apps);
+  p.init_containers = std::move(inits);
+  p.overhead = std::move(overhead);
+  p.gpu_count = std::move(gpu_count);
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PodRequest, VramRequestTable,
+    ::testing::Values(
+        RequestCase{"SingleContainer", Pod({Req("24Gi")}), 24 * kGi, 1, 24 * kGi},
+        RequestCase{"AppContainersAreSummed", Pod({Req("30Gi"), Req("2Gi")}), 32 * kGi, 1, 32 * kGi},
+        // The fixture pod: apps 30Gi + 2Gi, init 1Gi: max(32, 1) = 32Gi.
+        RequestCase{"SmallInitContainerIsHidden", Pod({Req("30Gi"), Req("2Gi")}, {Req("1Gi")}), 32 * kGi, 1,
+                    32 * kGi},
+        RequestCase{"LargeInitContainerWins", Pod({Req("4Gi")}, {Req("10Gi"), Req("6Gi")}), 10 * kGi, 1,
+                    10 * kGi},
+        RequestCase{"OverheadIsAdded", Pod({Req("4Gi")}, {}, "1Gi"), 5 * kGi, 1, 5 * kGi},
+        RequestCase{"OverheadAddsToInitMax", Pod({Req("4Gi")}, {Req("10Gi")}, "1Gi"), 11 * kGi, 1, 11 * kGi},
+        RequestCase{"RequestDefaultsToLimit", Pod({LimitOnly("8Gi")}), 8 * kGi, 1, 8 * kGi},
+        RequestCase{"ContainersWithoutResourceCountZero", Pod({None(), Req("3Gi")}), 3 * kGi, 1, 3 * kGi},
+        RequestCase{"SidecarAddsToApps", Pod({Req("4Gi")}, {Sidecar("2Gi")}), 6 * kGi, 1, 6 * kGi},
+        // sidecar 2Gi then init 5Gi: the init runs with the sidecar: 7Gi > apps+sidecar 6Gi.
+        RequestCase{"InitCountsWithEarlierSidecars", Pod({Req("4Gi")}, {Sidecar("2Gi"), Req("5Gi")}), 7 * kGi,
+                    1, 7 * kGi},
+        // init 5Gi before the sidecar: runs alone (5Gi) < 6Gi.
+        RequestCase{"InitBeforeSidecarRunsAlone", Pod({Req("4Gi")}, {Req("5Gi"), Sidecar("2Gi")}), 6 * kGi, 1,
+                    6 * kGi},
+        RequestCase{"GpuCountSpreadsEvenly", Pod({Req("128Gi")}, {}, std::nullopt, "2"), 128 * kGi, 2,
+                    64 * kGi},
+        RequestCase{"GpuCountRoundsUp", Pod({Req("10")}, {}, std::nullopt, "3"), 10, 3, 4},
+        RequestCase{"NoVram", Pod({None()}), 0, 1, 0}),
+    [](const auto& info) { return info.param.name; });
+
+struct ErrorCase {
+  const char* name;
+  PodSpecView pod;
+  const char* message_part;
+};
+
+class VramRequestErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(VramRequestErrors, RejectsWithMessage) {
+  Result<VramRequest> r = ComputeVramRequest(GetParam().pod);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(GetParam().message_part), std::string::npos) << r.status().message();
+}
+
+PodSpecView WithPeak(PodSpecView p, const char* peak) {
+  p.vram_peak = peak;
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PodRequest, VramRequestErrors,
+    ::testing::Values(
+        ErrorCase{"BadQuantityNamesContainer", Pod({Req("4Gi"), Req("lots")}), "container 1"},
+        ErrorCase{"BadInitQuantity", Pod({Req("4Gi")}, {Req("-1")}), "init container 0"},
+        ErrorCase{"BadOverhead", Pod({Req("4Gi")}, {}, "0.5"), "overhead"},
+        ErrorCase{"GpuCountZero", Pod({Req("4Gi")}, {}, std::nullopt, "0"), "gpu-count"},
+        ErrorCase{"GpuCountNotNumber", Pod({Req("4Gi")}, {}, std::nullopt, "two"), "gpu-count"},
+        ErrorCase{"GpuCountTooLarge", Pod({Req("4Gi")}, {}, std::nullopt, "65"), "gpu-count"},
+        ErrorCase{"GpuCountNegative", Pod({Req("4Gi")}, {}, std::nullopt, "-1"), "gpu-count"},
+        ErrorCase{"SumOverflows", Pod({Req("8Ei"), Req("8Ei")}), "maximum"},
+        ErrorCase{"SumOverflowsBelowMax", Pod({Req("7Ei"), Req("7Ei")}), "overflows"},
+        ErrorCase{"PeakBelowRequest", WithPeak(Pod({Req("8Gi")}), "4Gi"), "below"},
+        ErrorCase{"PeakGarbage", WithPeak(Pod({Req("8Gi")}), "big"), "vram-peak"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PodRequest, PeakSpreadsOverGpus) {
+  PodSpecView p = Pod({Req("8Gi")}, {}, std::nullopt, "2");
+  p.vram_peak = "12Gi";
+  Result<VramRequest> r = ComputeVramRequest(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->peak_per_gpu, 6 * kGi);
+  EXPECT_EQ(r->per_gpu, 4 * kGi);
+}
+
+}  // namespace
+}  // namespace vramd::ledger
