@@ -1,1 +1,210 @@
-int main() { return 0; }
+// vramd: the daemon. The only place that knows every concrete class; it owns
+// the components in dependency order and stops them in reverse on SIGTERM.
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "vramd/app/api.h"
+#include "vramd/clock.h"
+#include "vramd/config/config.h"
+#include "vramd/extender/extender.h"
+#include "vramd/http/server.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/reconcile/node_sync.h"
+#include "vramd/store/valkey_client.h"
+
+namespace {
+
+const char* kUsage = R"(vramd - GPU memory (VRAM) as a schedulable resource for kube-scheduler
+
+Usage: vramd [--config FILE] [flags]
+
+Common flags (every config key has a flag and a VRAMD_* variable; see --help-config):
+  --listen HOST:PORT        serve the extender, /v1 API, /metrics (default 127.0.0.1:8080)
+  --valkey URL              redis://host:port[/db] of the ledger (default redis://127.0.0.1:6379)
+  --kube-api URL            Kubernetes API server (default: in-cluster service account)
+  --kube-token-file FILE    bearer token for the API server
+  --kube-ca-file FILE       CA bundle of the API server
+  --no-kube                 standalone: static `nodes` from the config; bind only reserves
+  --policy headroom|binpack node scoring policy
+  --log-level LEVEL         trace, debug, info, warn, error
+  --help-config             list every config key, flag, variable and default
+  --version                 print the version
+)";
+
+std::string ReadSecretFile(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = "cannot read " + path;
+    return "";
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+void SetupLogging(const vramd::config::Config& cfg) {
+  auto logger = spdlog::stderr_logger_mt("vramd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  if (cfg.log_json) {
+    spdlog::set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})", spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  }
+  spdlog::flush_on(spdlog::level::info);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (a == "--version") {
+      std::cout << "vramd " << VRAMD_VERSION << "\n";
+      return 0;
+    }
+    if (a == "--help-config") {
+      std::printf("%-24s %-26s %-30s %-14s %s\n", "KEY", "FLAG", "VARIABLE", "DEFAULT", "MEANING");
+      for (const auto& k : vramd::config::Keys()) {
+        std::printf("%-24s %-26s %-30s %-14s %s\n", k.json_key.c_str(), k.flag.empty() ? "--no-kube" : k.flag.c_str(),
+                    k.env.c_str(), k.default_value.empty() ? "\"\"" : k.default_value.c_str(), k.help.c_str());
+      }
+      return 0;
+    }
+  }
+  vramd::Result<vramd::config::Config> loaded = vramd::config::Load(argc, argv);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "vramd: %s\n", loaded.status().message().c_str());
+    return 2;
+  }
+  const vramd::config::Config cfg = std::move(loaded).value();
+  SetupLogging(cfg);
+
+  // Signals are taken synchronously by the main thread only.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  vramd::store::ValkeyOptions vopts;
+  vopts.url = cfg.valkey_url;
+  vopts.username = cfg.valkey_username;
+  vopts.key_prefix = cfg.key_prefix;
+  vopts.pool_size = cfg.valkey_pool_size;
+  vopts.connect_timeout = std::chrono::milliseconds(std::min(cfg.valkey_timeout_ms, 1000));
+  vopts.command_timeout = std::chrono::milliseconds(cfg.valkey_timeout_ms);
+  if (!cfg.valkey_password_file.empty()) {
+    std::string err;
+    vopts.password = ReadSecretFile(cfg.valkey_password_file, &err);
+    if (!err.empty()) {
+      spdlog::critical("valkey.password_file: {}", err);
+      return 2;
+    }
+  } else if (const char* pw = std::getenv("VRAMD_VALKEY_PASSWORD")) {
+    vopts.password = pw;  // from a Secret via the environment; never from a flag
+  }
+  std::string api_token;
+  if (!cfg.api_token_file.empty()) {
+    std::string err;
+    api_token = ReadSecretFile(cfg.api_token_file, &err);
+    if (!err.empty() || api_token.empty()) {
+      spdlog::critical("api_token_file: {}", err.empty() ? "the file is empty" : err);
+      return 2;
+    }
+  }
+
+  vramd::SystemClock clock;
+  vramd::metrics::Registry registry;
+  registry.AddGauge("vramd_build_info", "Build information (value 1).", {"version"}).With({VRAMD_VERSION}).Set(1);
+
+  std::shared_ptr<vramd::store::ValkeyClient> valkey = vramd::store::NewValkeyClient(vopts);
+  std::unique_ptr<vramd::store::LedgerStore> store = vramd::store::NewValkeyLedgerStore(valkey);
+
+  std::unique_ptr<vramd::kube::KubeClient> kube;
+  if (cfg.kube_enabled) {
+    vramd::kube::Options kopts;
+    kopts.api_url = cfg.kube_api;
+    kopts.token_file = cfg.kube_token_file;
+    kopts.ca_file = cfg.kube_ca_file;
+    kopts.resource_name = cfg.resource_name;
+    kopts.timeout_ms = cfg.kube_timeout_ms;
+    auto k = vramd::kube::NewRestClient(kopts);
+    if (!k.ok()) {
+      spdlog::critical("Kubernetes client: {} (use --no-kube to run standalone)", k.status().message());
+      return 2;
+    }
+    kube = std::move(k).value();
+  }
+
+  vramd::extender::Options eopts;
+  eopts.resource_name = cfg.resource_name;
+  eopts.policy.score = cfg.score_policy;
+  eopts.policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  vramd::extender::Extender extender(eopts, store.get(), kube.get(), &clock, &registry);
+
+  vramd::http::ServerOptions sopts;
+  if (vramd::Status s = vramd::http::ParseListen(cfg.listen, &sopts.host, &sopts.port); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
+  sopts.threads = cfg.http_threads;
+  sopts.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  sopts.read_timeout_ms = cfg.read_timeout_ms;
+  sopts.tls_cert_file = cfg.tls_cert_file;
+  sopts.tls_key_file = cfg.tls_key_file;
+  sopts.tls_client_ca_file = cfg.tls_client_ca_file;
+  vramd::http::Server server(sopts, &registry);
+
+  vramd::reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
+
+  vramd::app::ApiServices api;
+  api.extender = &extender;
+  api.store = store.get();
+  api.registry = &registry;
+  api.clock = &clock;
+  api.usage_max_age_ms = cfg.usage_max_age_ms;
+  api.api_token = api_token;
+  vramd::app::RegisterRoutes(server, api);
+
+  if (vramd::Status s = server.Start(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  node_sync.Start();
+  spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
+               cfg.tls_cert_file.empty() ? "http" : "https", sopts.host, server.port(), cfg.valkey_url,
+               kube ? "kubernetes" : "standalone", vramd::ledger::ScorePolicyName(cfg.score_policy));
+
+  for (;;) {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig == SIGHUP) {
+      vramd::Status s = server.ReloadTls();
+      if (s.ok()) spdlog::info("SIGHUP: TLS certificate reloaded");
+      else spdlog::error("SIGHUP: {}", s.message());
+      continue;
+    }
+    spdlog::info("signal {}: stopping", sig);
+    break;
+  }
+  server.Stop();     // stop accepting, finish in-flight requests
+  node_sync.Stop();  // then the loops
+  spdlog::info("stopped");
+  return 0;
+}

@@ -32,12 +32,69 @@ struct ContextFree {
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
 
-struct ReplyFree {
-  void operator()(redisReply* r) const {
-    if (r != nullptr) freeReplyObject(r);
+// Replies are built straight into Reply trees by hiredis's reader, so there
+// is no redisReply tree to copy from: a child is constructed in place in its
+// parent's `elements`, which CreateArray sized beforehand. hiredis frees only
+// roots (freeObject), and only roots are allocated with new.
+Reply* ReplySlot(const redisReadTask* task) {
+  if (task->parent != nullptr) {
+    auto* parent = static_cast<Reply*>(task->parent->obj);
+    return &parent->elements[static_cast<size_t>(task->idx)];
   }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+  return new (std::nothrow) Reply();
+}
+
+void* CreateString(const redisReadTask* task, char* str, size_t len) {
+  Reply* r = ReplySlot(task);
+  if (r == nullptr) return nullptr;
+  r->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::kError
+            : task->type == REDIS_REPLY_STATUS ? Reply::Type::kStatus
+                                               : Reply::Type::kString;
+  try {
+    r->str.assign(str, len);
+  } catch (...) {  // bad_alloc must not unwind through hiredis
+    if (task->parent == nullptr) delete r;
+    return nullptr;
+  }
+  return r;
+}
+
+void* CreateArray(const redisReadTask* task, int n) {
+  Reply* r = ReplySlot(task);
+  if (r == nullptr) return nullptr;
+  r->type = Reply::Type::kArray;
+  try {
+    r->elements.resize(static_cast<size_t>(std::max(n, 0)));
+  } catch (...) {
+    if (task->parent == nullptr) delete r;
+    return nullptr;
+  }
+  return r;
+}
+
+void* CreateInteger(const redisReadTask* task, long long v) {  // NOLINT: hiredis's type
+  Reply* r = ReplySlot(task);
+  if (r == nullptr) return nullptr;
+  r->type = Reply::Type::kInteger;
+  r->integer = v;
+  return r;
+}
+
+void* CreateNil(const redisReadTask* task) {
+  Reply* r = ReplySlot(task);
+  if (r != nullptr) r->type = Reply::Type::kNil;
+  return r;
+}
+
+void FreeReply(void* r) { delete static_cast<Reply*>(r); }
+
+redisReplyObjectFunctions kReplyFunctions = {CreateString, CreateArray, CreateInteger, CreateNil,
+                                             FreeReply};
+
+using ReplyPtr = std::unique_ptr<Reply>;
+
+// Runs one command on a connection; null on a transport error (see c->err).
+ReplyPtr Run(redisContext* c, const std::vector<std::string>& argv);
 
 timeval ToTimeval(milliseconds d) {
   const int64_t ms = std::max<int64_t>(d.count(), 1);
@@ -65,37 +122,6 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
-Reply Convert(const redisReply& r) {
-  Reply out;
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::kString;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::kStatus;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::kError;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::kInteger;
-      out.integer = r.integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::kArray;
-      out.elements.reserve(r.elements);
-      for (size_t i = 0; i < r.elements; ++i) out.elements.push_back(Convert(*r.element[i]));
-      break;
-    default:  // REDIS_REPLY_NIL
-      out.type = Reply::Type::kNil;
-      break;
-  }
-  return out;
-}
-
 // argv in the shape hiredis wants, pointing into the caller's strings.
 class ArgvView {
  public:
@@ -115,6 +141,28 @@ class ArgvView {
   std::vector<const char*> ptrs_;
   std::vector<size_t> lens_;
 };
+
+// Appends one command in RESP (what redisFormatCommandArgv produces).
+void AppendResp(std::string* out, const std::vector<std::string>& argv) {
+  char num[24];
+  auto append_len = [&](char tag, size_t n) {
+    out->push_back(tag);
+    auto [end, ec] = std::to_chars(num, num + sizeof(num), n);
+    out->append(num, end);
+    out->append("\r\n", 2);
+  };
+  append_len('*', argv.size());
+  for (const auto& a : argv) {
+    append_len('$', a.size());
+    out->append(a);
+    out->append("\r\n", 2);
+  }
+}
+
+ReplyPtr Run(redisContext* c, const std::vector<std::string>& argv) {
+  ArgvView v(argv);
+  return ReplyPtr(static_cast<Reply*>(redisCommandArgv(c, v.argc(), v.argv(), v.lens())));
+}
 
 class PooledValkeyClient final : public ValkeyClient {
  public:
@@ -141,41 +189,58 @@ class PooledValkeyClient final : public ValkeyClient {
     auto lease = Borrow();
     if (!lease.ok()) return lease.status();
     ContextPtr c = std::move(lease).value();
-    ArgvView v(argv);
-    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), v.argc(), v.argv(), v.lens())));
+    ReplyPtr r = Run(c.get(), argv);
     if (!r) return Broken(std::move(c), argv[0]);
-    Reply out = Convert(*r);
     GiveBack(std::move(c));
-    return out;
+    return std::move(*r);
   }
 
   Result<std::vector<Reply>> Pipeline(const std::vector<std::vector<std::string>>& cmds) override {
     std::vector<Reply> out;
-    if (cmds.empty()) return out;
+    out.reserve(cmds.size());
+    Status s = PipelineEach(cmds, [&out](size_t, Reply& r) { out.push_back(std::move(r)); });
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Status PipelineEach(const std::vector<std::vector<std::string>>& cmds,
+                      const std::function<void(size_t, Reply&)>& each) override {
+    if (cmds.empty()) return Status::Ok();
+    // The whole batch is encoded once (RESP multi-bulk) and handed to
+    // hiredis as one preformatted write.
+    size_t size = 0;
     for (const auto& cmd : cmds) {
       if (cmd.empty()) return InvalidArgument("valkey: empty command in pipeline");
+      size += 16;
+      for (const auto& a : cmd) size += a.size() + 16;
     }
+    std::string resp;
+    resp.reserve(size);
+    for (const auto& cmd : cmds) AppendResp(&resp, cmd);
+
     auto lease = Borrow();
     if (!lease.ok()) return lease.status();
     ContextPtr c = std::move(lease).value();
-    for (const auto& cmd : cmds) {
-      ArgvView v(cmd);
-      if (redisAppendCommandArgv(c.get(), v.argc(), v.argv(), v.lens()) != REDIS_OK) {
-        return Broken(std::move(c), "pipeline");
-      }
+    if (redisAppendFormattedCommand(c.get(), resp.data(), resp.size()) != REDIS_OK) {
+      return Broken(std::move(c), "pipeline");
     }
-    out.reserve(cmds.size());
     for (size_t i = 0; i < cmds.size(); ++i) {
       void* raw = nullptr;
       if (redisGetReply(c.get(), &raw) != REDIS_OK || raw == nullptr) {
-        if (raw != nullptr) freeReplyObject(raw);
+        FreeReply(raw);
         return Broken(std::move(c), "pipeline");
       }
-      ReplyPtr r(static_cast<redisReply*>(raw));
-      out.push_back(Convert(*r));
+      ReplyPtr r(static_cast<Reply*>(raw));
+      try {
+        each(i, *r);
+      } catch (...) {
+        // The connection still has unread replies: it cannot be reused.
+        (void)Broken(std::move(c), "pipeline callback");
+        throw;
+      }
     }
     GiveBack(std::move(c));
-    return out;
+    return Status::Ok();
   }
 
   Result<Reply> Eval(const Script& script, const std::vector<std::string>& keys,
@@ -191,21 +256,18 @@ class PooledValkeyClient final : public ValkeyClient {
     auto lease = Borrow();
     if (!lease.ok()) return lease.status();
     ContextPtr c = std::move(lease).value();
-    ArgvView v(argv);
-    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), v.argc(), v.argv(), v.lens())));
+    ReplyPtr r = Run(c.get(), argv);
     if (!r) return Broken(std::move(c), "EVALSHA");
-    if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with("NOSCRIPT")) {
+    if (r->is_error() && r->str.starts_with("NOSCRIPT")) {
       // The server does not have the script cached (first use, restart,
       // SCRIPT FLUSH): send the source, which also caches it.
       argv[0] = "EVAL";
       argv[1] = script.source();
-      ArgvView ev(argv);
-      r.reset(static_cast<redisReply*>(redisCommandArgv(c.get(), ev.argc(), ev.argv(), ev.lens())));
+      r = Run(c.get(), argv);
       if (!r) return Broken(std::move(c), "EVAL");
     }
-    Reply out = Convert(*r);
     GiveBack(std::move(c));
-    return out;
+    return std::move(*r);
   }
 
   const std::string& prefix() const override { return opts_.key_prefix; }
@@ -333,15 +395,15 @@ class PooledValkeyClient final : public ValkeyClient {
       return nullptr;
     }
     redisEnableKeepAlive(c.get());
+    c->reader->fn = &kReplyFunctions;
     auto run = [&](const std::vector<std::string>& argv, const char* what) {
-      ArgvView v(argv);
-      ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(c.get(), v.argc(), v.argv(), v.lens())));
+      ReplyPtr r = Run(c.get(), argv);
       if (!r) {
         *err = std::string(what) + ": " + (c->err != 0 ? c->errstr : "no reply");
         return false;
       }
-      if (r->type == REDIS_REPLY_ERROR) {
-        *err = std::string(what) + " failed: " + std::string(r->str, r->len);
+      if (r->is_error()) {
+        *err = std::string(what) + " failed: " + r->str;
         return false;
       }
       return true;

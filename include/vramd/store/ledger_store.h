@@ -68,6 +68,11 @@ class LedgerStore {
 
   // Liveness of the store (one round trip).
   virtual Status Ping() = 0;
+
+  // How many stored fields the last snapshot load skipped because they could
+  // not be parsed (bad entry JSON, non-numeric capacity...). Each is logged;
+  // non-zero means the ledger holds corrupt data. Fakes may leave it at 0.
+  virtual uint64_t MalformedFieldsSkipped() const { return 0; }
 };
 
 }  // namespace vramd::store

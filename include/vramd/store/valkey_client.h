@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,16 @@ class Script {
   std::string sha1_;
 };
 
+// Thread-safe: every method may be called from any thread concurrently. Each
+// call borrows one pooled connection for its duration (at most
+// ValkeyOptions::pool_size open at once; a caller waits for a free one at most
+// connect_timeout + command_timeout). Every socket operation is bounded by
+// connect_timeout / command_timeout, so no call hangs. After a failed connect
+// no new connect is attempted before the backoff has passed; calls in that
+// window fail at once with kUnavailable ("valkey H:P unreachable: REASON
+// (retrying in Nms)"). A connection that saw a transport error is closed, not
+// reused. A bad URL makes every call fail with kInvalidArgument.
+// The client must outlive the calls made on it (hold the shared_ptr).
 class ValkeyClient {
  public:
   virtual ~ValkeyClient() = default;
@@ -46,10 +57,26 @@ class ValkeyClient {
   // of type kError; transport failures are kUnavailable.
   virtual Result<Reply> Command(const std::vector<std::string>& argv) = 0;
 
-  // Several commands in one round trip; one Reply per command, in order.
+  // Several commands in one round trip (all written, then all replies read) on
+  // one connection; one Reply per command, in order. Not a transaction: wrap
+  // the commands in MULTI/EXEC for atomicity.
   virtual Result<std::vector<Reply>> Pipeline(const std::vector<std::vector<std::string>>& cmds) = 0;
 
-  // Runs a script; keys and args as EVAL takes them.
+  // Pipeline for large reads: `each(i, reply)` is called for each command's
+  // reply, in order, as it arrives; the reply may be moved from and is freed
+  // after the callback, so memory stays bounded by one reply. On a transport
+  // error the callback has seen a prefix of the replies. `each` must not call
+  // back into this client (it runs on a borrowed connection).
+  virtual Status PipelineEach(const std::vector<std::vector<std::string>>& cmds,
+                              const std::function<void(size_t, Reply&)>& each) {
+    auto replies = Pipeline(cmds);
+    if (!replies.ok()) return replies.status();
+    for (size_t i = 0; i < replies->size(); ++i) each(i, (*replies)[i]);
+    return Status::Ok();
+  }
+
+  // Runs a script (EVALSHA, then EVAL when the server answers NOSCRIPT); keys
+  // and args as EVAL takes them. A script error is a Reply of type kError.
   virtual Result<Reply> Eval(const Script& script, const std::vector<std::string>& keys,
                              const std::vector<std::string>& args) = 0;
 
@@ -57,9 +84,35 @@ class ValkeyClient {
   virtual const std::string& prefix() const = 0;
 };
 
+// Where a URL points. password/username come from the URL's userinfo
+// (percent-decoded); a lone userinfo ("redis://secret@host") is the password.
+struct ValkeyEndpoint {
+  std::string host;
+  int port = 6379;
+  std::string username;
+  std::string password;
+  int db = 0;
+
+  std::string Display() const;  // "host:port" ("[::1]:6379"); never the password
+};
+
+// Parses redis://[user:password@]host[:port][/db] (the scheme may be omitted;
+// valkey:// is accepted too). kInvalidArgument, with the password redacted,
+// when malformed. Lets configuration reject a bad URL at startup.
+Result<ValkeyEndpoint> ParseValkeyUrl(std::string_view url);
+
+// The URL with its password replaced by "***", for logs and messages.
+std::string RedactValkeyUrl(std::string_view url);
+
+// Never fails: connections are opened lazily, on the first call. Options are
+// copied; opts.password / opts.username override the URL's.
 std::shared_ptr<ValkeyClient> NewValkeyClient(const ValkeyOptions& opts);
 
-// The ledger store over a shared client.
+// The ledger store over a shared client (keys under client->prefix(); layout
+// in DESIGN.md §6 and valkey_ledger_store.cc). Thread-safe. Snapshot() keeps
+// the last snapshot and its epoch; concurrent callers that find the epoch
+// moved wait for one reload instead of each reloading, and every caller gets
+// a snapshot at least as new as the epoch it read.
 std::unique_ptr<LedgerStore> NewValkeyLedgerStore(std::shared_ptr<ValkeyClient> client);
 
 }  // namespace vramd::store

@@ -241,7 +241,7 @@ build() {
   local build_start=$SECONDS
   env -u GOFLAGS GOPATH="$src/.go" GOPROXY=off CGO_ENABLED=0 HOME="$WORK_DIR" \
     make WHAT="cmd/kube-scheduler cmd/kube-apiserver" 2>&1 \
-    | tee "$PREFIX/build.log" | grep -E '^\+\+\+|^!!!|error' || true
+    | tee "$PREFIX/build.log" | grep --line-buffered -E '^\+\+\+|^!!!|error' || true
   # make's status is lost in the pipe; the binaries are the proof.
   local out="$src/_output/local/bin/linux/amd64" b
   for b in "${BINARIES[@]}"; do
@@ -249,15 +249,18 @@ build() {
   done
   log "make took $((SECONDS - build_start)) s"
 
+  local version
   for b in "${BINARIES[@]}"; do
-    "$out/$b" --version | grep -q "v$K8S_VERSION" \
-      || die "$b --version does not report v$K8S_VERSION"
+    version=$("$out/$b" --version)
+    [[ "$version" == *"v$K8S_VERSION"* ]] || die "$b --version says: $version"
     cp "$out/$b" "$BIN_DIR/.$b.tmp"
     mv -f "$BIN_DIR/.$b.tmp" "$BIN_DIR/$b" # atomic: never a half-copied binary
   done
 
   cd "$PREFIX"
+  local rm_start=$SECONDS
   rm -rf "$WORK_DIR"
+  log "removed the source tree in $((SECONDS - rm_start)) s"
   log "done in $((SECONDS - start)) s: $(ls "$BIN_DIR" | tr '\n' ' ')"
 }
 

@@ -1,0 +1,37 @@
+// The routes of vramd's HTTP port: extender verbs, /v1 API, health, metrics.
+// Thin adapters: decode, call a component, encode.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "vramd/clock.h"
+#include "vramd/extender/extender.h"
+#include "vramd/http/server.h"
+#include "vramd/ledger/model.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::app {
+
+struct ApiServices {
+  extender::Extender* extender = nullptr;
+  store::LedgerStore* store = nullptr;
+  metrics::Registry* registry = nullptr;
+  const Clock* clock = nullptr;
+  int64_t usage_max_age_ms = 60'000;
+  std::string api_token;  // required on mutating /v1 calls when non-empty
+  // Adds readiness conditions beyond Valkey (leader, first reconcile); sets
+  // *ready=false when one is not met and explains it in `details`.
+  std::function<void(nlohmann::json& details, bool* ready)> readiness;
+};
+
+void RegisterRoutes(http::Server& server, const ApiServices& services);
+
+// The JSON view of a node: vectors, the six metrics, per GPU and per pod.
+// Ratios that are infinite are rendered as the string "+Inf".
+nlohmann::json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms);
+
+}  // namespace vramd::app

@@ -1,0 +1,91 @@
+// vramd's configuration: a JSON file (--config), overridden by VRAMD_*
+// environment variables, overridden by command-line flags. Every key, its
+// flag, its variable and its default are listed in docs/configuration.md
+// (generated from the same table: `vramd --help-config`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vramd/ledger/placement.h"
+#include "vramd/status.h"
+
+namespace vramd::config {
+
+struct StaticGpu {
+  int64_t capacity = 0;  // physical bytes, before the reserve
+  std::string uuid;
+};
+
+struct StaticNode {
+  std::string name;
+  std::vector<StaticGpu> gpus;
+};
+
+struct Config {
+  // Serving.
+  std::string listen = "127.0.0.1:8080";     // host:port
+  int http_threads = 8;
+  int64_t max_body_bytes = 4 << 20;          // larger bodies are answered 413
+  int read_timeout_ms = 5000;                // slow clients are cut off
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;            // verify client certificates when set
+  std::string api_token_file;                // bearer token for mutating /v1 calls
+
+  // Valkey.
+  std::string valkey_url = "redis://127.0.0.1:6379";
+  std::string valkey_username;
+  std::string valkey_password_file;          // never on the command line
+  std::string key_prefix = "vramd";
+  int valkey_pool_size = 8;
+  int valkey_timeout_ms = 1000;
+
+  // Scheduling.
+  std::string resource_name = "vramd.io/vram";
+  ledger::ScorePolicy score_policy = ledger::ScorePolicy::kHeadroom;
+  double reserve_percent = 0;                // per-GPU reserve: max(percent × physical, min)
+  int64_t reserve_min_bytes = 0;
+  int64_t usage_max_age_ms = 60'000;         // older usage reports fall back to allocation
+  std::vector<StaticNode> nodes;             // static capacities (first source that wins)
+
+  // Kubernetes.
+  bool kube_enabled = true;                  // --no-kube: standalone on `nodes`
+  std::string kube_api;                      // empty: in-cluster
+  std::string kube_token_file;
+  std::string kube_ca_file;
+  int kube_timeout_ms = 4000;
+  int node_sync_interval_ms = 5000;
+
+  // Background work.
+  int reconcile_interval_ms = 5000;
+  int reservation_grace_ms = 60'000;
+
+  // Logging.
+  std::string log_level = "info";            // trace debug info warn error
+  bool log_json = false;
+};
+
+// One configurable key: how it is spelled in each source.
+struct KeyInfo {
+  std::string json_key;  // in the config file
+  std::string flag;      // --flag
+  std::string env;       // VRAMD_*
+  std::string default_value;
+  std::string help;
+};
+const std::vector<KeyInfo>& Keys();
+
+// Loads the configuration from argv (and the file it names) and `env`
+// (the process environment when null). Errors name the offending key or flag.
+// `--help`/`--version` are not handled here.
+Result<Config> Load(int argc, const char* const* argv, const char* const* env = nullptr);
+
+// Parses a config file's text (JSON) onto `cfg`.
+Status ApplyJson(const std::string& text, Config* cfg);
+
+// Per-GPU capacity after the reserve: physical − max(percent × physical, min), ≥ 0.
+int64_t ApplyReserve(const Config& cfg, int64_t physical);
+
+}  // namespace vramd::config

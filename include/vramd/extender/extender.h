@@ -1,0 +1,74 @@
+// The extender verbs: filter, prioritize, bind, preempt. Each takes the raw
+// request body and produces the HTTP status and response body. Decisions are
+// made by the pure placement logic over a ledger snapshot; bind reserves
+// atomically in the store, writes the pod annotations and creates the Binding.
+// Thread-safe.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "vramd/clock.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/ledger/placement.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::extender {
+
+// Annotations vramd writes at bind (DESIGN.md §2).
+inline constexpr const char* kAnnotationGpus = "vramd.io/gpus";
+inline constexpr const char* kAnnotationGpuUuids = "vramd.io/gpu-uuids";
+inline constexpr const char* kAnnotationVramPerGpu = "vramd.io/vram-per-gpu";
+
+struct Options {
+  std::string resource_name = "vramd.io/vram";
+  ledger::Policy policy;
+  int bind_attempts = 3;  // reserve retries when a concurrent bind took the chosen GPU
+};
+
+struct Response {
+  int status = 200;
+  std::string body;
+};
+
+class Extender {
+ public:
+  // `kube` may be null (standalone): bind then only reserves, using the pod's
+  // request as seen by an earlier filter call on this replica.
+  Extender(Options opts, store::LedgerStore* store, kube::KubeClient* kube, const Clock* clock,
+           metrics::Registry* registry);
+
+  Response Filter(std::string_view body);
+  Response Prioritize(std::string_view body);
+  Response Bind(std::string_view body);
+  Response Preempt(std::string_view body);
+
+ private:
+  struct Cached {
+    std::string ns, name;
+    ledger::VramRequest req;
+  };
+  void Remember(const std::string& uid, const std::string& ns, const std::string& name,
+                const ledger::VramRequest& req);
+  bool Recall(const std::string& uid, Cached* out);
+  std::string BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                      const std::string& node);
+
+  Options opts_;
+  store::LedgerStore* store_;
+  kube::KubeClient* kube_;
+  const Clock* clock_;
+  metrics::Family<metrics::Counter>* bind_results_;
+
+  // Recent pods seen by filter (standalone bind needs their request).
+  std::mutex cache_mu_;
+  std::list<std::string> lru_;
+  std::unordered_map<std::string, std::pair<Cached, std::list<std::string>::iterator>> cache_;
+};
+
+}  // namespace vramd::extender

@@ -1,0 +1,138 @@
+// KubeClient: the few Kubernetes API calls vramd makes. The real client talks
+// REST over HTTPS (cpp-httplib + OpenSSL); tests use fakes or a real apiserver.
+// Thread-safe: methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vramd/ledger/pod_request.h"
+#include "vramd/status.h"
+
+namespace vramd::kube {
+
+// What vramd needs of a Node object.
+struct NodeInfo {
+  std::string name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::string resource_version;
+};
+
+// What vramd needs of a Pod object.
+struct PodInfo {
+  std::string name;
+  std::string ns;
+  std::string uid;
+  std::string node_name;                 // spec.nodeName, empty when unassigned
+  std::string phase;                     // status.phase
+  std::string scheduler_name;
+  bool deleting = false;                 // metadata.deletionTimestamp is set
+  std::map<std::string, std::string> annotations;
+  ledger::PodSpecView spec;              // resource amounts for the configured resource
+  std::string resource_version;
+};
+
+struct Options {
+  // https://host[:port][/path-prefix]; empty = in-cluster. `http://` is accepted
+  // for tests against a local fake API server only; production uses https.
+  std::string api_url;
+  std::string token_file;       // bearer token file (re-read when it changes);
+                                // empty with an explicit api_url = no auth header
+  std::string ca_file;          // CA bundle to verify the API server; empty with
+                                // an explicit https api_url = the system trust store
+  std::string resource_name = "vramd.io/vram";
+  int timeout_ms = 4000;        // per request (must stay below the scheduler's 5 s)
+  // In-cluster defaults (used when api_url is empty): KUBERNETES_SERVICE_HOST/PORT,
+  // /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt} (token_file and
+  // ca_file, when set, override the paths).
+
+  // Added by the REST client (defaults suit production):
+  int max_connections = 8;      // pooled keep-alive connections for non-watch calls;
+                                // a call waits at most timeout_ms for a free one
+  int watch_timeout_s = 300;    // server-side timeoutSeconds of one watch request;
+                                // the stream read timeout is this + 30 s
+  int list_page_size = 500;     // `limit` of each page of a list
+};
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark };
+
+template <typename T>
+struct WatchEvent {
+  WatchEventType type;
+  T object;
+};
+
+template <typename T>
+struct List {
+  std::vector<T> items;
+  std::string resource_version;
+};
+
+class KubeClient {
+ public:
+  virtual ~KubeClient() = default;
+
+  virtual Result<PodInfo> GetPod(const std::string& ns, const std::string& name) = 0;
+
+  // Merge-patches metadata.annotations of a pod (null value = remove). An empty
+  // map sends nothing and returns OK.
+  virtual Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                     const std::map<std::string, std::optional<std::string>>& annotations) = 0;
+
+  // POST .../pods/{name}/binding. kConflict when the pod is already bound
+  // (409) — the caller checks where; kNotFound when the pod is gone.
+  virtual Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
+                      const std::string& node) = 0;
+
+  virtual Result<List<NodeInfo>> ListNodes() = 0;
+  // All pods in all namespaces (optionally a fieldSelector such as spec.nodeName!=).
+  // Lists are fetched in pages of Options::list_page_size; resource_version is
+  // the list's (use it to start a watch). A page whose continue token expired
+  // gives kConflict ("410 Gone"): list again. Items that cannot be decoded are
+  // skipped with a warning.
+  virtual Result<List<PodInfo>> ListPods(const std::string& field_selector = "") = 0;
+
+  // Merge-patches a node's annotations (used to nudge kube-scheduler's
+  // unschedulable queue with a node update event).
+  virtual Status PatchNodeAnnotations(const std::string& name,
+                                      const std::map<std::string, std::optional<std::string>>& annotations) = 0;
+
+  // Posts a core/v1 Event about a pod (reason, message, type Normal|Warning;
+  // another type is kInvalidArgument). The message is cut to 1 KiB.
+  virtual Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,
+                              const std::string& message) = 0;
+
+  // Watches from resource_version (empty: from now, starting with synthetic
+  // ADDED events for every existing object); calls `on_event` per event, on the
+  // calling thread, until the server ends the stream (timeoutSeconds; returns
+  // OK, the caller re-watches from the last resource_version it saw, bookmarks
+  // included), `stop` becomes true (returns OK within ~100 ms, even on a silent
+  // stream), or an error. Returns kConflict with a message starting "410 Gone"
+  // when the version is too old (relist). BOOKMARK events carry only
+  // object.resource_version. An object that cannot be decoded is skipped with
+  // a warning; a line that is not a watch event ends the watch (kInternal).
+  virtual Status WatchPods(const std::string& resource_version, const std::atomic<bool>& stop,
+                           const std::function<void(const WatchEvent<PodInfo>&)>& on_event) = 0;
+  virtual Status WatchNodes(const std::string& resource_version, const std::atomic<bool>& stop,
+                            const std::function<void(const WatchEvent<NodeInfo>&)>& on_event) = 0;
+};
+
+// Errors of every call: HTTP 404 → kNotFound, 409 and 410 → kConflict,
+// 400/422 → kInvalidArgument, 401/403 → kInternal (the message says to check
+// RBAC / credentials), 429 and 5xx → kUnavailable, a transport failure or
+// timeout → kUnavailable, an undecodable 2xx body → kInternal. Messages name
+// the call, the HTTP status and the API server's `message`; never the token.
+
+// The REST client. Fails with kInvalidArgument when the options cannot work
+// (no URL and not in a cluster, a malformed URL, unreadable CA or token file).
+Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts);
+
+}  // namespace vramd::kube

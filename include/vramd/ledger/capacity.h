@@ -1,0 +1,34 @@
+// Where a node's per-GPU capacity comes from (DESIGN.md §2): the first source
+// that exists wins — the config file's static entry, the node annotation
+// vramd.io/capacity ("80Gi,80Gi"), or NVIDIA GPU Feature Discovery labels
+// nvidia.com/gpu.count × nvidia.com/gpu.memory (MiB per GPU).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "vramd/status.h"
+
+namespace vramd::ledger {
+
+inline constexpr const char* kCapacityAnnotation = "vramd.io/capacity";
+inline constexpr const char* kGfdCountLabel = "nvidia.com/gpu.count";
+inline constexpr const char* kGfdMemoryLabel = "nvidia.com/gpu.memory";
+
+struct PhysicalGpus {
+  std::string source;            // "config", "annotation", "gfd" or "" (no GPUs)
+  std::vector<int64_t> bytes;    // physical VRAM per GPU, index = position
+};
+
+// Reads the node's GPUs from its annotations and labels. An empty `bytes`
+// with an OK status means the node has no GPUs vramd knows of. Malformed
+// values are errors that name the annotation or label.
+Result<PhysicalGpus> GpusFromNodeMetadata(const std::map<std::string, std::string>& labels,
+                                          const std::map<std::string, std::string>& annotations);
+
+// Capacity after the per-GPU reserve: physical − max(percent% × physical, min), ≥ 0.
+int64_t CapacityAfterReserve(int64_t physical, double reserve_percent, int64_t reserve_min_bytes);
+
+}  // namespace vramd::ledger

@@ -1,0 +1,420 @@
+#include "vramd/config/config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "vramd/ledger/capacity.h"
+#include "vramd/ledger/quantity.h"
+
+extern char** environ;
+
+namespace vramd::config {
+namespace {
+
+using Setter = std::function<Status(Config*, const std::string&)>;
+using Getter = std::function<std::string(const Config&)>;
+
+struct Key {
+  KeyInfo info;
+  Setter set;
+  Getter get;
+};
+
+Status BadValue(const std::string& key, const std::string& value, const std::string& why) {
+  return InvalidArgument("config key " + key + ": invalid value \"" + value + "\": " + why);
+}
+
+Result<int64_t> ParseInt(const std::string& s, int64_t lo, int64_t hi) {
+  if (s.empty()) return InvalidArgument("empty");
+  size_t i = 0;
+  bool neg = s[0] == '-';
+  if (neg) i = 1;
+  if (i == s.size()) return InvalidArgument("not a whole number");
+  int64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return InvalidArgument("not a whole number");
+    if (v > (INT64_MAX - 9) / 10) return InvalidArgument("out of range");
+    v = v * 10 + (s[i] - '0');
+  }
+  if (neg) v = -v;
+  if (v < lo || v > hi) {
+    return InvalidArgument("must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return v;
+}
+
+template <typename T>
+Key IntKey(std::string json, std::string flag, std::string env, std::string help, T Config::*field,
+           int64_t lo, int64_t hi) {
+  Key k;
+  k.info = {json, flag, env, "", std::move(help)};
+  k.set = [json, field, lo, hi](Config* c, const std::string& v) -> Status {
+    Result<int64_t> r = ParseInt(v, lo, hi);
+    if (!r.ok()) return BadValue(json, v, r.status().message());
+    c->*field = static_cast<T>(*r);
+    return Status::Ok();
+  };
+  k.get = [field](const Config& c) { return std::to_string(c.*field); };
+  return k;
+}
+
+Key BytesKey(std::string json, std::string flag, std::string env, std::string help, int64_t Config::*field) {
+  Key k;
+  k.info = {json, flag, env, "", std::move(help)};
+  k.set = [json, field](Config* c, const std::string& v) -> Status {
+    Result<int64_t> r = ledger::ParseBytes(v);
+    if (!r.ok()) return BadValue(json, v, r.status().message());
+    c->*field = *r;
+    return Status::Ok();
+  };
+  k.get = [field](const Config& c) { return ledger::FormatBytes(c.*field); };
+  return k;
+}
+
+Key StringKey(std::string json, std::string flag, std::string env, std::string help,
+              std::string Config::*field, std::function<Status(const std::string&)> check = nullptr) {
+  Key k;
+  k.info = {json, flag, env, "", std::move(help)};
+  k.set = [json, field, check](Config* c, const std::string& v) -> Status {
+    if (check) {
+      Status s = check(v);
+      if (!s.ok()) return BadValue(json, v, s.message());
+    }
+    c->*field = v;
+    return Status::Ok();
+  };
+  k.get = [field](const Config& c) { return c.*field; };
+  return k;
+}
+
+Key BoolKey(std::string json, std::string flag, std::string env, std::string help, bool Config::*field) {
+  Key k;
+  k.info = {json, flag, env, "", std::move(help)};
+  k.set = [json, field](Config* c, const std::string& v) -> Status {
+    if (v == "true" || v == "1" || v == "yes") c->*field = true;
+    else if (v == "false" || v == "0" || v == "no") c->*field = false;
+    else return BadValue(json, v, "expected true or false");
+    return Status::Ok();
+  };
+  k.get = [field](const Config& c) { return std::string(c.*field ? "true" : "false"); };
+  return k;
+}
+
+Status CheckHostPort(const std::string& v) {
+  auto colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0) return InvalidArgument("expected host:port");
+  Result<int64_t> port = ParseInt(v.substr(colon + 1), 0, 65535);
+  if (!port.ok()) return InvalidArgument("port " + port.status().message());
+  return Status::Ok();
+}
+
+Status CheckValkeyUrl(const std::string& v) {
+  if (v.rfind("redis://", 0) == 0 || v.rfind("valkey://", 0) == 0 || v.rfind("redis+sentinel://", 0) == 0) {
+    return Status::Ok();
+  }
+  return InvalidArgument("expected redis://[user:password@]host:port[/db]");
+}
+
+Status CheckLogLevel(const std::string& v) {
+  for (const char* l : {"trace", "debug", "info", "warn", "error", "off"}) {
+    if (v == l) return Status::Ok();
+  }
+  return InvalidArgument("expected trace, debug, info, warn, error or off");
+}
+
+Status CheckNotEmpty(const std::string& v) {
+  return v.empty() ? InvalidArgument("must not be empty") : Status::Ok();
+}
+
+std::vector<Key> BuildKeys() {
+  std::vector<Key> k;
+  k.push_back(StringKey("listen", "--listen", "VRAMD_LISTEN", "address and port of the HTTP(S) server",
+                        &Config::listen, CheckHostPort));
+  k.push_back(IntKey("http_threads", "--http-threads", "VRAMD_HTTP_THREADS", "HTTP worker threads",
+                     &Config::http_threads, 1, 256));
+  k.push_back(BytesKey("max_body_bytes", "--max-body-bytes", "VRAMD_MAX_BODY_BYTES",
+                       "request bodies above this are answered 413", &Config::max_body_bytes));
+  k.push_back(IntKey("read_timeout_ms", "--read-timeout-ms", "VRAMD_READ_TIMEOUT_MS",
+                     "a client that sends nothing for this long is disconnected", &Config::read_timeout_ms, 10,
+                     600'000));
+  k.push_back(StringKey("tls.cert_file", "--tls-cert-file", "VRAMD_TLS_CERT_FILE",
+                        "serve HTTPS with this certificate (PEM)", &Config::tls_cert_file));
+  k.push_back(StringKey("tls.key_file", "--tls-key-file", "VRAMD_TLS_KEY_FILE", "private key for tls.cert_file",
+                        &Config::tls_key_file));
+  k.push_back(StringKey("tls.client_ca_file", "--tls-client-ca-file", "VRAMD_TLS_CLIENT_CA_FILE",
+                        "require client certificates signed by this CA", &Config::tls_client_ca_file));
+  k.push_back(StringKey("api_token_file", "--api-token-file", "VRAMD_API_TOKEN_FILE",
+                        "bearer token required by mutating /v1 calls", &Config::api_token_file));
+  k.push_back(StringKey("valkey.url", "--valkey", "VRAMD_VALKEY", "Valkey/Redis URL (no password here)",
+                        &Config::valkey_url, CheckValkeyUrl));
+  k.push_back(StringKey("valkey.username", "--valkey-username", "VRAMD_VALKEY_USERNAME", "Valkey ACL user",
+                        &Config::valkey_username));
+  k.push_back(StringKey("valkey.password_file", "--valkey-password-file", "VRAMD_VALKEY_PASSWORD_FILE",
+                        "file holding the Valkey password", &Config::valkey_password_file));
+  k.push_back(StringKey("valkey.key_prefix", "--key-prefix", "VRAMD_KEY_PREFIX", "prefix of every Valkey key",
+                        &Config::key_prefix, CheckNotEmpty));
+  k.push_back(IntKey("valkey.pool_size", "--valkey-pool-size", "VRAMD_VALKEY_POOL_SIZE",
+                     "Valkey connections", &Config::valkey_pool_size, 1, 128));
+  k.push_back(IntKey("valkey.timeout_ms", "--valkey-timeout-ms", "VRAMD_VALKEY_TIMEOUT_MS",
+                     "connect and command timeout", &Config::valkey_timeout_ms, 10, 60'000));
+  k.push_back(StringKey("resource_name", "--resource-name", "VRAMD_RESOURCE_NAME",
+                        "extended resource that carries a pod's VRAM request", &Config::resource_name,
+                        CheckNotEmpty));
+  {
+    Key p;
+    p.info = {"policy", "--policy", "VRAMD_POLICY", "", "node scoring: headroom (warm node, most headroom) or binpack"};
+    p.set = [](Config* c, const std::string& v) -> Status {
+      if (!ledger::ParseScorePolicy(v, &c->score_policy)) {
+        return BadValue("policy", v, "expected headroom or binpack");
+      }
+      return Status::Ok();
+    };
+    p.get = [](const Config& c) { return std::string(ledger::ScorePolicyName(c.score_policy)); };
+    k.push_back(p);
+  }
+  {
+    Key p;
+    p.info = {"reserve.percent", "--reserve-percent", "VRAMD_RESERVE_PERCENT", "",
+              "per-GPU reserve for driver and CUDA context, percent of physical VRAM"};
+    p.set = [](Config* c, const std::string& v) -> Status {
+      char* end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(d) || d < 0 || d >= 100) {
+        return BadValue("reserve.percent", v, "expected a number from 0 to below 100");
+      }
+      c->reserve_percent = d;
+      return Status::Ok();
+    };
+    p.get = [](const Config& c) {
+      std::ostringstream o;
+      o << c.reserve_percent;
+      return o.str();
+    };
+    k.push_back(p);
+  }
+  k.push_back(BytesKey("reserve.min_bytes", "--reserve-min", "VRAMD_RESERVE_MIN",
+                       "per-GPU reserve minimum (quantity)", &Config::reserve_min_bytes));
+  k.push_back(IntKey("usage_max_age_ms", "--usage-max-age-ms", "VRAMD_USAGE_MAX_AGE_MS",
+                     "usage reports older than this fall back to allocation", &Config::usage_max_age_ms, 1,
+                     86'400'000));
+  k.push_back(BoolKey("kube.enabled", "", "VRAMD_KUBE_ENABLED",
+                      "talk to Kubernetes (--no-kube sets false: standalone on `nodes`)", &Config::kube_enabled));
+  k.push_back(StringKey("kube.api", "--kube-api", "VRAMD_KUBE_API", "API server URL; empty: in-cluster",
+                        &Config::kube_api));
+  k.push_back(StringKey("kube.token_file", "--kube-token-file", "VRAMD_KUBE_TOKEN_FILE",
+                        "bearer token file for the API server", &Config::kube_token_file));
+  k.push_back(StringKey("kube.ca_file", "--kube-ca-file", "VRAMD_KUBE_CA_FILE", "CA bundle of the API server",
+                        &Config::kube_ca_file));
+  k.push_back(IntKey("kube.timeout_ms", "--kube-timeout-ms", "VRAMD_KUBE_TIMEOUT_MS",
+                     "timeout of one Kubernetes API call", &Config::kube_timeout_ms, 100, 60'000));
+  k.push_back(IntKey("node_sync_interval_ms", "--node-sync-interval-ms", "VRAMD_NODE_SYNC_INTERVAL_MS",
+                     "how often node capacities are read from Kubernetes", &Config::node_sync_interval_ms, 100,
+                     3'600'000));
+  k.push_back(IntKey("reconcile_interval_ms", "--reconcile-interval-ms", "VRAMD_RECONCILE_INTERVAL_MS",
+                     "reconcile pass interval", &Config::reconcile_interval_ms, 100, 3'600'000));
+  k.push_back(IntKey("reservation_grace_ms", "--reservation-grace-ms", "VRAMD_RESERVATION_GRACE_MS",
+                     "a reservation whose pod never shows up bound is freed after this",
+                     &Config::reservation_grace_ms, 1000, 86'400'000));
+  k.push_back(StringKey("log.level", "--log-level", "VRAMD_LOG_LEVEL", "trace, debug, info, warn, error, off",
+                        &Config::log_level, CheckLogLevel));
+  k.push_back(BoolKey("log.json", "--log-json", "VRAMD_LOG_JSON", "structured JSON log lines", &Config::log_json));
+  Config defaults;
+  for (Key& key : k) key.info.default_value = key.get(defaults);
+  return k;
+}
+
+const std::vector<Key>& AllKeys() {
+  static const std::vector<Key> keys = BuildKeys();
+  return keys;
+}
+
+const Key* FindJson(const std::string& name) {
+  for (const Key& k : AllKeys()) {
+    if (k.info.json_key == name) return &k;
+  }
+  return nullptr;
+}
+
+// Scalars are handed to the setters as text, so a file, a variable and a flag
+// are validated by the same code.
+Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_number_float()) return v.dump();
+  return InvalidArgument("config key " + key + ": expected a string, number or boolean, got " +
+                         std::string(v.type_name()));
+}
+
+Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config* cfg) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (key == "nodes") {
+      if (!it->is_array()) return InvalidArgument("config key nodes: expected an array of {name, gpus}");
+      cfg->nodes.clear();
+      for (size_t i = 0; i < it->size(); ++i) {
+        const nlohmann::json& n = (*it)[i];
+        std::string where = "config key nodes[" + std::to_string(i) + "]";
+        if (!n.is_object()) return InvalidArgument(where + ": expected an object");
+        StaticNode sn;
+        for (auto f = n.begin(); f != n.end(); ++f) {
+          if (f.key() == "name" && f->is_string()) {
+            sn.name = f->get<std::string>();
+          } else if (f.key() == "gpus" && f->is_array()) {
+            for (size_t g = 0; g < f->size(); ++g) {
+              const nlohmann::json& gv = (*f)[g];
+              std::string gw = where + ".gpus[" + std::to_string(g) + "]";
+              StaticGpu sg;
+              std::string cap;
+              if (gv.is_string()) {
+                cap = gv.get<std::string>();
+              } else if (gv.is_object() && gv.contains("capacity") && gv["capacity"].is_string()) {
+                cap = gv["capacity"].get<std::string>();
+                for (auto gf = gv.begin(); gf != gv.end(); ++gf) {
+                  if (gf.key() == "uuid" && gf->is_string()) sg.uuid = gf->get<std::string>();
+                  else if (gf.key() != "capacity") return InvalidArgument(gw + ": unknown key " + gf.key());
+                }
+              } else {
+                return InvalidArgument(gw + ": expected a quantity string or {capacity, uuid}");
+              }
+              Result<int64_t> b = ledger::ParseBytes(cap);
+              if (!b.ok()) return InvalidArgument(gw + ": " + b.status().message());
+              sg.capacity = *b;
+              sn.gpus.push_back(sg);
+            }
+          } else {
+            return InvalidArgument(where + ": unknown key or wrong type: " + f.key());
+          }
+        }
+        if (sn.name.empty()) return InvalidArgument(where + ": name is required");
+        cfg->nodes.push_back(std::move(sn));
+      }
+      continue;
+    }
+    if (it->is_object()) {
+      if (Status s = ApplyObject(*it, key, cfg); !s.ok()) return s;
+      continue;
+    }
+    const Key* k = FindJson(key);
+    if (k == nullptr) return InvalidArgument("unknown config key: " + key);
+    Result<std::string> text = ScalarText(key, *it);
+    if (!text.ok()) return text.status();
+    if (Status s = k->set(cfg, *text); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<KeyInfo>& Keys() {
+  static const std::vector<KeyInfo> infos = [] {
+    std::vector<KeyInfo> v;
+    for (const Key& k : AllKeys()) v.push_back(k.info);
+    return v;
+  }();
+  return infos;
+}
+
+Status ApplyJson(const std::string& text, Config* cfg) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("config file is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("config file must hold a JSON object");
+  return ApplyObject(j, "", cfg);
+}
+
+int64_t ApplyReserve(const Config& cfg, int64_t physical) {
+  return ledger::CapacityAfterReserve(physical, cfg.reserve_percent, cfg.reserve_min_bytes);
+}
+
+Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
+  Config cfg;
+  // 1. The file named by --config (or VRAMD_CONFIG).
+  std::string file;
+  const char* const* envp = env ? env : environ;
+  for (const char* const* e = envp; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (kv.rfind("VRAMD_CONFIG=", 0) == 0) file = std::string(kv.substr(13));
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) file = argv[i + 1];
+    else if (a.rfind("--config=", 0) == 0) file = a.substr(9);
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) return InvalidArgument("cannot read config file " + file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (Status s = ApplyJson(ss.str(), &cfg); !s.ok()) return Status(s.code(), file + ": " + s.message());
+  }
+  // 2. Environment variables.
+  for (const char* const* e = envp; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (kv.rfind("VRAMD_", 0) != 0) continue;
+    auto eq = kv.find('=');
+    std::string name(kv.substr(0, eq));
+    std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (name == "VRAMD_CONFIG") continue;
+    bool known = false;
+    for (const Key& k : AllKeys()) {
+      if (k.info.env == name) {
+        known = true;
+        if (Status s = k.set(&cfg, value); !s.ok()) return Status(s.code(), name + ": " + s.message());
+      }
+    }
+    // Variables of the project's scripts and tests share the prefix; any
+    // other unknown VRAMD_* name is a typo and is rejected.
+    // VRAMD_VALKEY_PASSWORD is read by main (secrets are not config keys).
+    bool tooling = name.rfind("VRAMD_TEST_", 0) == 0 || name == "VRAMD_CACHE" ||
+                   name == "VRAMD_KEEP_TESTBED" || name == "VRAMD_VALKEY_PASSWORD";
+    if (!known && !tooling) return InvalidArgument("unknown environment variable " + name);
+  }
+  // 3. Flags.
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--config=", 0) == 0) continue;
+    if (a == "--no-kube") {
+      cfg.kube_enabled = false;
+      continue;
+    }
+    std::string name = a, value;
+    bool has_value = false;
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    const Key* key = nullptr;
+    for (const Key& k : AllKeys()) {
+      if (!k.info.flag.empty() && k.info.flag == name) key = &k;
+    }
+    if (key == nullptr) return InvalidArgument("unknown flag " + name + " (see --help)");
+    if (!has_value) {
+      if (key->info.default_value == "true" || key->info.default_value == "false") {
+        value = "true";  // boolean flags without a value
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return InvalidArgument("flag " + name + " needs a value");
+      }
+    }
+    if (Status s = key->set(&cfg, value); !s.ok()) return Status(s.code(), name + ": " + s.message());
+  }
+  if (cfg.tls_cert_file.empty() != cfg.tls_key_file.empty()) {
+    return InvalidArgument("tls.cert_file and tls.key_file must be set together");
+  }
+  if (!cfg.tls_client_ca_file.empty() && cfg.tls_cert_file.empty()) {
+    return InvalidArgument("tls.client_ca_file needs tls.cert_file and tls.key_file");
+  }
+  return cfg;
+}
+
+}  // namespace vramd::config

@@ -1,0 +1,203 @@
+#include "vramd/http/server.h"
+
+#include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+namespace vramd::http {
+
+Status ParseListen(const std::string& listen, std::string* host, int* port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("listen address \"" + listen + "\" is not host:port");
+  std::string h = listen.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  std::string p = listen.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("listen address \"" + listen + "\" has no valid port");
+  }
+  int v = std::stoi(p);
+  if (v > 65535) return InvalidArgument("listen port out of range in \"" + listen + "\"");
+  *host = h.empty() ? "0.0.0.0" : h;
+  *port = v;
+  return Status::Ok();
+}
+
+bool BearerMatches(const std::string& authorization, const std::string& token) {
+  if (token.empty()) return true;
+  static const std::string kPrefix = "Bearer ";
+  if (authorization.size() != kPrefix.size() + token.size()) return false;
+  if (authorization.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  return CRYPTO_memcmp(authorization.data() + kPrefix.size(), token.data(), token.size()) == 0;
+}
+
+Reply ErrorReply(int status, const std::string& message) {
+  Reply r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", message}}.dump();
+  return r;
+}
+
+struct Server::Impl {
+  ServerOptions opts;
+  metrics::Registry* registry;
+  metrics::Family<metrics::Counter>* requests;
+  metrics::Family<metrics::Histogram>* latency;
+  std::unique_ptr<httplib::Server> server;
+  std::thread thread;
+  std::atomic<uint64_t> next_id{1};
+  std::mutex tls_mu;
+};
+
+Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::make_unique<Impl>()) {
+  impl_->opts = std::move(opts);
+  impl_->registry = registry;
+  impl_->requests = &registry->AddCounter("vramd_http_requests_total", "HTTP requests by verb and status code.",
+                                          {"verb", "code"});
+  impl_->latency = &registry->AddHistogram("vramd_http_request_duration_seconds",
+                                           "Time to answer an HTTP request, by verb.", metrics::LatencyBuckets(),
+                                           {"verb"});
+  if (!impl_->opts.tls_cert_file.empty()) {
+    const char* ca = impl_->opts.tls_client_ca_file.empty() ? nullptr : impl_->opts.tls_client_ca_file.c_str();
+    impl_->server = std::make_unique<httplib::SSLServer>(impl_->opts.tls_cert_file.c_str(),
+                                                         impl_->opts.tls_key_file.c_str(), ca);
+  } else {
+    impl_->server = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& s = *impl_->server;
+  s.set_tcp_nodelay(true);  // no 40 ms delayed-ACK stalls on keep-alive connections
+  s.set_keep_alive_max_count(100000);
+  s.set_keep_alive_timeout(30);
+  s.set_payload_max_length(impl_->opts.max_body_bytes);
+  s.set_read_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
+  s.set_write_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
+  int threads = impl_->opts.threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  Impl* im = impl_.get();
+  s.set_exception_handler([im](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("unhandled exception serving {} {}: {}", req.method, req.path, what);
+    res.status = 500;
+    res.set_content(nlohmann::json{{"error", "internal error: " + what}}.dump(), "application/json");
+  });
+  // Errors httplib produces itself (404 route, 413 payload, 400 parse) get a JSON body.
+  s.set_error_handler([im](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg;
+    switch (res.status) {
+      case 404: msg = "no such endpoint: " + req.method + " " + req.path; break;
+      case 413: msg = "request body larger than the limit of " + std::to_string(im->opts.max_body_bytes) + " bytes"; break;
+      case 400: msg = "malformed HTTP request"; break;
+      case 405: msg = "method not allowed"; break;
+      default: msg = "HTTP error " + std::to_string(res.status); break;
+    }
+    res.set_content(nlohmann::json{{"error", msg}}.dump(), "application/json");
+    im->requests->With({"other", std::to_string(res.status)}).Inc();
+  });
+}
+
+Server::~Server() { Stop(); }
+
+void Server::Route(const std::string& method, const std::string& pattern, const std::string& verb, Handler h) {
+  // "{name}" segments become capture groups.
+  std::vector<std::string> names;
+  std::string regex;
+  for (size_t i = 0; i < pattern.size();) {
+    if (pattern[i] == '{') {
+      size_t end = pattern.find('}', i);
+      names.push_back(pattern.substr(i + 1, end - i - 1));
+      regex += "([^/]+)";
+      i = end + 1;
+    } else {
+      if (std::string(".+*?^$()[]|\\").find(pattern[i]) != std::string::npos) regex += '\\';
+      regex += pattern[i++];
+    }
+  }
+  Impl* im = impl_.get();
+  auto* requests = im->requests;
+  auto* hist = &im->latency->With({verb});
+  for (const char* code : {"200", "400", "500", "503"}) requests->With({verb, code});
+  auto wrapped = [im, names, verb, h, requests, hist](const httplib::Request& req, httplib::Response& res) {
+    auto start = std::chrono::steady_clock::now();
+    Request r;
+    r.method = req.method;
+    r.path = req.path;
+    r.body = req.body;
+    for (size_t i = 0; i < names.size() && i + 1 < req.matches.size(); ++i) r.params[names[i]] = req.matches[i + 1];
+    for (const auto& [k, v] : req.params) r.query.emplace(k, v);
+    r.authorization = req.get_header_value("Authorization");
+    r.request_id = req.get_header_value("X-Request-Id");
+    if (r.request_id.empty()) r.request_id = std::to_string(im->next_id.fetch_add(1));
+    Reply out;
+    try {
+      out = h(r);
+    } catch (const std::exception& e) {
+      spdlog::error("request {} {} {} failed: {}", r.request_id, r.method, r.path, e.what());
+      out = ErrorReply(500, std::string("internal error: ") + e.what());
+    }
+    res.status = out.status;
+    res.set_header("X-Request-Id", r.request_id);
+    res.set_content(std::move(out.body), out.content_type);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    hist->Observe(secs);
+    requests->With({verb, std::to_string(out.status)}).Inc();
+    spdlog::debug("request {} {} {} -> {} in {:.3f} ms", r.request_id, r.method, r.path, out.status, secs * 1e3);
+  };
+  httplib::Server& s = *impl_->server;
+  if (method == "GET") s.Get(regex, wrapped);
+  else if (method == "POST") s.Post(regex, wrapped);
+  else if (method == "PUT") s.Put(regex, wrapped);
+  else if (method == "DELETE") s.Delete(regex, wrapped);
+}
+
+Status Server::Start() {
+  httplib::Server& s = *impl_->server;
+  if (!s.is_valid()) {
+    return InvalidArgument("cannot set up the HTTPS server: check tls cert, key and client CA files");
+  }
+  if (impl_->opts.port == 0) {
+    port_ = s.bind_to_any_port(impl_->opts.host);
+    if (port_ < 0) return Unavailable("cannot bind " + impl_->opts.host + ":0");
+  } else {
+    if (!s.bind_to_port(impl_->opts.host, impl_->opts.port)) {
+      return Unavailable("cannot listen on " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) +
+                         " (in use or not permitted)");
+    }
+    port_ = impl_->opts.port;
+  }
+  impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  if (impl_ && impl_->thread.joinable()) {
+    impl_->server->stop();  // closes the listener; the pool drains in-flight requests
+    impl_->thread.join();
+  }
+}
+
+Status Server::ReloadTls() {
+  auto* ssl = dynamic_cast<httplib::SSLServer*>(impl_->server.get());
+  if (ssl == nullptr) return Status::Ok();
+  std::lock_guard<std::mutex> lock(impl_->tls_mu);
+  SSL_CTX* ctx = ssl->ssl_context();
+  if (SSL_CTX_use_certificate_chain_file(ctx, impl_->opts.tls_cert_file.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx, impl_->opts.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    return InvalidArgument("reloading the TLS certificate failed: " + impl_->opts.tls_cert_file);
+  }
+  return Status::Ok();
+}
+
+}  // namespace vramd::http

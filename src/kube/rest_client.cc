@@ -1,0 +1,451 @@
+// The KubeClient that speaks REST to a kube-apiserver (cpp-httplib + OpenSSL).
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stop_token>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kube/api_status.h"
+#include "kube/api_url.h"
+#include "kube/json_decode.h"
+#include "kube/token_source.h"
+#include "kube/watch_stream.h"
+#include "vramd/kube/kube_client.h"
+
+#ifndef VRAMD_VERSION
+#define VRAMD_VERSION "dev"
+#endif
+
+namespace vramd::kube {
+namespace {
+
+using nlohmann::json;
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+constexpr size_t kMaxEventMessageBytes = 1024;
+constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+constexpr int kWatchReadSlackSeconds = 30;
+constexpr std::chrono::milliseconds kStopPollInterval{50};
+
+// JSON text of `j`; invalid UTF-8 in strings is replaced rather than thrown on.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string Rfc3339Now() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Cuts `s` to at most `max` bytes without splitting a UTF-8 sequence.
+std::string TruncateUtf8(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut);
+}
+
+Status CheckCaFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("kube CA file " + path + ": cannot be opened");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (buf.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return InvalidArgument("kube CA file " + path + ": no PEM certificate in it");
+  }
+  return Status::Ok();
+}
+
+void SetTimeout(std::chrono::milliseconds ms, const std::function<void(time_t, time_t)>& set) {
+  set(static_cast<time_t>(ms.count() / 1000), static_cast<time_t>((ms.count() % 1000) * 1000));
+}
+
+// A bounded set of keep-alive clients. httplib's client serializes the
+// requests made on one instance, so each call borrows a client of its own:
+// at most `max` calls (binds, patches, lists) are on the wire at once.
+class ClientPool {
+ public:
+  using Factory = std::function<std::unique_ptr<httplib::ClientImpl>()>;
+
+  ClientPool(Factory factory, size_t max, std::chrono::milliseconds wait)
+      : factory_(std::move(factory)), max_(max), wait_(wait) {}
+
+  // An idle client, a new one while fewer than `max` exist, or one released
+  // within `wait`; nullptr when none became free in time.
+  std::unique_ptr<httplib::ClientImpl> Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, wait_, [&] { return !idle_.empty() || open_ < max_; })) return nullptr;
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+    ++open_;
+    lock.unlock();
+    return factory_();
+  }
+
+  // Gives a borrowed client back; one that saw a transport error is dropped.
+  void Release(std::unique_ptr<httplib::ClientImpl> client, bool reusable) {
+    std::unique_ptr<httplib::ClientImpl> drop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (reusable) {
+        idle_.push_back(std::move(client));
+      } else {
+        drop = std::move(client);
+        --open_;
+      }
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  const Factory factory_;
+  const size_t max_;
+  const std::chrono::milliseconds wait_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;  // guarded by mu_
+  size_t open_ = 0;                                          // guarded by mu_: idle + borrowed
+};
+
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+
+class RestClient final : public KubeClient {
+ public:
+  RestClient(Options opts, ApiEndpoint endpoint, std::string ca_file, std::unique_ptr<TokenSource> token)
+      : opts_(std::move(opts)),
+        endpoint_(std::move(endpoint)),
+        ca_file_(std::move(ca_file)),
+        token_(std::move(token)),
+        pool_([this] { return NewHttpClient(std::chrono::milliseconds(opts_.timeout_ms)); },
+              static_cast<size_t>(opts_.max_connections), std::chrono::milliseconds(opts_.timeout_ms)) {}
+
+  Result<PodInfo> GetPod(const std::string& ns, const std::string& name) override {
+    const std::string what = "get pod " + ns + "/" + name;
+    Result<HttpReply> r = Send("GET", PodPath(ns, name), "", "", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Internal(what + ": the answer is not JSON");
+    Result<PodInfo> pod = PodFromJson(j, opts_.resource_name);
+    if (!pod.ok()) return Internal(what + ": " + pod.status().message());
+    return pod;
+  }
+
+  Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                             const std::map<std::string, std::optional<std::string>>& annotations) override {
+    return PatchAnnotations(PodPath(ns, name), annotations, "patch pod " + ns + "/" + name + " annotations");
+  }
+
+  Status PatchNodeAnnotations(const std::string& name,
+                              const std::map<std::string, std::optional<std::string>>& annotations) override {
+    return PatchAnnotations(Api("/api/v1/nodes/" + PercentEncode(name)), annotations,
+                            "patch node " + name + " annotations");
+  }
+
+  Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
+              const std::string& node) override {
+    const std::string what = "bind " + ns + "/" + name + " to " + node;
+    json body = {
+        {"apiVersion", "v1"},
+        {"kind", "Binding"},
+        {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
+        {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}},
+    };
+    Result<HttpReply> r = Send("POST", PodPath(ns, name) + "/binding", Dump(body), "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
+
+  Result<List<NodeInfo>> ListNodes() override {
+    return ListAll<NodeInfo>(Api("/api/v1/nodes"), {}, "list nodes", [](const json& o) { return NodeFromJson(o); });
+  }
+
+  Result<List<PodInfo>> ListPods(const std::string& field_selector) override {
+    Params params;
+    if (!field_selector.empty()) params.emplace_back("fieldSelector", field_selector);
+    return ListAll<PodInfo>(Api("/api/v1/pods"), std::move(params), "list pods",
+                            [this](const json& o) { return PodFromJson(o, opts_.resource_name); });
+  }
+
+  Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,
+                      const std::string& message) override {
+    if (type != "Normal" && type != "Warning") {
+      return InvalidArgument("pod event type \"" + type + "\": must be Normal or Warning");
+    }
+    const std::string what = "post event " + reason + " for pod " + pod.ns + "/" + pod.name;
+    const std::string now = Rfc3339Now();
+    json body = {
+        {"apiVersion", "v1"},
+        {"kind", "Event"},
+        {"metadata", {{"generateName", pod.name + ".vramd-"}, {"namespace", pod.ns}}},
+        {"involvedObject",
+         {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}}},
+        {"reason", reason},
+        {"message", TruncateUtf8(message, kMaxEventMessageBytes)},
+        {"type", type},
+        {"source", {{"component", "vramd"}}},
+        {"firstTimestamp", now},
+        {"lastTimestamp", now},
+        {"count", 1},
+    };
+    Result<HttpReply> r = Send("POST", Api("/api/v1/namespaces/" + PercentEncode(pod.ns) + "/events"), Dump(body),
+                               "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
+
+  Status WatchPods(const std::string& resource_version, const std::atomic<bool>& stop,
+                   const std::function<void(const WatchEvent<PodInfo>&)>& on_event) override {
+    return Watch(Api("/api/v1/pods"), resource_version, stop, "watch pods", [&](std::string_view line) {
+      return HandlePodWatchLine(line, opts_.resource_name, on_event);
+    });
+  }
+
+  Status WatchNodes(const std::string& resource_version, const std::atomic<bool>& stop,
+                    const std::function<void(const WatchEvent<NodeInfo>&)>& on_event) override {
+    return Watch(Api("/api/v1/nodes"), resource_version, stop, "watch nodes",
+                 [&](std::string_view line) { return HandleNodeWatchLine(line, on_event); });
+  }
+
+ private:
+  static bool Is2xx(int status) { return status >= 200 && status <= 299; }
+
+  std::string Api(const std::string& path) const { return endpoint_.base_path + path; }
+
+  std::string PodPath(const std::string& ns, const std::string& name) const {
+    return Api("/api/v1/namespaces/" + PercentEncode(ns) + "/pods/" + PercentEncode(name));
+  }
+
+  std::unique_ptr<httplib::ClientImpl> NewHttpClient(std::chrono::milliseconds read_timeout) const {
+    std::unique_ptr<httplib::ClientImpl> c;
+    if (endpoint_.tls) {
+      auto ssl = std::make_unique<httplib::SSLClient>(endpoint_.host, endpoint_.port);
+      if (!ca_file_.empty()) ssl->set_ca_cert_path(ca_file_);
+      ssl->enable_server_certificate_verification(true);
+      c = std::move(ssl);
+    } else {
+      c = std::make_unique<httplib::ClientImpl>(endpoint_.host, endpoint_.port);
+    }
+    const std::chrono::milliseconds timeout(opts_.timeout_ms);
+    SetTimeout(timeout, [&](time_t s, time_t us) { c->set_connection_timeout(s, us); });
+    SetTimeout(timeout, [&](time_t s, time_t us) { c->set_write_timeout(s, us); });
+    SetTimeout(read_timeout, [&](time_t s, time_t us) { c->set_read_timeout(s, us); });
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
+    c->set_url_encode(false);  // paths and queries are percent-encoded here
+    return c;
+  }
+
+  httplib::Headers RequestHeaders() const {
+    httplib::Headers h{{"Accept", "application/json"}, {"User-Agent", "vramd/" VRAMD_VERSION}};
+    std::string token = token_->Get();
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    return h;
+  }
+
+  // One request on a pooled connection. Transport failures are kUnavailable;
+  // any HTTP status is a reply for the caller to judge.
+  Result<HttpReply> Send(const std::string& method, const std::string& path, const std::string& body,
+                         const std::string& content_type, const std::string& what) {
+    std::unique_ptr<httplib::ClientImpl> cli = pool_.Acquire();
+    if (!cli) {
+      return Unavailable(what + ": all " + std::to_string(opts_.max_connections) +
+                         " API connections stayed busy for " + std::to_string(opts_.timeout_ms) + " ms");
+    }
+    httplib::Headers headers = RequestHeaders();
+    httplib::Result res = method == "GET"     ? cli->Get(path, headers)
+                          : method == "POST"  ? cli->Post(path, headers, body, content_type)
+                                              : cli->Patch(path, headers, body, content_type);
+    if (!res) {
+      httplib::Error err = res.error();
+      pool_.Release(std::move(cli), /*reusable=*/false);
+      return Unavailable(what + ": " + endpoint_.Origin() + ": transport error: " + httplib::to_string(err));
+    }
+    HttpReply reply{res->status, std::move(res->body)};
+    pool_.Release(std::move(cli), /*reusable=*/true);
+    return reply;
+  }
+
+  Status PatchAnnotations(const std::string& path, const std::map<std::string, std::optional<std::string>>& annotations,
+                          const std::string& what) {
+    if (annotations.empty()) return Status::Ok();
+    json a = json::object();
+    for (const auto& [k, v] : annotations) a[k] = v ? json(*v) : json(nullptr);
+    json body = {{"metadata", {{"annotations", std::move(a)}}}};
+    Result<HttpReply> r = Send("PATCH", path, Dump(body), "application/merge-patch+json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
+
+  // GETs every page of a list (limit/continue) and decodes its items.
+  template <typename T, typename Decode>
+  Result<List<T>> ListAll(const std::string& path, const Params& params, const std::string& what,
+                          const Decode& decode) {
+    List<T> out;
+    std::string cont;
+    do {
+      Params q = params;
+      q.emplace_back("limit", std::to_string(opts_.list_page_size));
+      if (!cont.empty()) q.emplace_back("continue", cont);
+      Result<HttpReply> r = Send("GET", path + QueryString(q), "", "", what);
+      if (!r.ok()) return r.status();
+      if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+      json page = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+      if (page.is_discarded() || !page.is_object()) return Internal(what + ": the answer is not a JSON object");
+      auto items = page.find("items");
+      if (items != page.end() && !items->is_null()) {
+        if (!items->is_array()) return Internal(what + ": items is not an array");
+        out.items.reserve(out.items.size() + items->size());
+        for (const json& item : *items) {
+          Result<T> decoded = decode(item);
+          if (decoded.ok()) {
+            out.items.push_back(std::move(*decoded));
+          } else {
+            spdlog::warn("{}: skipping {}: {}", what, ObjectRef(item), decoded.status().message());
+          }
+        }
+      }
+      out.resource_version = ResourceVersionOf(page);
+      cont.clear();
+      auto md = page.find("metadata");
+      if (md != page.end() && md->is_object()) {
+        auto c = md->find("continue");
+        if (c != md->end() && c->is_string()) cont = c->get<std::string>();
+      }
+    } while (!cont.empty());
+    return out;
+  }
+
+  // One watch request on a dedicated connection (a watch lasts minutes and
+  // must not hold a pooled one). A helper thread shuts the connection down
+  // once `stop` is set, so a silent stream ends promptly too.
+  Status Watch(const std::string& path, const std::string& resource_version, const std::atomic<bool>& stop,
+               const std::string& what, const std::function<Status(std::string_view)>& handle_line) {
+    if (stop.load()) return Status::Ok();
+    Params q{{"watch", "1"}};
+    if (!resource_version.empty()) q.emplace_back("resourceVersion", resource_version);
+    q.emplace_back("allowWatchBookmarks", "true");
+    q.emplace_back("timeoutSeconds", std::to_string(opts_.watch_timeout_s));
+    std::unique_ptr<httplib::ClientImpl> cli =
+        NewHttpClient(std::chrono::seconds(opts_.watch_timeout_s + kWatchReadSlackSeconds));
+
+    int http_status = 0;
+    std::string error_body;
+    Status line_status;
+    LineSplitter splitter;
+    auto on_line = [&](std::string_view line) {
+      line_status = handle_line(line);
+      return line_status.ok() && !stop.load();
+    };
+
+    httplib::Result res = [&] {
+      std::jthread stopper([&](std::stop_token done) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        std::unique_lock<std::mutex> lock(mu);
+        while (!done.stop_requested()) {
+          // Repeated: a stop() that lands before the socket is open is a no-op.
+          if (stop.load()) cli->stop();
+          cv.wait_for(lock, done, kStopPollInterval, [] { return false; });
+        }
+      });
+      return cli->Get(
+          path + QueryString(q), RequestHeaders(),
+          [&](const httplib::Response& r) {
+            http_status = r.status;
+            return !stop.load();
+          },
+          [&](const char* data, size_t n) {
+            if (stop.load()) return false;
+            if (!Is2xx(http_status)) {
+              if (error_body.size() < kMaxErrorBodyBytes) error_body.append(data, n);
+              return true;
+            }
+            return splitter.Feed(std::string_view(data, n), on_line);
+          });
+    }();  // the stopper thread is joined here, before `cli` can go away
+
+    if (stop.load()) return Status::Ok();
+    if (!line_status.ok()) return line_status;
+    if (splitter.overflowed()) return Internal(what + ": an event line is larger than 64 MiB");
+    if (!res) {
+      return Unavailable(what + ": " + endpoint_.Origin() + ": stream ended: " + httplib::to_string(res.error()));
+    }
+    if (!Is2xx(http_status)) return StatusFromHttp(http_status, what, ApiMessage(error_body));
+    splitter.Finish(on_line);
+    return line_status;
+  }
+
+  const Options opts_;
+  const ApiEndpoint endpoint_;
+  const std::string ca_file_;
+  const std::unique_ptr<TokenSource> token_;
+  ClientPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
+  if (opts.timeout_ms <= 0 || opts.max_connections <= 0 || opts.watch_timeout_s <= 0 || opts.list_page_size <= 0) {
+    return InvalidArgument("kube client: timeout_ms, max_connections, watch_timeout_s and list_page_size must be > 0");
+  }
+  std::string url = opts.api_url;
+  std::string token_file = opts.token_file;
+  std::string ca_file = opts.ca_file;
+  if (url.empty()) {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    if (host == nullptr || *host == '\0') {
+      return InvalidArgument("kube client: no API URL configured and not running in a cluster "
+                             "(KUBERNETES_SERVICE_HOST is unset)");
+    }
+    std::string h = host;
+    if (h.find(':') != std::string::npos) h = "[" + h + "]";
+    url = "https://" + h + ":" + (port != nullptr && *port != '\0' ? port : "443");
+    if (token_file.empty()) token_file = std::string(kServiceAccountDir) + "/token";
+    if (ca_file.empty()) ca_file = std::string(kServiceAccountDir) + "/ca.crt";
+  }
+  Result<ApiEndpoint> ep = ParseApiUrl(url);
+  if (!ep.ok()) return ep.status();
+
+  if (ep->tls) {
+    if (!ca_file.empty()) {
+      if (Status s = CheckCaFile(ca_file); !s.ok()) return s;
+    } else {
+      spdlog::info("kube client: no CA file given; verifying {} against the system trust store", ep->Origin());
+    }
+  } else {
+    spdlog::warn("kube client: plain http to {} (for tests only; use https in production)", ep->Origin());
+    ca_file.clear();
+  }
+
+  auto token = std::make_unique<TokenSource>(token_file);
+  if (Status s = token->Load(); !s.ok()) return InvalidArgument("kube client: " + s.message());
+
+  return std::unique_ptr<KubeClient>(std::make_unique<RestClient>(opts, std::move(ep).value(), ca_file, std::move(token)));
+}
+
+}  // namespace vramd::kube

@@ -1,0 +1,107 @@
+#include "vramd/metrics/ledger_metrics.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "vramd/ledger/metrics.h"
+
+namespace vramd::metrics {
+namespace {
+
+using LabelList = std::vector<std::pair<std::string, std::string>>;
+
+struct Row {
+  LabelList labels;
+  ledger::Vectors v;
+  ledger::SixMetrics m;
+};
+
+struct Series {
+  const char* suffix;
+  const char* help;
+  std::function<double(const Row&)> value;
+};
+
+const std::vector<Series>& AllSeries() {
+  static const std::vector<Series> s = {
+      {"capacity_bytes", "Capacity C: physical VRAM minus the reserve.",
+       [](const Row& r) { return static_cast<double>(r.v.capacity); }},
+      {"allocated_bytes", "Allocation A: VRAM promised to pods (reserved, bound, terminating).",
+       [](const Row& r) { return static_cast<double>(r.v.allocated); }},
+      {"used_bytes", "Usage U: VRAM observed in use (equals A without a fresh report).",
+       [](const Row& r) { return static_cast<double>(r.v.used); }},
+      {"over_subscription_ratio", "Over-subscription A / C (> 1: promised more than exists).",
+       [](const Row& r) { return r.m.over_subscription; }},
+      {"utilization_ratio", "Utilization U / A (> 1 starvation, < 0.3 waste).",
+       [](const Row& r) { return r.m.utilization; }},
+      {"saturation_ratio", "Saturation U / C (physical stress; alert above 0.85).",
+       [](const Row& r) { return r.m.saturation; }},
+      {"headroom_bytes", "Headroom C - U (may be negative).",
+       [](const Row& r) { return static_cast<double>(r.m.headroom); }},
+      {"potential_bytes", "Potential A - U: reserved but idle (may be negative).",
+       [](const Row& r) { return static_cast<double>(r.m.potential); }},
+      {"risk_ratio", "Risk potential / headroom (> 1: a simultaneous burst would exceed the card).",
+       [](const Row& r) { return r.m.risk; }},
+  };
+  return s;
+}
+
+void WriteRows(const char* scope, const std::vector<Row>& rows, TextWriter& w) {
+  for (const Series& s : AllSeries()) {
+    std::string name = std::string("vramd_") + scope + "_" + s.suffix;
+    w.Header(name, std::string(s.help) + (std::string(scope) == "gpu" ? " Per GPU." : " Per node."), "gauge");
+    for (const Row& r : rows) w.Sample(name, r.labels, s.value(r));
+  }
+}
+
+}  // namespace
+
+void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t usage_max_age_ms, TextWriter& w) {
+  // Stable output order: nodes by name.
+  std::vector<const ledger::Node*> nodes;
+  nodes.reserve(snap.nodes.size());
+  for (const auto& [name, node] : snap.nodes) nodes.push_back(&node);
+  std::sort(nodes.begin(), nodes.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+
+  std::vector<Row> gpu_rows, node_rows;
+  std::vector<std::pair<LabelList, double>> fresh;
+  for (const ledger::Node* n : nodes) {
+    std::vector<ledger::Vectors> vec = ledger::GpuVectors(*n, now_ms, usage_max_age_ms);
+    for (size_t i = 0; i < vec.size(); ++i) {
+      const ledger::Gpu& g = n->gpus[i];
+      LabelList l = {{"node", n->name}, {"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
+      gpu_rows.push_back({l, vec[i], ledger::ComputeMetrics(vec[i])});
+      bool is_fresh = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
+      fresh.emplace_back(l, is_fresh ? 1 : 0);
+    }
+    ledger::Vectors sum = ledger::SumVectors(vec);
+    node_rows.push_back({{{"node", n->name}}, sum, ledger::ComputeMetrics(sum)});
+  }
+  WriteRows("gpu", gpu_rows, w);
+  WriteRows("node", node_rows, w);
+
+  w.Header("vramd_gpu_usage_fresh", "1 when the GPU's usage report is fresh, 0 when U falls back to A.", "gauge");
+  for (const auto& [l, v] : fresh) w.Sample("vramd_gpu_usage_fresh", l, v);
+
+  w.Header("vramd_pod_allocated_bytes", "VRAM reserved for a pod on one GPU (series exist while the pod holds it).",
+           "gauge");
+  for (const ledger::Node* n : nodes) {
+    for (const ledger::Entry& e : n->entries) {
+      for (int g : e.gpus) {
+        w.Sample("vramd_pod_allocated_bytes",
+                 {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}, {"gpu", std::to_string(g)}},
+                 static_cast<double>(e.per_gpu));
+      }
+    }
+  }
+  w.Header("vramd_pod_terminating", "1 while a pod's VRAM is held because it is terminating (phantom rule).",
+           "gauge");
+  for (const ledger::Node* n : nodes) {
+    for (const ledger::Entry& e : n->entries) {
+      w.Sample("vramd_pod_terminating", {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}},
+               e.state == ledger::EntryState::kTerminating ? 1 : 0);
+    }
+  }
+}
+
+}  // namespace vramd::metrics

@@ -1,0 +1,147 @@
+#include "vramd/reconcile/node_sync.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <set>
+
+#include "vramd/ledger/capacity.h"
+#include "vramd/ledger/quantity.h"
+
+namespace vramd::reconcile {
+
+NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::KubeClient* kube,
+                   metrics::Registry* registry)
+    : cfg_(cfg), store_(store), kube_(kube) {
+  passes_ = &registry->AddCounter("vramd_node_sync_passes_total", "Node capacity sync passes by result.", {"result"});
+  passes_->With({"ok"});
+  passes_->With({"error"});
+  shrunk_ = &registry->AddGauge("vramd_node_capacity_below_allocation",
+                                "1 when a node's capacity shrank below what is allocated on it (not truncated).",
+                                {"node"});
+}
+
+NodeSync::~NodeSync() { Stop(); }
+
+Result<NodeSyncStats> NodeSync::SyncOnce() {
+  NodeSyncStats stats;
+  std::map<std::string, std::vector<store::GpuCapacity>> desired;
+  for (const config::StaticNode& n : cfg_.nodes) {
+    std::vector<store::GpuCapacity> gpus;
+    for (size_t i = 0; i < n.gpus.size(); ++i) {
+      gpus.push_back({static_cast<int>(i), config::ApplyReserve(cfg_, n.gpus[i].capacity), n.gpus[i].uuid});
+    }
+    desired[n.name] = std::move(gpus);
+  }
+  bool authoritative = true;  // may nodes missing from `desired` be removed?
+  if (kube_ != nullptr) {
+    Result<kube::List<kube::NodeInfo>> nodes = kube_->ListNodes();
+    if (!nodes.ok()) {
+      passes_->With({"error"}).Inc();
+      return Status(nodes.status().code(), "listing nodes: " + nodes.status().message());
+    }
+    for (const kube::NodeInfo& n : nodes->items) {
+      if (desired.count(n.name)) continue;  // the config file wins
+      Result<ledger::PhysicalGpus> phys = ledger::GpusFromNodeMetadata(n.labels, n.annotations);
+      if (!phys.ok()) {
+        ++stats.invalid;
+        spdlog::warn("node {}: {}; its ledger entry is left unchanged", n.name, phys.status().message());
+        desired.erase(n.name);
+        authoritative = false;  // don't remove a node we could not read
+        continue;
+      }
+      if (phys->bytes.empty()) continue;
+      std::vector<store::GpuCapacity> gpus;
+      for (size_t i = 0; i < phys->bytes.size(); ++i) {
+        gpus.push_back({static_cast<int>(i), config::ApplyReserve(cfg_, phys->bytes[i]), ""});
+      }
+      desired[n.name] = std::move(gpus);
+    }
+  }
+  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+  if (!snap.ok()) {
+    passes_->With({"error"}).Inc();
+    return snap.status();
+  }
+  stats.nodes_seen = static_cast<int>(desired.size());
+  for (const auto& [name, gpus] : desired) {
+    const ledger::Node* have = (*snap)->Find(name);
+    bool same = have != nullptr && have->gpus.size() == gpus.size();
+    for (size_t i = 0; same && i < gpus.size(); ++i) {
+      same = have->gpus[i].index == gpus[i].index && have->gpus[i].capacity == gpus[i].capacity &&
+             have->gpus[i].uuid == gpus[i].uuid;
+    }
+    if (!same) {
+      if (Status s = store_->SetCapacity(name, gpus); !s.ok()) {
+        passes_->With({"error"}).Inc();
+        return s;
+      }
+      ++stats.capacity_writes;
+      spdlog::info("node {}: {} GPU(s), capacity {} each (after reserve)", name, gpus.size(),
+                   gpus.empty() ? "0" : ledger::FormatBytes(gpus[0].capacity));
+    }
+    // A node whose capacity shrank below its allocation is reported, not truncated.
+    if (have != nullptr) {
+      std::vector<int64_t> alloc = ledger::AllocatedPerGpu(*have);
+      bool below = false;
+      for (size_t i = 0; i < alloc.size(); ++i) {
+        int64_t cap = 0;
+        for (const auto& g : gpus) {
+          if (g.index == have->gpus[i].index) cap = g.capacity;
+        }
+        if (alloc[i] > cap) below = true;
+      }
+      shrunk_->With({name}).Set(below ? 1 : 0);
+      if (below) {
+        stats.shrunk_below_allocation.push_back(name);
+        spdlog::warn("node {}: capacity is below the VRAM already allocated on it", name);
+      }
+    }
+  }
+  if (authoritative) {
+    for (const auto& [name, node] : (*snap)->nodes) {
+      if (desired.count(name)) continue;
+      if (Status s = store_->RemoveNode(name); !s.ok()) {
+        passes_->With({"error"}).Inc();
+        return s;
+      }
+      shrunk_->Remove({name});
+      ++stats.removed;
+      spdlog::info("node {} left the cluster (or lost its GPUs): removed from the ledger", name);
+    }
+  }
+  passes_->With({"ok"}).Inc();
+  return stats;
+}
+
+void NodeSync::Start() {
+  thread_ = std::jthread([this](std::stop_token st) { Loop(st); });
+}
+
+void NodeSync::Stop() {
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    cv_.notify_all();
+    thread_.join();
+  }
+}
+
+void NodeSync::Poke() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    poked_ = true;
+  }
+  cv_.notify_all();
+}
+
+void NodeSync::Loop(std::stop_token st) {
+  while (!st.stop_requested()) {
+    Result<NodeSyncStats> r = SyncOnce();
+    if (!r.ok()) spdlog::warn("node capacity sync failed: {}", r.status().message());
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, st, std::chrono::milliseconds(cfg_.node_sync_interval_ms), [this] { return poked_; });
+    poked_ = false;
+  }
+}
+
+}  // namespace vramd::reconcile

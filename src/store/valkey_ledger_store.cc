@@ -1,0 +1,855 @@
+// The VRAM ledger in Valkey.
+//
+// Keys (P = client prefix, NODE inside a hash tag):
+//   P:nodes          set   node names
+//   P:{NODE}:cap     hash  gpu index -> capacity bytes; "uuid:<idx>" -> GPU UUID
+//   P:{NODE}:alloc   hash  pod uid -> entry JSON (EncodeEntry below)
+//   P:{NODE}:used    hash  gpu index -> bytes in use; "ts" -> report time (server ms)
+//   P:{NODE}:models  hash  model -> last placement on the node (server ms)
+//   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
+//   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
+//
+// Every write is one Lua script (atomic) that stamps times with the server's
+// TIME, so replicas' clocks never matter. Entry JSON is compact and flat so
+// that Lua's cjson reads it; numbers stay below 2^53.
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "vramd/ledger/quantity.h"
+#include "vramd/store/valkey_client.h"
+
+namespace vramd::store {
+namespace {
+
+using ledger::Entry;
+using ledger::EntryState;
+
+// ---------------------------------------------------------------------------
+// Scripts. KEYS are passed explicitly where known in advance; the other
+// node's alloc key (moves) is built from the prefix, which is fine for the
+// standalone primary DESIGN.md §3 prescribes.
+
+// Reserve.
+// KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch
+// ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
+//       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
+//       8 model, 9.. gpu indices
+// Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
+//       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
+//       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
+constexpr const char* kReserveLua = R"lua(
+local node, uid = ARGV[2], ARGV[3]
+if redis.call('HEXISTS', KEYS[3], uid) == 1 then return {'held'} end
+local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
+if other and other ~= node then
+  local okey = ARGV[1] .. ':{' .. other .. '}:alloc'
+  local raw = redis.call('HGET', okey, uid)
+  if raw then
+    local ok, e = pcall(cjson.decode, raw)
+    local st = 'unreadable'
+    if ok and type(e) == 'table' and type(e.state) == 'string' then st = e.state end
+    if st ~= 'reserved' then return {'conflict', other, st} end
+    moved_from = okey
+  end
+end
+if redis.call('SISMEMBER', KEYS[1], node) == 0 then return {'no_node'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local per = tonumber(ARGV[5])
+local alloc = {}
+for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
+  local ok, e = pcall(cjson.decode, v)
+  if ok and type(e) == 'table' and type(e.gpus) == 'table' then
+    local p = tonumber(e.per_gpu) or 0
+    for _, g in ipairs(e.gpus) do
+      local gi = tonumber(g)
+      if gi then alloc[gi] = (alloc[gi] or 0) + p end
+    end
+  end
+end
+local fresh = false
+if ARGV[6] == '1' then
+  local ts = tonumber(redis.call('HGET', KEYS[4], 'ts'))
+  if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
+end
+local fails = {}
+for i = 9, #ARGV do
+  local c = redis.call('HGET', KEYS[2], ARGV[i])
+  if not c then return {'no_gpu', ARGV[i]} end
+  local cap = tonumber(c)
+  if not cap then return {'bad_cap', ARGV[i], c} end
+  local a = alloc[tonumber(ARGV[i])] or 0
+  local u, known = a, 0
+  if fresh then
+    local uv = tonumber(redis.call('HGET', KEYS[4], ARGV[i]))
+    if uv then u, known = uv, 1 end
+  end
+  local m = a
+  if u > m then m = u end
+  if m + per > cap then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
+end
+if #fails > 0 then return {'insufficient', fails} end
+if moved_from then redis.call('HDEL', moved_from, uid) end
+local nowtext = string.format('%d', now)
+redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')
+redis.call('HSET', KEYS[6], uid, node)
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[8], nowtext) end
+redis.call('INCR', KEYS[7])
+if moved_from then return {'moved', other} end
+return {'reserved'}
+)lua";
+
+// Release. KEYS: 1 alloc, 2 pods, 3 epoch. ARGV: 1 uid, 2 node. Returns 0/1.
+constexpr const char* kReleaseLua = R"lua(
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[1]) end
+if n > 0 then redis.call('INCR', KEYS[3]) end
+return n
+)lua";
+
+// SetEntryState. KEYS: 1 alloc, 2 epoch. ARGV: 1 uid, 2 state.
+// Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed.
+constexpr const char* kSetStateLua = R"lua(
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return -1 end
+if string.match(raw, '"state"%s*:%s*"([^"]*)"') == ARGV[2] then return 0 end
+local v, n = string.gsub(raw, '("state"%s*:%s*")[^"]*"', '%1' .. ARGV[2] .. '"', 1)
+if n == 0 then
+  local ok, e = pcall(cjson.decode, raw)
+  if not ok or type(e) ~= 'table' then return -2 end
+  e.state = ARGV[2]
+  v = cjson.encode(e)
+end
+redis.call('HSET', KEYS[1], ARGV[1], v)
+redis.call('INCR', KEYS[2])
+return 1
+)lua";
+
+// PutEntry. KEYS: 1 nodes, 2 alloc, 3 models, 4 pods, 5 epoch.
+// ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON, 5 append server time as
+// created_ms (1/0), 6 model. An entry of the pod on another node is removed.
+constexpr const char* kPutEntryLua = R"lua(
+local t = redis.call('TIME')
+local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local v = ARGV[4]
+if ARGV[5] == '1' then v = v .. nowtext .. '}' end
+local other = redis.call('HGET', KEYS[4], ARGV[3])
+if other and other ~= ARGV[2] then
+  redis.call('HDEL', ARGV[1] .. ':{' .. other .. '}:alloc', ARGV[3])
+end
+redis.call('HSET', KEYS[2], ARGV[3], v)
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
+redis.call('SADD', KEYS[1], ARGV[2])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], ARGV[6], nowtext) end
+redis.call('INCR', KEYS[5])
+return 1
+)lua";
+
+// SetCapacity. KEYS: 1 nodes, 2 cap, 3 epoch. ARGV: 1 node, then field/value
+// pairs. Returns 0 when nothing changed (no write, no epoch bump), else 1.
+constexpr const char* kSetCapacityLua = R"lua(
+local cur = redis.call('HGETALL', KEYS[2])
+local same = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 and #cur == #ARGV - 1
+if same then
+  local m = {}
+  for i = 1, #cur, 2 do m[cur[i]] = cur[i + 1] end
+  for i = 2, #ARGV, 2 do
+    if m[ARGV[i]] ~= ARGV[i + 1] then same = false; break end
+  end
+end
+if same then return 0 end
+redis.call('DEL', KEYS[2])
+if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[3])
+return 1
+)lua";
+
+// RemoveNode. KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch.
+// ARGV: 1 node. Returns how many keys/members were removed.
+constexpr const char* kRemoveNodeLua = R"lua(
+for _, uid in ipairs(redis.call('HKEYS', KEYS[3])) do
+  if redis.call('HGET', KEYS[6], uid) == ARGV[1] then redis.call('HDEL', KEYS[6], uid) end
+end
+local n = redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) + redis.call('SREM', KEYS[1], ARGV[1])
+if n > 0 then redis.call('INCR', KEYS[7]) end
+return n
+)lua";
+
+// PushUsage. KEYS: 1 nodes, 2 used, 3 epoch. ARGV: 1 node, then gpu/bytes
+// pairs. The report replaces the previous one. Returns -1 for an unknown node.
+constexpr const char* kPushUsageLua = R"lua(
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
+local t = redis.call('TIME')
+local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'ts', nowtext, unpack(ARGV, 2))
+redis.call('INCR', KEYS[3])
+return 1
+)lua";
+
+// ---------------------------------------------------------------------------
+// Entry JSON.
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  // Invalid UTF-8 (a free-text model annotation) is replaced, not rejected,
+  // so the entry stays readable by both nlohmann and cjson.
+  *out += nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// {"ns":..,"name":..,"gpus":[..],"per_gpu":N,"peak_per_gpu":N,"model":..,
+//  "state":..,"created_ms":N}. With omit_created the text ends right after
+// "created_ms": and the script appends the server time and the closing brace.
+std::string EncodeEntry(const Entry& e, bool omit_created) {
+  std::string out;
+  out.reserve(160 + e.ns.size() + e.name.size() + e.model.size());
+  out += "{\"ns\":";
+  AppendJsonString(&out, e.ns);
+  out += ",\"name\":";
+  AppendJsonString(&out, e.name);
+  out += ",\"gpus\":[";
+  for (size_t i = 0; i < e.gpus.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(e.gpus[i]);
+  }
+  out += "],\"per_gpu\":";
+  out += std::to_string(e.per_gpu);
+  out += ",\"peak_per_gpu\":";
+  out += std::to_string(e.peak_per_gpu);
+  out += ",\"model\":";
+  AppendJsonString(&out, e.model);
+  out += ",\"state\":\"";
+  out += ledger::EntryStateName(e.state);
+  out += "\",\"created_ms\":";
+  if (!omit_created) {
+    out += std::to_string(e.created_ms);
+    out += '}';
+  }
+  return out;
+}
+
+// Decodes alloc fields with simdjson's on-demand API: a full reload decodes
+// every entry of the cluster (50,000 at the design size), where building
+// nlohmann DOMs cost about as much as all the rest of the reload together.
+// One decoder per reload (not thread-safe).
+class EntryDecoder {
+ public:
+  // Decodes one alloc field into *e; on failure says why in *why.
+  bool Decode(std::string_view text, Entry* e, std::string* why) {
+    buf_.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    buf_.assign(text.data(), text.size());
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object obj;
+    if (parser_.iterate(buf_.data(), buf_.size(), buf_.capacity()).get(doc) != simdjson::SUCCESS ||
+        doc.get_object().get(obj) != simdjson::SUCCESS) {
+      *why = "not a JSON object";
+      return false;
+    }
+    bool have_gpus = false, have_per_gpu = false;
+    for (auto maybe_field : obj) {
+      simdjson::ondemand::field field;
+      std::string_view key;
+      if (std::move(maybe_field).get(field) != simdjson::SUCCESS ||
+          field.unescaped_key().get(key) != simdjson::SUCCESS) {
+        return Fail("not JSON", why);
+      }
+      simdjson::ondemand::value v = field.value();
+      if (key == "gpus") {
+        simdjson::ondemand::array arr;
+        if (v.get_array().get(arr) != simdjson::SUCCESS) return Fail("bad \"gpus\"", why);
+        e->gpus.clear();
+        for (auto maybe_item : arr) {
+          simdjson::ondemand::value item;
+          int64_t g = 0;
+          if (std::move(maybe_item).get(item) != simdjson::SUCCESS || !Int(item, &g) || g < 0 ||
+              g > 1'000'000) {
+            return Fail("bad GPU index in \"gpus\"", why);
+          }
+          e->gpus.push_back(static_cast<int>(g));
+        }
+        have_gpus = !e->gpus.empty();
+      } else if (key == "per_gpu") {
+        if (!Int(v, &e->per_gpu) || e->per_gpu < 0) return Fail("bad \"per_gpu\"", why);
+        have_per_gpu = true;
+      } else if (key == "peak_per_gpu") {
+        if (!Int(v, &e->peak_per_gpu)) return Fail("bad \"peak_per_gpu\"", why);
+      } else if (key == "created_ms") {
+        if (!Int(v, &e->created_ms)) return Fail("bad \"created_ms\"", why);
+      } else if (key == "state") {
+        std::string_view st;
+        if (v.get_string().get(st) != simdjson::SUCCESS || !ledger::ParseEntryState(st, &e->state)) {
+          return Fail("bad \"state\"", why);
+        }
+      } else if (key == "ns" || key == "name" || key == "model") {
+        std::string* out = key == "ns" ? &e->ns : key == "name" ? &e->name : &e->model;
+        simdjson::ondemand::json_type type;
+        std::string_view str;
+        if (v.type().get(type) != simdjson::SUCCESS) return Fail("not JSON", why);
+        if (type == simdjson::ondemand::json_type::string) {
+          if (v.get_string().get(str) != simdjson::SUCCESS) return Fail("bad string", why);
+          out->assign(str);
+        } else if (type != simdjson::ondemand::json_type::null) {
+          return Fail("a non-string \"" + std::string(key) + "\"", why);
+        }
+      }
+      // Unknown fields are skipped (written by a newer version).
+    }
+    if (!have_gpus) return Fail("no \"gpus\" array", why);
+    if (!have_per_gpu) return Fail("no \"per_gpu\"", why);
+    return true;
+  }
+
+ private:
+  static bool Fail(std::string reason, std::string* why) {
+    *why = std::move(reason);
+    return false;
+  }
+
+  // A JSON integer, or a float with an integral value (cjson writes large
+  // numbers as 1e+14).
+  static bool Int(simdjson::ondemand::value& v, int64_t* out) {
+    simdjson::ondemand::number_type type;
+    if (v.get_number_type().get(type) != simdjson::SUCCESS) return false;
+    if (type == simdjson::ondemand::number_type::signed_integer) {
+      return v.get_int64().get(*out) == simdjson::SUCCESS;
+    }
+    double d = 0;
+    if (v.get_double().get(d) != simdjson::SUCCESS) return false;
+    if (!(d >= -9.2e18 && d <= 9.2e18) || d != static_cast<double>(static_cast<int64_t>(d))) {
+      return false;
+    }
+    *out = static_cast<int64_t>(d);
+    return true;
+  }
+
+  simdjson::ondemand::parser parser_;
+  std::string buf_;  // the field, copied with the padding simdjson reads past the end
+};
+
+// ---------------------------------------------------------------------------
+
+bool ParseInt64(std::string_view s, int64_t* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool ParseIndex(std::string_view s, int* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size() && *out >= 0;
+}
+
+// A node name becomes part of key names inside a hash tag.
+Status CheckNodeName(const std::string& node) {
+  if (node.empty()) return InvalidArgument("empty node name");
+  if (node.find_first_of("{}") != std::string::npos) {
+    return InvalidArgument("node name '" + node + "' contains '{' or '}'");
+  }
+  return Status::Ok();
+}
+
+Status CheckEntry(const Entry& e, bool reserve) {
+  if (e.pod_uid.empty()) return InvalidArgument("entry without a pod UID");
+  const std::string who = "entry of pod " + e.ns + "/" + e.name + " (" + e.pod_uid + ")";
+  if (e.gpus.empty()) return InvalidArgument(who + " lists no GPU");
+  for (size_t i = 0; i < e.gpus.size(); ++i) {
+    if (e.gpus[i] < 0) return InvalidArgument(who + " lists a negative GPU index");
+    if (i > 0 && e.gpus[i] <= e.gpus[i - 1]) {
+      return InvalidArgument(who + ": GPU indices must be ascending and distinct");
+    }
+  }
+  if (e.per_gpu < 0 || (reserve && e.per_gpu == 0)) {
+    return InvalidArgument(who + ": per-GPU amount must be positive");
+  }
+  if (e.peak_per_gpu < 0) return InvalidArgument(who + ": negative peak");
+  return Status::Ok();
+}
+
+// A script's reply that is not what the script returns: the server refusing
+// writes for now (a replica after failover, out of memory, loading...) is
+// kUnavailable; anything else (a script error) is a bug, kInternal.
+Status ScriptError(std::string_view what, const Reply& r) {
+  if (!r.is_error()) return Internal("valkey " + std::string(what) + " script: unexpected reply");
+  static constexpr std::string_view kTransient[] = {"READONLY", "OOM",        "BUSY",
+                                                     "LOADING",  "MASTERDOWN", "NOREPLICAS",
+                                                     "TRYAGAIN", "CLUSTERDOWN"};
+  for (std::string_view t : kTransient) {
+    if (std::string_view(r.str).starts_with(t)) {
+      return Unavailable("valkey refused the " + std::string(what) + " script: " + r.str);
+    }
+  }
+  return Internal("valkey " + std::string(what) + " script failed: " + r.str);
+}
+
+class ValkeyLedgerStore final : public LedgerStore {
+ public:
+  explicit ValkeyLedgerStore(std::shared_ptr<ValkeyClient> client)
+      : client_(std::move(client)),
+        prefix_(client_->prefix()),
+        nodes_key_(prefix_ + ":nodes"),
+        pods_key_(prefix_ + ":pods"),
+        epoch_key_(prefix_ + ":epoch") {}
+
+  Result<ledger::SnapshotPtr> Snapshot() override {
+    auto epoch = ReadEpoch();
+    if (!epoch.ok()) return epoch.status();
+    // Taken after the epoch read: a reload that starts later reads newer data.
+    const uint64_t ticket = seq_.fetch_add(1) + 1;
+    {
+      std::lock_guard lk(cache_mu_);
+      if (cache_ && cache_->epoch == *epoch) return cache_;
+    }
+    // One reload at a time; the others wait and take its result when it
+    // started after their epoch read (or saw the same epoch).
+    std::unique_lock reload(reload_mu_);
+    {
+      std::lock_guard lk(cache_mu_);
+      if (cache_ && (cache_->epoch == *epoch || cache_seq_ >= ticket)) return cache_;
+    }
+    const uint64_t start = seq_.load();
+    auto loaded = Load();
+    if (!loaded.ok()) return loaded.status();
+    ledger::SnapshotPtr fresh = std::move(loaded).value();
+    ledger::SnapshotPtr old;
+    {
+      std::lock_guard lk(cache_mu_);
+      old = std::exchange(cache_, fresh);
+      cache_seq_ = start;
+    }
+    reload.unlock();
+    return fresh;  // the previous snapshot, if unused, is freed here, outside both locks
+  }
+
+  Result<ReserveOutcome> Reserve(const ReserveRequest& req) override {
+    if (Status s = CheckNodeName(req.node); !s.ok()) return s;
+    if (Status s = CheckEntry(req.entry, /*reserve=*/true); !s.ok()) return s;
+    const Entry& e = req.entry;
+    std::vector<std::string> args;
+    args.reserve(8 + e.gpus.size());
+    args.push_back(prefix_);
+    args.push_back(req.node);
+    args.push_back(e.pod_uid);
+    args.push_back(EncodeEntry(e, /*omit_created=*/true));
+    args.push_back(std::to_string(e.per_gpu));
+    args.emplace_back(req.fit_on_usage ? "1" : "0");
+    args.push_back(std::to_string(std::max<int64_t>(req.usage_max_age_ms, 0)));
+    args.push_back(e.model);
+    for (int g : e.gpus) args.push_back(std::to_string(g));
+    auto r = client_->Eval(reserve_,
+                           {nodes_key_, NodeKey(req.node, "cap"), NodeKey(req.node, "alloc"),
+                            NodeKey(req.node, "used"), NodeKey(req.node, "models"), pods_key_,
+                            epoch_key_},
+                           args);
+    if (!r.ok()) return r.status();
+    const Reply& rep = *r;
+    if (rep.type != Reply::Type::kArray || rep.elements.empty() ||
+        rep.elements[0].type != Reply::Type::kString) {
+      return ScriptError("reserve", rep);
+    }
+    const std::string& tag = rep.elements[0].str;
+    const auto arg = [&](size_t i) -> std::string {
+      return i < rep.elements.size() ? rep.elements[i].str : std::string();
+    };
+    const std::string pod = "pod " + e.ns + "/" + e.name + " (" + e.pod_uid + ")";
+    if (tag == "reserved") return ReserveOutcome::kReserved;
+    if (tag == "held") return ReserveOutcome::kAlreadyHeld;
+    if (tag == "moved") {
+      spdlog::info("moved the unbound reservation of {} from node {} to node {}", pod, arg(1),
+                   req.node);
+      return ReserveOutcome::kMoved;
+    }
+    if (tag == "conflict") {
+      return Conflict(pod + " already holds VRAM on node " + arg(1) + " (state " + arg(2) + ")");
+    }
+    if (tag == "no_node") return NotFound("node " + req.node + " is not in the ledger");
+    if (tag == "no_gpu") {
+      return NotFound("GPU " + arg(1) + " of node " + req.node + " is not in the ledger");
+    }
+    if (tag == "bad_cap") {
+      return Internal("capacity of GPU " + arg(1) + " of node " + req.node +
+                      " is not a number: '" + arg(2) + "'");
+    }
+    if (tag == "insufficient" && rep.elements.size() == 2) {
+      return Status(Code::kInsufficient, InsufficientReason(req, rep.elements[1]));
+    }
+    return ScriptError("reserve", rep);
+  }
+
+  Result<bool> Release(const std::string& node, const std::string& pod_uid) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (pod_uid.empty()) return InvalidArgument("release without a pod UID");
+    auto r = client_->Eval(release_, {NodeKey(node, "alloc"), pods_key_, epoch_key_},
+                           {pod_uid, node});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("release", *r);
+    return r->integer > 0;
+  }
+
+  Status SetEntryState(const std::string& node, const std::string& pod_uid,
+                       EntryState state) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (pod_uid.empty()) return InvalidArgument("entry state change without a pod UID");
+    auto r = client_->Eval(set_state_, {NodeKey(node, "alloc"), epoch_key_},
+                           {pod_uid, ledger::EntryStateName(state)});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
+    if (r->integer == -1) {
+      return NotFound("no ledger entry for pod " + pod_uid + " on node " + node);
+    }
+    if (r->integer == -2) {
+      return Internal("the ledger entry of pod " + pod_uid + " on node " + node +
+                      " is not readable JSON");
+    }
+    return Status::Ok();
+  }
+
+  Status PutEntry(const std::string& node, const Entry& entry) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (Status s = CheckEntry(entry, /*reserve=*/false); !s.ok()) return s;
+    const bool stamp = entry.created_ms <= 0;
+    auto r = client_->Eval(put_entry_,
+                           {nodes_key_, NodeKey(node, "alloc"), NodeKey(node, "models"),
+                            pods_key_, epoch_key_},
+                           {prefix_, node, entry.pod_uid, EncodeEntry(entry, stamp),
+                            stamp ? "1" : "0", entry.model});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("put-entry", *r);
+    return Status::Ok();
+  }
+
+  Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    std::vector<std::string> args;
+    args.reserve(1 + 4 * gpus.size());
+    args.push_back(node);
+    std::set<int> seen;
+    for (const auto& g : gpus) {
+      if (g.index < 0) return InvalidArgument("node " + node + ": negative GPU index");
+      if (!seen.insert(g.index).second) {
+        return InvalidArgument("node " + node + ": GPU " + std::to_string(g.index) +
+                               " listed twice");
+      }
+      if (g.capacity < 0) {
+        return InvalidArgument("node " + node + ": negative capacity for GPU " +
+                               std::to_string(g.index));
+      }
+      args.push_back(std::to_string(g.index));
+      args.push_back(std::to_string(g.capacity));
+      if (!g.uuid.empty()) {
+        args.push_back("uuid:" + std::to_string(g.index));
+        args.push_back(g.uuid);
+      }
+    }
+    auto r = client_->Eval(set_capacity_, {nodes_key_, NodeKey(node, "cap"), epoch_key_}, args);
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("set-capacity", *r);
+    return Status::Ok();
+  }
+
+  Status RemoveNode(const std::string& node) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    auto r = client_->Eval(remove_node_,
+                           {nodes_key_, NodeKey(node, "cap"), NodeKey(node, "alloc"),
+                            NodeKey(node, "used"), NodeKey(node, "models"), pods_key_,
+                            epoch_key_},
+                           {node});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("remove-node", *r);
+    return Status::Ok();
+  }
+
+  Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    std::vector<std::string> args;
+    args.reserve(1 + 2 * used.size());
+    args.push_back(node);
+    for (const auto& [gpu, bytes] : used) {
+      if (gpu < 0) return InvalidArgument("usage of node " + node + ": negative GPU index");
+      if (bytes < 0) {
+        return InvalidArgument("usage of node " + node + ": negative bytes for GPU " +
+                               std::to_string(gpu));
+      }
+      args.push_back(std::to_string(gpu));
+      args.push_back(std::to_string(bytes));
+    }
+    auto r = client_->Eval(push_usage_, {nodes_key_, NodeKey(node, "used"), epoch_key_}, args);
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("push-usage", *r);
+    if (r->integer == -1) return NotFound("node " + node + " is not in the ledger");
+    return Status::Ok();
+  }
+
+  Status Ping() override {
+    auto r = client_->Command({"PING"});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Unavailable("valkey PING failed: " + r->str);
+    return Status::Ok();
+  }
+
+  uint64_t MalformedFieldsSkipped() const override { return malformed_.load(); }
+
+ private:
+  std::string NodeKey(std::string_view node, std::string_view what) const {
+    std::string k;
+    k.reserve(prefix_.size() + node.size() + what.size() + 4);
+    k += prefix_;
+    k += ":{";
+    k += node;
+    k += "}:";
+    k += what;
+    return k;
+  }
+
+  Result<uint64_t> ReadEpoch() {
+    auto r = client_->Command({"GET", epoch_key_});
+    if (!r.ok()) return r.status();
+    return ParseEpoch(*r);
+  }
+
+  Result<uint64_t> ParseEpoch(const Reply& r) const {
+    if (r.is_nil()) return uint64_t{0};
+    int64_t v = 0;
+    if (r.type == Reply::Type::kString && ParseInt64(r.str, &v) && v >= 0) {
+      return static_cast<uint64_t>(v);
+    }
+    return Internal("valkey key " + epoch_key_ + " is not a counter" +
+                    (r.is_error() ? ": " + r.str : std::string()));
+  }
+
+  // Reads the whole ledger. The epoch is read before the data (same round
+  // trip as the node set, executed first), so the data is at least as new as
+  // the label: a write that lands during the load moves the epoch past the
+  // label and the next Snapshot() reloads. The load is not one transaction
+  // (it would stall the server for the whole read): a write racing it may be
+  // half-visible until that next reload.
+  Result<ledger::SnapshotPtr> Load() {
+    auto head = client_->Pipeline({{"GET", epoch_key_}, {"SMEMBERS", nodes_key_}});
+    if (!head.ok()) return head.status();
+    auto epoch = ParseEpoch((*head)[0]);
+    if (!epoch.ok()) return epoch.status();
+    const Reply& members = (*head)[1];
+    if (members.type != Reply::Type::kArray) {
+      return Internal("valkey key " + nodes_key_ + " is not a set" +
+                      (members.is_error() ? ": " + members.str : std::string()));
+    }
+    const size_t n = members.elements.size();
+    std::vector<std::vector<std::string>> cmds;
+    cmds.reserve(4 * n);
+    static constexpr const char* kParts[] = {"cap", "alloc", "used", "models"};
+    for (const auto& m : members.elements) {
+      for (const char* part : kParts) cmds.push_back({"HGETALL", NodeKey(m.str, part)});
+    }
+    auto snap = std::make_shared<ledger::Snapshot>();
+    snap->epoch = *epoch;
+    snap->nodes.reserve(n);
+    Problems problems;
+    EntryDecoder decoder;
+    // Each node is built as soon as its four replies have arrived, so only
+    // one node's replies are held at a time.
+    Reply parts[4];
+    Status s = client_->PipelineEach(cmds, [&](size_t i, Reply& r) {
+      parts[i % 4] = std::move(r);
+      if (i % 4 != 3) return;
+      const std::string& name = members.elements[i / 4].str;
+      ledger::Node node;
+      node.name = name;
+      BuildNode(&node, parts[0], parts[1], parts[2], parts[3], &decoder, &problems);
+      snap->nodes.emplace(name, std::move(node));
+    });
+    if (!s.ok()) return s;
+    ReportProblems(problems, snap->epoch);
+    return ledger::SnapshotPtr(std::move(snap));
+  }
+
+  struct Problems {
+    uint64_t count = 0;
+    std::vector<std::string> samples;  // the first few, for the log
+    void Add(std::string what) {
+      ++count;
+      if (samples.size() < 5) samples.push_back(std::move(what));
+    }
+  };
+
+  // Hash replies alternate field, value.
+  static bool IsHash(const Reply& r) {
+    return r.type == Reply::Type::kArray && r.elements.size() % 2 == 0;
+  }
+
+  static void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used,
+                        const Reply& models, EntryDecoder* decoder, Problems* problems) {
+    const std::string& name = node->name;
+    if (!IsHash(cap)) {
+      problems->Add("node " + name + ": capacity key is not a hash");
+    } else {
+      node->gpus.reserve(cap.elements.size() / 2);
+      std::vector<std::pair<int, std::string*>> uuids;
+      for (size_t i = 0; i < cap.elements.size(); i += 2) {
+        const std::string& f = cap.elements[i].str;
+        std::string& v = cap.elements[i + 1].str;
+        ledger::Gpu g;
+        if (f.starts_with("uuid:")) {
+          int idx = 0;
+          if (ParseIndex(std::string_view(f).substr(5), &idx)) {
+            uuids.emplace_back(idx, &v);
+          } else {
+            problems->Add("node " + name + ": capacity field '" + f + "' is not uuid:<index>");
+          }
+          continue;
+        }
+        if (!ParseIndex(f, &g.index)) {
+          problems->Add("node " + name + ": capacity field '" + f + "' is not a GPU index");
+          continue;
+        }
+        if (!ParseInt64(v, &g.capacity) || g.capacity < 0) {
+          problems->Add("node " + name + ": capacity of GPU " + f + " is not a byte count: '" +
+                        v + "'");
+          continue;
+        }
+        node->gpus.push_back(std::move(g));
+      }
+      std::sort(node->gpus.begin(), node->gpus.end(),
+                [](const ledger::Gpu& a, const ledger::Gpu& b) { return a.index < b.index; });
+      for (auto& [idx, uuid] : uuids) {
+        if (ledger::Gpu* g = FindGpu(node, idx)) g->uuid = std::move(*uuid);
+      }
+    }
+
+    if (!IsHash(used)) {
+      problems->Add("node " + name + ": usage key is not a hash");
+    } else if (!used.elements.empty()) {
+      int64_t ts = 0;
+      for (size_t i = 0; i < used.elements.size(); i += 2) {
+        if (used.elements[i].str == "ts" && !ParseInt64(used.elements[i + 1].str, &ts)) {
+          problems->Add("node " + name + ": usage time is not a number");
+        }
+      }
+      for (size_t i = 0; i < used.elements.size(); i += 2) {
+        const std::string& f = used.elements[i].str;
+        if (f == "ts") continue;
+        int idx = 0;
+        int64_t bytes = 0;
+        if (!ParseIndex(f, &idx) || !ParseInt64(used.elements[i + 1].str, &bytes) || bytes < 0) {
+          problems->Add("node " + name + ": usage field '" + f + "' is malformed");
+          continue;
+        }
+        if (ledger::Gpu* g = FindGpu(node, idx)) {
+          g->used = bytes;
+          g->used_ts_ms = ts;
+        }
+      }
+    }
+
+    if (!IsHash(alloc)) {
+      problems->Add("node " + name + ": allocation key is not a hash");
+    } else {
+      node->entries.reserve(alloc.elements.size() / 2);
+      std::string why;
+      for (size_t i = 0; i < alloc.elements.size(); i += 2) {
+        Entry e;
+        if (!decoder->Decode(alloc.elements[i + 1].str, &e, &why)) {
+          problems->Add("node " + name + ": entry of pod " + alloc.elements[i].str + " skipped: " +
+                        why);
+          continue;
+        }
+        e.pod_uid = std::move(alloc.elements[i].str);
+        node->entries.push_back(std::move(e));
+      }
+      // Oldest first (ties by UID), so snapshots are deterministic. Fields
+      // mostly come back in insertion order, already sorted.
+      const auto older = [](const Entry& a, const Entry& b) {
+        return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.pod_uid < b.pod_uid;
+      };
+      if (!std::is_sorted(node->entries.begin(), node->entries.end(), older)) {
+        std::sort(node->entries.begin(), node->entries.end(), older);
+      }
+    }
+
+    if (!IsHash(models)) {
+      problems->Add("node " + name + ": models key is not a hash");
+    } else {
+      for (size_t i = 0; i < models.elements.size(); i += 2) {
+        int64_t ms = 0;
+        if (!ParseInt64(models.elements[i + 1].str, &ms)) {
+          problems->Add("node " + name + ": time of model '" + models.elements[i].str +
+                        "' is not a number");
+          continue;
+        }
+        node->models.emplace(models.elements[i].str, ms);
+      }
+    }
+  }
+
+  static ledger::Gpu* FindGpu(ledger::Node* node, int index) {
+    auto it = std::lower_bound(node->gpus.begin(), node->gpus.end(), index,
+                               [](const ledger::Gpu& g, int i) { return g.index < i; });
+    return it != node->gpus.end() && it->index == index ? &*it : nullptr;
+  }
+
+  // Logs the skipped fields when their number changed since the last load
+  // (the same corrupt field would otherwise be logged on every reload).
+  void ReportProblems(const Problems& p, uint64_t epoch) {
+    const uint64_t before = malformed_.exchange(p.count);
+    if (p.count == 0 || p.count == before) return;
+    spdlog::warn("ledger at epoch {}: skipped {} malformed field(s) in valkey", epoch, p.count);
+    for (const auto& s : p.samples) spdlog::warn("ledger: {}", s);
+  }
+
+  std::string InsufficientReason(const ReserveRequest& req, const Reply& fails) const {
+    std::string out;
+    for (const Reply& f : fails.elements) {
+      if (f.type != Reply::Type::kArray || f.elements.size() < 5) continue;
+      const int64_t gpu = f.elements[0].integer;
+      const int64_t cap = f.elements[1].integer;
+      const int64_t alloc = f.elements[2].integer;
+      const int64_t used = f.elements[3].integer;
+      const bool show_used = f.elements[4].integer != 0 && used > alloc;
+      const int64_t free = cap - std::max(alloc, used);
+      if (!out.empty()) out += "; ";
+      out += "GPU " + std::to_string(gpu) + " of node " + req.node + " has ";
+      out += free > 0 ? ledger::FormatBytes(free) + " free" : std::string("no free VRAM");
+      out += " (capacity " + ledger::FormatBytes(cap) + ", allocated " +
+             ledger::FormatBytes(alloc);
+      if (show_used) out += ", in use " + ledger::FormatBytes(used);
+      out += "), needs " + ledger::FormatBytes(req.entry.per_gpu);
+    }
+    if (out.empty()) out = "node " + req.node + " has not enough free VRAM";
+    return out;
+  }
+
+  const std::shared_ptr<ValkeyClient> client_;
+  const std::string prefix_;
+  const std::string nodes_key_;
+  const std::string pods_key_;
+  const std::string epoch_key_;
+
+  const Script reserve_{kReserveLua};
+  const Script release_{kReleaseLua};
+  const Script set_state_{kSetStateLua};
+  const Script put_entry_{kPutEntryLua};
+  const Script set_capacity_{kSetCapacityLua};
+  const Script remove_node_{kRemoveNodeLua};
+  const Script push_usage_{kPushUsageLua};
+
+  std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
+  std::atomic<uint64_t> malformed_{0};
+  std::mutex reload_mu_;              // held for a whole reload
+  std::mutex cache_mu_;               // guards cache_, cache_seq_ (held briefly)
+  ledger::SnapshotPtr cache_;
+  uint64_t cache_seq_ = 0;            // seq_ when the cached load began
+};
+
+}  // namespace
+
+std::unique_ptr<LedgerStore> NewValkeyLedgerStore(std::shared_ptr<ValkeyClient> client) {
+  return std::make_unique<ValkeyLedgerStore>(std::move(client));
+}
+
+}  // namespace vramd::store

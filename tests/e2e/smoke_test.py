@@ -1,0 +1,91 @@
+"""Smoke test of the e2e testbed itself: no vramd involved.
+
+A real kube-apiserver and kube-scheduler (no extender) must bind a plain pod
+to a hand-made GPU node. If this fails, every other e2e test would too.
+
+Run: python3 tests/e2e/smoke_test.py -v
+(needs tests/e2e/testbed/build-k8s.sh to have run once)
+"""
+
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from testbed import Testbed  # noqa: E402
+
+
+class TestbedSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        t0 = time.monotonic()
+        cls.tb = Testbed().__enter__()
+        print(f"\n[smoke] apiserver ready in {cls.tb.startup_seconds:.1f} s "
+              f"({time.monotonic() - t0:.1f} s incl. setup) at {cls.tb.api_url}",
+              file=sys.stderr, flush=True)
+        try:
+            # The only node: every test may bind pods to it.
+            cls.tb.create_node("gpu-node-1", labels={"nvidia.com/gpu.count": "1",
+                                                     "nvidia.com/gpu.memory": "8192"})
+        except BaseException:
+            cls.tb.close()  # tearDownClass does not run when setUpClass fails
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tb.close()
+
+    def test_plain_pod_gets_bound_without_extender(self):
+        tb = self.tb
+        node = tb.api.get("/api/v1/nodes/gpu-node-1")
+        self.assertFalse(node["spec"].get("taints"), "not-ready taint must be gone")
+        self.assertEqual(node["metadata"]["labels"]["nvidia.com/gpu.memory"], "8192")
+
+        t0 = time.monotonic()
+        tb.start_scheduler()  # no extender
+        print(f"[smoke] scheduler started in {time.monotonic() - t0:.1f} s",
+              file=sys.stderr, flush=True)
+
+        t0 = time.monotonic()
+        tb.create_pod("plain")
+        self.assertEqual(tb.wait_pod_bound("plain", timeout=30), "gpu-node-1")
+        print(f"[smoke] pod bound in {time.monotonic() - t0:.1f} s",
+              file=sys.stderr, flush=True)
+        self.assertTrue(any("Successfully assigned default/plain to gpu-node-1" in m
+                            for m in tb.pod_events("plain", reason="Scheduled")),
+                        tb.pod_events("plain"))
+
+    def test_vramd_user_starts_without_permissions_and_can_be_granted(self):
+        tb = self.tb
+        self.assertFalse(tb.can_i("vramd", "list", "pods"))
+        tb.create_clusterrole_binding_for("vramd", [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]}])
+        pods = tb.vramd_api.get("/api/v1/pods")
+        self.assertEqual(pods["kind"], "PodList")
+
+    def test_bound_pod_deleted_with_grace_lingers_until_forced(self):
+        # The phantom-capacity case: no kubelet ever confirms the deletion.
+        tb = self.tb
+        tb.create_pod("lingering", node_name="gpu-node-1")
+        tb.set_pod_phase("lingering", "Running")
+        tb.delete_pod("lingering", grace=30)
+        pod = tb.get_pod("lingering")
+        self.assertIsNotNone(pod)
+        self.assertIn("deletionTimestamp", pod["metadata"])
+        self.assertEqual(pod["status"]["phase"], "Running")
+        tb.delete_pod("lingering", grace=0)
+        tb.wait_for(lambda: tb.get_pod("lingering") is None, 10, message="pod gone")
+
+    def test_redis_helper(self):
+        tb = self.tb
+        url = tb.start_redis()
+        self.assertTrue(url.startswith("redis://127.0.0.1:"))
+        self.assertEqual(tb.redis_command("SET", "k", "v"), "OK")
+        self.assertEqual(tb.redis_command("GET", "k"), "v")
+        self.assertIsNone(tb.redis_command("GET", "missing"))
+
+
+if __name__ == "__main__":
+    unittest.main()

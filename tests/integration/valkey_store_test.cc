@@ -1,0 +1,671 @@
+// The Valkey client and ledger store against a real Redis-protocol server.
+// Needs VRAMD_TEST_VALKEY_URL (e.g. redis://127.0.0.1:16399); fails without it.
+// Every test works under its own random key prefix and deletes its keys.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <latch>
+#include <random>
+#include <thread>
+
+#include "vramd/store/ledger_store.h"
+#include "vramd/store/valkey_client.h"
+
+namespace vramd::store {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+std::string RandomHex(int n) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s.push_back(kHex[rng() % 16]);
+  return s;
+}
+
+ledger::Entry MakeEntry(const std::string& uid, std::vector<int> gpus, int64_t per_gpu) {
+  ledger::Entry e;
+  e.pod_uid = uid;
+  e.ns = "default";
+  e.name = "pod-" + uid;
+  e.gpus = std::move(gpus);
+  e.per_gpu = per_gpu;
+  return e;
+}
+
+ReserveRequest Req(const std::string& node, ledger::Entry e) {
+  ReserveRequest r;
+  r.node = node;
+  r.entry = std::move(e);
+  return r;
+}
+
+// Sum of per_gpu over the node's entries that list `gpu`.
+int64_t Allocated(const ledger::Node& node, int gpu) {
+  int64_t sum = 0;
+  for (const auto& e : node.entries) {
+    for (int g : e.gpus) {
+      if (g == gpu) sum += e.per_gpu;
+    }
+  }
+  return sum;
+}
+
+class ValkeyStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
+    if (url == nullptr || *url == '\0') {
+      GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set. Start a throwaway server, e.g.\n"
+                      "  redis-server --port 16399 --save '' --appendonly no --daemonize yes\n"
+                      "and run with VRAMD_TEST_VALKEY_URL=redis://127.0.0.1:16399";
+    }
+    opts_.url = url;
+    opts_.key_prefix = "vramdtest-" + RandomHex(12);
+    opts_.pool_size = 8;
+    opts_.connect_timeout = std::chrono::milliseconds(1000);
+    opts_.command_timeout = std::chrono::milliseconds(5000);
+    client_ = NewValkeyClient(opts_);
+    store_ = NewValkeyLedgerStore(client_);
+    Status ping = store_->Ping();
+    ASSERT_TRUE(ping.ok()) << "cannot reach the test server at "
+                           << RedactValkeyUrl(opts_.url) << ": " << ping.ToString();
+  }
+
+  void TearDown() override {
+    if (!client_) return;
+    std::string cursor = "0";
+    do {
+      auto r = client_->Command({"SCAN", cursor, "MATCH", opts_.key_prefix + ":*", "COUNT", "1000"});
+      if (!r.ok() || r->elements.size() != 2) break;
+      cursor = r->elements[0].str;
+      std::vector<std::string> del{"DEL"};
+      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
+      if (del.size() > 1) (void)client_->Command(del);
+    } while (cursor != "0");
+  }
+
+  std::string Key(const std::string& suffix) const { return opts_.key_prefix + ":" + suffix; }
+  std::string NodeKey(const std::string& node, const std::string& part) const {
+    return opts_.key_prefix + ":{" + node + "}:" + part;
+  }
+
+  Reply Raw(std::vector<std::string> argv) {
+    auto r = client_->Command(argv);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : Reply{};
+  }
+
+  uint64_t Epoch() {
+    Reply r = Raw({"GET", Key("epoch")});
+    return r.is_nil() ? 0 : std::stoull(r.str);
+  }
+
+  void Capacity(const std::string& node, std::vector<GpuCapacity> gpus) {
+    Status s = store_->SetCapacity(node, gpus);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  // A snapshot read by a store that has no cache yet.
+  ledger::SnapshotPtr Fresh() {
+    auto store = NewValkeyLedgerStore(client_);
+    auto s = store->Snapshot();
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : std::make_shared<ledger::Snapshot>();
+  }
+
+  ValkeyOptions opts_;
+  std::shared_ptr<ValkeyClient> client_;
+  std::unique_ptr<LedgerStore> store_;
+};
+
+// (a)
+TEST_F(ValkeyStoreTest, ConcurrentReservationsNeverOverbookAGpu) {
+  Capacity("n1", {{0, 10 * kGi, "GPU-aaaa"}});
+  constexpr int kThreads = 16;
+  std::latch start(kThreads);
+  std::atomic<int> reserved{0}, insufficient{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto r = store_->Reserve(Req("n1", MakeEntry("uid-" + std::to_string(i), {0}, kGi)));
+      if (r.ok() && *r == ReserveOutcome::kReserved) {
+        ++reserved;
+      } else if (!r.ok() && r.status().code() == Code::kInsufficient) {
+        ++insufficient;
+      } else {
+        ++other;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(reserved.load(), 10);
+  EXPECT_EQ(insufficient.load(), kThreads - 10);
+  EXPECT_EQ(other.load(), 0);
+
+  auto snap = Fresh();
+  const ledger::Node* n1 = snap->Find("n1");
+  ASSERT_NE(n1, nullptr);
+  ASSERT_EQ(n1->gpus.size(), 1u);
+  EXPECT_EQ(n1->gpus[0].uuid, "GPU-aaaa");
+  EXPECT_EQ(n1->entries.size(), 10u);
+  EXPECT_EQ(Allocated(*n1, 0), 10 * kGi);
+  EXPECT_LE(Allocated(*n1, 0), n1->gpus[0].capacity);
+}
+
+TEST_F(ValkeyStoreTest, InsufficientNamesTheGpuAndTheNumbers) {
+  Capacity("n1", {{0, 96 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, 86 * kGi))).ok());
+  auto r = store_->Reserve(Req("n1", MakeEntry("b", {0}, 38 * kGi)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInsufficient);
+  EXPECT_EQ(r.status().message(),
+            "GPU 0 of node n1 has 10Gi free (capacity 96Gi, allocated 86Gi), needs 38Gi");
+}
+
+// (b)
+TEST_F(ValkeyStoreTest, ReservingTheSamePodTwiceIsIdempotent) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  auto first = store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, 3 * kGi)));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, ReserveOutcome::kReserved);
+  const uint64_t epoch = Epoch();
+  auto second = store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, 3 * kGi)));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, ReserveOutcome::kAlreadyHeld);
+  EXPECT_EQ(Epoch(), epoch);
+
+  auto snap = Fresh();
+  ASSERT_NE(snap->Find("n1"), nullptr);
+  EXPECT_EQ(snap->Find("n1")->entries.size(), 1u);
+  EXPECT_EQ(Allocated(*snap->Find("n1"), 0), 3 * kGi);
+}
+
+// (c)
+TEST_F(ValkeyStoreTest, ReleaseIsIdempotentAndMovesTheEpochOnce) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());
+  const uint64_t before = Epoch();
+  auto first = store_->Release("n1", "uid-1");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(*first);
+  EXPECT_EQ(Epoch(), before + 1);
+  auto second = store_->Release("n1", "uid-1");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(*second);
+  EXPECT_EQ(Epoch(), before + 1);
+  EXPECT_TRUE(Raw({"HGET", Key("pods"), "uid-1"}).is_nil());
+  EXPECT_TRUE(Fresh()->Find("n1")->entries.empty());
+}
+
+// (d)
+TEST_F(ValkeyStoreTest, SnapshotIsCachedUntilAnotherProcessWrites) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  auto s1 = store_->Snapshot();
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  auto s2 = store_->Snapshot();
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(s1->get(), s2->get()) << "nothing changed: the cached snapshot must be returned";
+  EXPECT_EQ(s1->get()->Find("n2"), nullptr);
+
+  // Another process adds a node with an entry, the way any other replica would.
+  const std::string prefix = opts_.key_prefix;
+  ValkeyOptions child_opts = opts_;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto c = NewValkeyClient(child_opts);
+    auto r = c->Pipeline({
+        {"SADD", prefix + ":nodes", "n2"},
+        {"HSET", prefix + ":{n2}:cap", "0", "1234"},
+        {"HSET", prefix + ":{n2}:alloc", "uid-x",
+         R"({"ns":"ml","name":"llm","gpus":[0],"per_gpu":100,"peak_per_gpu":0,)"
+         R"("model":"llama","state":"bound","created_ms":5})"},
+        {"INCR", prefix + ":epoch"},
+    });
+    _exit(r.ok() && r->size() == 4 && !(*r)[3].is_error() ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "the writer process failed";
+
+  auto s3 = store_->Snapshot();
+  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+  EXPECT_NE(s3->get(), s1->get());
+  const ledger::Node* n2 = s3->get()->Find("n2");
+  ASSERT_NE(n2, nullptr);
+  ASSERT_EQ(n2->gpus.size(), 1u);
+  EXPECT_EQ(n2->gpus[0].capacity, 1234);
+  ASSERT_EQ(n2->entries.size(), 1u);
+  const ledger::Entry& e = n2->entries[0];
+  EXPECT_EQ(e.pod_uid, "uid-x");
+  EXPECT_EQ(e.ns, "ml");
+  EXPECT_EQ(e.name, "llm");
+  EXPECT_EQ(e.model, "llama");
+  EXPECT_EQ(e.state, ledger::EntryState::kBound);
+  EXPECT_EQ(e.per_gpu, 100);
+  EXPECT_EQ(e.created_ms, 5);
+
+  auto s4 = store_->Snapshot();
+  ASSERT_TRUE(s4.ok());
+  EXPECT_EQ(s4->get(), s3->get());
+}
+
+TEST_F(ValkeyStoreTest, ConcurrentSnapshotCallersAllSeeTheLatestWrite) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Snapshot().ok());
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());
+  const uint64_t epoch = Epoch();
+  constexpr int kThreads = 8;
+  std::latch start(kThreads);
+  std::vector<ledger::SnapshotPtr> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto s = store_->Snapshot();
+      if (s.ok()) got[i] = *s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : got) {
+    ASSERT_NE(s, nullptr);
+    EXPECT_GE(s->epoch, epoch);
+    ASSERT_NE(s->Find("n1"), nullptr);
+    EXPECT_EQ(s->Find("n1")->entries.size(), 1u);
+  }
+}
+
+// (e)
+TEST_F(ValkeyStoreTest, UnknownNodeOrGpuIsNotFound) {
+  Capacity("n1", {{0, 10 * kGi, ""}, {1, 10 * kGi, ""}});
+  auto node = store_->Reserve(Req("nope", MakeEntry("uid-1", {0}, kGi)));
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(node.status().code(), Code::kNotFound);
+  EXPECT_THAT(node.status().message(), HasSubstr("node nope"));
+
+  auto gpu = store_->Reserve(Req("n1", MakeEntry("uid-1", {1, 5}, kGi)));
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), Code::kNotFound);
+  EXPECT_THAT(gpu.status().message(), HasSubstr("GPU 5 of node n1"));
+  EXPECT_TRUE(Fresh()->Find("n1")->entries.empty());
+  EXPECT_TRUE(Raw({"HGET", Key("pods"), "uid-1"}).is_nil());
+}
+
+// (f)
+TEST_F(ValkeyStoreTest, FreshUsageAboveAllocationBlocksAndStaleUsageDoesNot) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, 4 * kGi))).ok());
+  ASSERT_TRUE(store_->PushUsage("n1", {{0, 8 * kGi}}).ok());
+
+  // A = 4Gi alone would allow 4Gi more; U = 8Gi does not.
+  auto blocked = store_->Reserve(Req("n1", MakeEntry("b", {0}, 4 * kGi)));
+  ASSERT_FALSE(blocked.ok());
+  EXPECT_EQ(blocked.status().code(), Code::kInsufficient);
+  EXPECT_EQ(blocked.status().message(),
+            "GPU 0 of node n1 has 2Gi free (capacity 10Gi, allocated 4Gi, in use 8Gi), needs 4Gi");
+
+  auto snap = Fresh();
+  EXPECT_EQ(snap->Find("n1")->gpus[0].used, 8 * kGi);
+  EXPECT_GT(snap->Find("n1")->gpus[0].used_ts_ms, 0);
+
+  // The same report, made stale (stamped at the epoch of 1970).
+  Raw({"HSET", NodeKey("n1", "used"), "ts", "1000"});
+  auto allowed = store_->Reserve(Req("n1", MakeEntry("b", {0}, 4 * kGi)));
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_EQ(*allowed, ReserveOutcome::kReserved);
+}
+
+TEST_F(ValkeyStoreTest, UsageIsIgnoredWhenFitOnUsageIsOff) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->PushUsage("n1", {{0, 9 * kGi}}).ok());
+  ReserveRequest req = Req("n1", MakeEntry("a", {0}, 4 * kGi));
+  req.fit_on_usage = false;
+  auto r = store_->Reserve(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
+TEST_F(ValkeyStoreTest, PushUsageForAnUnknownNodeIsNotFound) {
+  Status s = store_->PushUsage("ghost", {{0, kGi}});
+  EXPECT_EQ(s.code(), Code::kNotFound);
+}
+
+// (g)
+TEST_F(ValkeyStoreTest, AnUnboundReservationMovesButABoundOneConflicts) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  Capacity("n2", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, 2 * kGi))).ok());
+  auto moved = store_->Reserve(Req("n2", MakeEntry("uid-1", {0}, 2 * kGi)));
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, ReserveOutcome::kMoved);
+  auto snap = Fresh();
+  EXPECT_TRUE(snap->Find("n1")->entries.empty());
+  ASSERT_EQ(snap->Find("n2")->entries.size(), 1u);
+  EXPECT_EQ(Raw({"HGET", Key("pods"), "uid-1"}).str, "n2");
+
+  ASSERT_TRUE(store_->SetEntryState("n2", "uid-1", ledger::EntryState::kBound).ok());
+  auto conflict = store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, 2 * kGi)));
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_EQ(conflict.status().code(), Code::kConflict);
+  EXPECT_THAT(conflict.status().message(), HasSubstr("already holds VRAM on node n2"));
+  EXPECT_TRUE(Fresh()->Find("n1")->entries.empty());
+}
+
+TEST_F(ValkeyStoreTest, AMoveThatDoesNotFitKeepsTheOldReservation) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  Capacity("n2", {{0, 1 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, 2 * kGi))).ok());
+  auto r = store_->Reserve(Req("n2", MakeEntry("uid-1", {0}, 2 * kGi)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInsufficient);
+  EXPECT_EQ(Fresh()->Find("n1")->entries.size(), 1u);
+  EXPECT_EQ(Raw({"HGET", Key("pods"), "uid-1"}).str, "n1");
+}
+
+// (h)
+TEST(ValkeyClientTest, AClosedPortIsUnavailableAndThenFailsFast) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+
+  ValkeyOptions opts;
+  opts.url = "redis://127.0.0.1:" + std::to_string(port);
+  opts.connect_timeout = std::chrono::milliseconds(500);
+  opts.backoff_initial = std::chrono::milliseconds(400);
+  auto store = NewValkeyLedgerStore(NewValkeyClient(opts));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Status first = store->Ping();
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(first.code(), Code::kUnavailable);
+  EXPECT_THAT(first.message(), HasSubstr("127.0.0.1:" + std::to_string(port) + " unreachable"));
+
+  // Within the backoff: no connect attempt, the same diagnosis.
+  auto snap = store->Snapshot();
+  ASSERT_FALSE(snap.ok());
+  EXPECT_EQ(snap.status().code(), Code::kUnavailable);
+  EXPECT_THAT(snap.status().message(), HasSubstr("retrying in"));
+  auto reserve = store->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi)));
+  EXPECT_EQ(reserve.status().code(), Code::kUnavailable);
+  const auto t2 = std::chrono::steady_clock::now();
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  std::printf("[ info ] closed port: first call %lld us, next two %lld us; \"%s\"\n",
+              static_cast<long long>(duration_cast<microseconds>(t1 - t0).count()),
+              static_cast<long long>(duration_cast<microseconds>(t2 - t1).count()),
+              snap.status().message().c_str());
+}
+
+TEST_F(ValkeyStoreTest, ASlowReplyTimesOutAndTheNextCallUsesAFreshConnection) {
+  ValkeyOptions opts = opts_;
+  opts.command_timeout = std::chrono::milliseconds(100);
+  auto impatient = NewValkeyClient(opts);
+  ASSERT_TRUE(impatient->Command({"PING"}).ok());
+  // Keeps the server busy for 400ms (server time), well past the 100ms timeout.
+  Script busy(
+      "local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] "
+      "repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 400000 return 1");
+  auto r = impatient->Eval(busy, {}, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("no reply within 100ms"));
+  // The timed-out connection was dropped: the next call does not read the
+  // stale reply of the script. (client_ waits out the script: 5s timeout.)
+  ASSERT_TRUE(client_->Command({"PING"}).ok());
+  auto pong = impatient->Command({"ECHO", "after"});
+  ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+  EXPECT_EQ(pong->str, "after");
+}
+
+TEST(ValkeyClientTest, ABadUrlIsInvalidArgumentAndThePasswordIsRedacted) {
+  ValkeyOptions opts;
+  opts.url = "redis://admin:hunter2@host:notaport";
+  auto client = NewValkeyClient(opts);
+  auto r = client->Command({"PING"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("notaport"));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2")));
+}
+
+TEST(ValkeyClientTest, ParsesUrls) {
+  auto a = ParseValkeyUrl("redis://user:p%40ss@valkey.svc:6380/2");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->host, "valkey.svc");
+  EXPECT_EQ(a->port, 6380);
+  EXPECT_EQ(a->username, "user");
+  EXPECT_EQ(a->password, "p@ss");
+  EXPECT_EQ(a->db, 2);
+  EXPECT_EQ(a->Display(), "valkey.svc:6380");
+
+  auto b = ParseValkeyUrl("redis://secret@[::1]");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->port, 6379);
+  EXPECT_EQ(b->password, "secret");
+  EXPECT_EQ(b->Display(), "[::1]:6379");
+
+  auto c = ParseValkeyUrl("127.0.0.1:7000");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->port, 7000);
+
+  EXPECT_FALSE(ParseValkeyUrl("redis://:6379").ok());
+  EXPECT_FALSE(ParseValkeyUrl("redis://h:70000").ok());
+  EXPECT_FALSE(ParseValkeyUrl("redis://h:1/x").ok());
+  EXPECT_FALSE(ParseValkeyUrl("http://h:1").ok());
+  EXPECT_EQ(RedactValkeyUrl("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+  EXPECT_EQ(RedactValkeyUrl("redis://pw@h:1"), "redis://***@h:1");
+  EXPECT_EQ(RedactValkeyUrl("redis://h:1"), "redis://h:1");
+}
+
+TEST(ValkeyClientTest, ScriptHashIsTheSha1OfTheSource) {
+  EXPECT_EQ(Script("return 1").sha1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+}
+
+// (i)
+TEST_F(ValkeyStoreTest, MalformedDataIsSkippedNotFatal) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("good", {0}, kGi))).ok());
+  Raw({"HSET", NodeKey("n1", "alloc"), "bad-json", "{not json"});
+  Raw({"HSET", NodeKey("n1", "alloc"), "bad-shape", R"({"gpus":"zero","per_gpu":1})"});
+  Raw({"HSET", NodeKey("n1", "cap"), "1", "lots"});
+  Raw({"INCR", Key("epoch")});
+
+  auto snap = store_->Snapshot();
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  const ledger::Node* n1 = snap->get()->Find("n1");
+  ASSERT_NE(n1, nullptr);
+  ASSERT_EQ(n1->entries.size(), 1u);
+  EXPECT_EQ(n1->entries[0].pod_uid, "good");
+  ASSERT_EQ(n1->gpus.size(), 1u);
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 3u);
+
+  // The reservation script skips the same entries and keeps working.
+  auto r = store_->Reserve(Req("n1", MakeEntry("next", {0}, kGi)));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto bad_gpu = store_->Reserve(Req("n1", MakeEntry("other", {1}, kGi)));
+  EXPECT_EQ(bad_gpu.status().code(), Code::kInternal);
+  EXPECT_THAT(bad_gpu.status().message(), HasSubstr("'lots'"));
+}
+
+// (j)
+TEST_F(ValkeyStoreTest, AMultiGpuReservationConsumesEveryChosenGpu) {
+  Capacity("n1", {{0, 10 * kGi, ""}, {1, 10 * kGi, ""}, {2, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("tp", {0, 1}, 6 * kGi))).ok());
+  auto snap = Fresh();
+  const ledger::Node* n1 = snap->Find("n1");
+  ASSERT_NE(n1, nullptr);
+  EXPECT_EQ(Allocated(*n1, 0), 6 * kGi);
+  EXPECT_EQ(Allocated(*n1, 1), 6 * kGi);
+  EXPECT_EQ(Allocated(*n1, 2), 0);
+  EXPECT_EQ(n1->entries[0].gpus, (std::vector<int>{0, 1}));
+
+  auto r = store_->Reserve(Req("n1", MakeEntry("x", {1, 2}, 6 * kGi)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInsufficient);
+  EXPECT_THAT(r.status().message(), HasSubstr("GPU 1 of node n1 has 4Gi free"));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("GPU 2")));
+  EXPECT_TRUE(store_->Reserve(Req("n1", MakeEntry("y", {0, 1}, 4 * kGi))).ok());
+}
+
+TEST_F(ValkeyStoreTest, SetCapacityBumpsTheEpochOnlyOnChange) {
+  Capacity("n1", {{0, 10 * kGi, "GPU-a"}, {1, 10 * kGi, ""}});
+  const uint64_t e1 = Epoch();
+  Capacity("n1", {{1, 10 * kGi, ""}, {0, 10 * kGi, "GPU-a"}});
+  EXPECT_EQ(Epoch(), e1);
+  Capacity("n1", {{0, 12 * kGi, "GPU-a"}});
+  EXPECT_EQ(Epoch(), e1 + 1);
+  auto snap = Fresh();
+  ASSERT_EQ(snap->Find("n1")->gpus.size(), 1u);
+  EXPECT_EQ(snap->Find("n1")->gpus[0].capacity, 12 * kGi);
+  EXPECT_EQ(store_->SetCapacity("n1", {{0, kGi, ""}, {0, kGi, ""}}).code(),
+            Code::kInvalidArgument);
+}
+
+TEST_F(ValkeyStoreTest, PutEntryAndSetEntryStateRoundTrip) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ledger::Entry e = MakeEntry("uid-1", {0}, 20 * kGi);  // over capacity: no check
+  e.ns = "team \"a\"";
+  e.model = "llama-3 70B \xc3\xa9";
+  e.peak_per_gpu = 24 * kGi;
+  e.state = ledger::EntryState::kBound;
+  ASSERT_TRUE(store_->PutEntry("n1", e).ok());
+  ASSERT_TRUE(store_->SetEntryState("n1", "uid-1", ledger::EntryState::kTerminating).ok());
+  EXPECT_EQ(store_->SetEntryState("n1", "missing", ledger::EntryState::kBound).code(),
+            Code::kNotFound);
+
+  auto snap = Fresh();
+  ASSERT_EQ(snap->Find("n1")->entries.size(), 1u);
+  const ledger::Entry& got = snap->Find("n1")->entries[0];
+  EXPECT_EQ(got.ns, e.ns);
+  EXPECT_EQ(got.model, e.model);
+  EXPECT_EQ(got.per_gpu, 20 * kGi);
+  EXPECT_EQ(got.peak_per_gpu, 24 * kGi);
+  EXPECT_EQ(got.state, ledger::EntryState::kTerminating);
+  EXPECT_GT(got.created_ms, 0);
+  EXPECT_EQ(snap->Find("n1")->models.count(e.model), 1u);
+}
+
+TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());
+  ASSERT_TRUE(store_->RemoveNode("n1").ok());
+  EXPECT_EQ(Fresh()->Find("n1"), nullptr);
+  EXPECT_TRUE(Raw({"HGET", Key("pods"), "uid-1"}).is_nil());
+  EXPECT_EQ(Raw({"EXISTS", NodeKey("n1", "alloc"), NodeKey("n1", "cap")}).integer, 0);
+  const uint64_t e = Epoch();
+  ASSERT_TRUE(store_->RemoveNode("n1").ok());
+  EXPECT_EQ(Epoch(), e);
+}
+
+TEST_F(ValkeyStoreTest, EvalFallsBackToEvalWhenTheScriptIsNotCached) {
+  Script script("return {KEYS[1], ARGV[1]}");
+  Raw({"SCRIPT", "FLUSH"});
+  auto r = client_->Eval(script, {"k"}, {std::string("a\0b", 3)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->elements.size(), 2u);
+  EXPECT_EQ(r->elements[1].str, std::string("a\0b", 3));
+  auto again = client_->Eval(script, {"k"}, {"x"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->elements[1].str, "x");
+}
+
+TEST_F(ValkeyStoreTest, AServerErrorIsAReplyNotATransportFailure) {
+  Raw({"SET", Key("s"), "x"});
+  auto r = client_->Command({"HGET", Key("s"), "f"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->is_error());
+  EXPECT_THAT(r->str, HasSubstr("WRONGTYPE"));
+  EXPECT_TRUE(store_->Ping().ok());
+}
+
+// 5,000 nodes x 8 GPUs with 50,000 entries: correctness at scale, and the
+// reload time, printed (not asserted).
+TEST_F(ValkeyStoreTest, ReloadsAFullClusterLedger) {
+  constexpr int kNodes = 5000, kGpus = 8, kEntriesPerNode = 10;
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(kNodes * 5);
+  std::vector<std::string> sadd{"SADD", Key("nodes")};
+  for (int n = 0; n < kNodes; ++n) {
+    const std::string node = "node-" + std::to_string(n);
+    sadd.push_back(node);
+    std::vector<std::string> cap{"HSET", NodeKey(node, "cap")};
+    std::vector<std::string> used{"HSET", NodeKey(node, "used"), "ts", "1700000000000"};
+    for (int g = 0; g < kGpus; ++g) {
+      cap.push_back(std::to_string(g));
+      cap.push_back(std::to_string(80 * kGi));
+      cap.push_back("uuid:" + std::to_string(g));
+      cap.push_back("GPU-" + std::to_string(n) + "-" + std::to_string(g));
+      used.push_back(std::to_string(g));
+      used.push_back(std::to_string(kGi));
+    }
+    std::vector<std::string> alloc{"HSET", NodeKey(node, "alloc")};
+    for (int e = 0; e < kEntriesPerNode; ++e) {
+      const std::string uid = "0b3c6f1e-" + std::to_string(n) + "-" + std::to_string(e);
+      alloc.push_back(uid);
+      alloc.push_back(R"({"ns":"inference","name":"vllm-llama-)" + std::to_string(n) + "-" +
+                      std::to_string(e) + R"(","gpus":[)" + std::to_string(e % kGpus) +
+                      R"(],"per_gpu":25769803776,"peak_per_gpu":0,"model":"llama-3-8b",)"
+                      R"("state":"bound","created_ms":1700000000000})");
+    }
+    cmds.push_back(std::move(cap));
+    cmds.push_back(std::move(used));
+    cmds.push_back(std::move(alloc));
+    cmds.push_back({"HSET", NodeKey(node, "models"), "llama-3-8b", "1700000000000"});
+  }
+  cmds.push_back(std::move(sadd));
+  cmds.push_back({"INCR", Key("epoch")});
+  auto w = client_->Pipeline(cmds);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+
+  double best_ms = 1e9;
+  ledger::SnapshotPtr snap;
+  for (int i = 0; i < 3; ++i) {
+    auto store = NewValkeyLedgerStore(client_);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto s = store->Snapshot();
+    const auto t1 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    snap = *s;
+    best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::printf("[ info ] reload of %d nodes x %d GPUs, %d entries: best of 3 = %.1f ms\n", kNodes,
+              kGpus, kNodes * kEntriesPerNode, best_ms);
+  ASSERT_EQ(snap->nodes.size(), static_cast<size_t>(kNodes));
+  size_t entries = 0;
+  for (const auto& [name, node] : snap->nodes) {
+    entries += node.entries.size();
+    ASSERT_EQ(node.gpus.size(), static_cast<size_t>(kGpus));
+  }
+  EXPECT_EQ(entries, static_cast<size_t>(kNodes * kEntriesPerNode));
+  const ledger::Node* n7 = snap->Find("node-7");
+  ASSERT_NE(n7, nullptr);
+  EXPECT_EQ(n7->gpus[3].uuid, "GPU-7-3");
+  EXPECT_EQ(n7->gpus[3].used, kGi);
+  EXPECT_EQ(Allocated(*n7, 0), 2 * 25769803776);
+}
+
+}  // namespace
+}  // namespace vramd::store

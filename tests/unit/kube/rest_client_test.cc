@@ -1,0 +1,691 @@
+// The REST client against a fake API server (httplib::Server on 127.0.0.1,
+// port 0) run in-process: request shapes, error mapping, lists, watches, TLS.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "vramd/kube/kube_client.h"
+
+namespace vramd::kube {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vramd-kube-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string Write(const std::string& name, const std::string& content) const {
+    fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
+    return p.string();
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string StatusBody(int code, const std::string& reason, const std::string& message) {
+  return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+              {"message", message}, {"reason", reason}, {"code", code}}
+      .dump();
+}
+
+std::string PodJson(const std::string& name, const std::string& extra_metadata = "") {
+  return R"({"metadata":{"name":")" + name + R"(","namespace":"ml","uid":"uid-)" + name +
+         R"(","resourceVersion":"5")" + extra_metadata +
+         R"(},"spec":{"nodeName":"n1","containers":[{"resources":{"limits":{"vramd.io/vram":"8Gi"}}}]},)"
+         R"("status":{"phase":"Running"}})";
+}
+
+// An httplib server bound to 127.0.0.1:<any port>; Start() serves on its own
+// thread (register handlers first). Handlers of endless streams poll
+// released() and end when the test is over.
+class FakeApiServer {
+ public:
+  explicit FakeApiServer(std::unique_ptr<httplib::Server> server = std::make_unique<httplib::Server>())
+      : server_(std::move(server)) {
+    server_->set_tcp_nodelay(true);  // as Go's net/http: no delayed-ACK stalls on keep-alive
+    port_ = server_->bind_to_any_port("127.0.0.1");
+  }
+  ~FakeApiServer() { Shutdown(); }
+
+  void Start() {
+    if (!thread_.joinable()) thread_ = std::thread([this] { server_->listen_after_bind(); });
+  }
+  void Shutdown() {
+    released_ = true;
+    if (!thread_.joinable()) return;
+    // stop() only works once the server is running.
+    while (!server_->is_running()) std::this_thread::sleep_for(1ms);
+    server_->stop();
+    thread_.join();
+  }
+
+  httplib::Server* operator->() { return server_.get(); }
+  int port() const { return port_; }
+  bool released() const { return released_.load(); }
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> released_{false};
+};
+
+class RestClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_GT(server_.port(), 0); }
+
+  std::unique_ptr<KubeClient> Client(Options opts = {}) {
+    opts.api_url = "http://127.0.0.1:" + std::to_string(server_.port());
+    if (opts.token_file.empty()) opts.token_file = token_file_;
+    server_.Start();
+    Result<std::unique_ptr<KubeClient>> c = NewRestClient(opts);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  // Records the last request the server saw (handlers run on server threads).
+  void Record(const httplib::Request& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ = req;
+    authorizations_.push_back(req.get_header_value("Authorization"));
+  }
+  httplib::Request Last() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
+  std::vector<std::string> Authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return authorizations_;
+  }
+
+  TempDir dir_;
+  std::string token_file_ = dir_.Write("token", "tok-1\n");
+  std::mutex mu_;
+  httplib::Request last_;
+  std::vector<std::string> authorizations_;
+  FakeApiServer server_;  // last: stopped before what its handlers use goes away
+};
+
+// --- Bind -----------------------------------------------------------------
+
+TEST_F(RestClientTest, BindPostsABindingWithTheBearerToken) {
+  server_->Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
+                [&](const httplib::Request& req, httplib::Response& res) {
+                  Record(req);
+                  res.status = 201;
+                  res.set_content(req.body, "application/json");
+                });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Status st = client->Bind("ml", "hermes", "uid-1", "ness-linux3");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  httplib::Request req = Last();
+  EXPECT_EQ(req.path, "/api/v1/namespaces/ml/pods/hermes/binding");
+  EXPECT_EQ(req.get_header_value("Authorization"), "Bearer tok-1");
+  EXPECT_EQ(req.get_header_value("Content-Type"), "application/json");
+  json body = json::parse(req.body);
+  EXPECT_EQ(body, json::parse(R"({"apiVersion":"v1","kind":"Binding",
+      "metadata":{"name":"hermes","namespace":"ml","uid":"uid-1"},
+      "target":{"apiVersion":"v1","kind":"Node","name":"ness-linux3"}})"));
+}
+
+TEST_F(RestClientTest, BindMapsApiErrors) {
+  server_->Post(R"(/api/v1/namespaces/ml/pods/([^/]+)/binding)", [&](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+    const std::string pod = req.matches[1];
+    if (pod == "taken") {
+      res.status = 409;
+      res.set_content(StatusBody(409, "Conflict",
+                                 "Operation cannot be fulfilled on pods/binding \"taken\": pod taken is already "
+                                 "assigned to node \"n2\""),
+                      "application/json");
+    } else if (pod == "gone") {
+      res.status = 404;
+      res.set_content(StatusBody(404, "NotFound", "pods \"gone\" not found"), "application/json");
+    } else if (pod == "denied") {
+      res.status = 403;
+      res.set_content(StatusBody(403, "Forbidden",
+                                 "pods \"denied\" is forbidden: User \"system:serviceaccount:vramd:vramd\" cannot "
+                                 "create resource \"pods/binding\""),
+                      "application/json");
+    } else {
+      res.status = 503;
+      res.set_content("etcd leader changed", "text/plain");
+    }
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+
+  Status taken = client->Bind("ml", "taken", "u", "n1");
+  EXPECT_EQ(taken.code(), Code::kConflict);
+  EXPECT_NE(taken.message().find("HTTP 409"), std::string::npos) << taken.message();
+  EXPECT_NE(taken.message().find("already assigned to node \"n2\""), std::string::npos) << taken.message();
+
+  Status gone = client->Bind("ml", "gone", "u", "n1");
+  EXPECT_EQ(gone.code(), Code::kNotFound);
+  EXPECT_NE(gone.message().find("pods \"gone\" not found"), std::string::npos) << gone.message();
+
+  Status denied = client->Bind("ml", "denied", "u", "n1");
+  EXPECT_EQ(denied.code(), Code::kInternal);
+  EXPECT_NE(denied.message().find("RBAC"), std::string::npos) << denied.message();
+  EXPECT_NE(denied.message().find("cannot create resource"), std::string::npos) << denied.message();
+
+  Status broken = client->Bind("ml", "broken", "u", "n1");
+  EXPECT_EQ(broken.code(), Code::kUnavailable);
+  EXPECT_NE(broken.message().find("HTTP 503: etcd leader changed"), std::string::npos) << broken.message();
+}
+
+TEST_F(RestClientTest, UnreachableServerIsUnavailable) {
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  server_.Shutdown();  // the port is closed now
+  Status st = client->Bind("ml", "p", "u", "n1");
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_EQ(st.message().find("tok-1"), std::string::npos);
+}
+
+TEST_F(RestClientTest, ConcurrentBindsRunOnSeparateConnections) {
+  constexpr int kBinds = 4;
+  std::mutex m;
+  std::condition_variable cv;
+  int in_flight = 0;
+  int max_in_flight = 0;
+  server_->Post(R"(/api/v1/namespaces/ml/pods/([^/]+)/binding)", [&](const httplib::Request&,
+                                                                     httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(m);
+    max_in_flight = std::max(max_in_flight, ++in_flight);
+    cv.notify_all();
+    // Holds every bind until all are in flight at once (or gives up).
+    cv.wait_for(lock, 2s, [&] { return max_in_flight >= kBinds; });
+    --in_flight;
+    res.status = 201;
+    res.set_content("{}", "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::thread> threads;
+  std::vector<Status> results(kBinds);
+  for (int i = 0; i < kBinds; ++i) {
+    threads.emplace_back([&, i] { results[i] = client->Bind("ml", "p" + std::to_string(i), "u", "n1"); });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(max_in_flight, kBinds);
+}
+
+// --- Token rotation ----------------------------------------------------------
+
+TEST_F(RestClientTest, TokenIsReReadWhenTheFileChanges) {
+  server_->Get(R"(/api/v1/namespaces/ml/pods/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    res.set_content(PodJson(req.matches[1]), "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+
+  dir_.Write("token", "tok-2-rotated\n");
+  fs::last_write_time(token_file_, fs::last_write_time(token_file_) + 10s);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+
+  // A token file that vanishes mid-rotation: the last good token is kept.
+  fs::remove(token_file_);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+
+  EXPECT_EQ(Authorizations(), (std::vector<std::string>{"Bearer tok-1", "Bearer tok-1", "Bearer tok-2-rotated",
+                                                        "Bearer tok-2-rotated"}));
+}
+
+// --- Get, patch, events ----------------------------------------------------
+
+TEST_F(RestClientTest, GetPodDecodesThePodOrSaysNotFound) {
+  server_->Get(R"(/api/v1/namespaces/ml/pods/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] == "missing") {
+      res.status = 404;
+      res.set_content(StatusBody(404, "NotFound", "pods \"missing\" not found"), "application/json");
+      return;
+    }
+    if (req.matches[1] == "garbage") {
+      res.set_content("<html>proxy error</html>", "text/html");
+      return;
+    }
+    res.set_content(PodJson(req.matches[1], R"(,"deletionTimestamp":"2026-11-21T06:10:00Z")"), "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<PodInfo> pod = client->GetPod("ml", "hermes");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->name, "hermes");
+  EXPECT_EQ(pod->uid, "uid-hermes");
+  EXPECT_EQ(pod->node_name, "n1");
+  EXPECT_TRUE(pod->deleting);
+  EXPECT_EQ(pod->spec.containers.at(0).limit, "8Gi");
+
+  EXPECT_EQ(client->GetPod("ml", "missing").status().code(), Code::kNotFound);
+  EXPECT_EQ(client->GetPod("ml", "garbage").status().code(), Code::kInternal);
+}
+
+TEST_F(RestClientTest, PatchAnnotationsSendsAMergePatch) {
+  server_->Patch(R"(/api/v1/.*)", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    res.set_content("{}", "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+
+  Status st = client->PatchPodAnnotations("ml", "hermes", {{"vramd.io/gpus", "0,1"}, {"vramd.io/old", std::nullopt}});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  httplib::Request req = Last();
+  EXPECT_EQ(req.method, "PATCH");
+  EXPECT_EQ(req.path, "/api/v1/namespaces/ml/pods/hermes");
+  EXPECT_EQ(req.get_header_value("Content-Type"), "application/merge-patch+json");
+  EXPECT_EQ(json::parse(req.body),
+            json::parse(R"({"metadata":{"annotations":{"vramd.io/gpus":"0,1","vramd.io/old":null}}})"));
+
+  st = client->PatchNodeAnnotations("ness-linux3", {{"vramd.io/nudge", "42"}});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  req = Last();
+  EXPECT_EQ(req.path, "/api/v1/nodes/ness-linux3");
+  EXPECT_EQ(json::parse(req.body), json::parse(R"({"metadata":{"annotations":{"vramd.io/nudge":"42"}}})"));
+}
+
+TEST_F(RestClientTest, PostPodEventCreatesACoreV1Event) {
+  server_->Post("/api/v1/namespaces/ml/events", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    res.status = 201;
+    res.set_content(req.body, "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  PodInfo pod;
+  pod.name = "hermes";
+  pod.ns = "ml";
+  pod.uid = "uid-1";
+  Status st = client->PostPodEvent(pod, "Warning", "VramReleased", std::string(3000, 'x'));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  json ev = json::parse(Last().body);
+  EXPECT_EQ(ev["apiVersion"], "v1");
+  EXPECT_EQ(ev["kind"], "Event");
+  EXPECT_EQ(ev["metadata"]["generateName"], "hermes.vramd-");
+  EXPECT_EQ(ev["metadata"]["namespace"], "ml");
+  EXPECT_EQ(ev["involvedObject"],
+            json::parse(R"({"apiVersion":"v1","kind":"Pod","name":"hermes","namespace":"ml","uid":"uid-1"})"));
+  EXPECT_EQ(ev["reason"], "VramReleased");
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["message"].get<std::string>().size(), 1024u);
+  EXPECT_EQ(ev["source"]["component"], "vramd");
+  EXPECT_EQ(ev["count"], 1);
+  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
+  EXPECT_TRUE(std::regex_match(ev["firstTimestamp"].get<std::string>(), rfc3339)) << ev["firstTimestamp"];
+  EXPECT_EQ(ev["firstTimestamp"], ev["lastTimestamp"]);
+
+  EXPECT_EQ(client->PostPodEvent(pod, "Error", "X", "y").code(), Code::kInvalidArgument);
+}
+
+// --- Lists -----------------------------------------------------------------
+
+TEST_F(RestClientTest, ListPodsFollowsContinueTokens) {
+  const std::string kToken = "page2/+=&x";  // needs escaping in a query
+  server_->Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    EXPECT_EQ(req.get_param_value("limit"), "500");
+    EXPECT_EQ(req.get_param_value("fieldSelector"), "spec.nodeName!=,status.phase!=Succeeded");
+    if (!req.has_param("continue")) {
+      res.set_content(R"({"kind":"PodList","metadata":{"resourceVersion":"900","continue":")" + kToken +
+                          R"("},"items":[)" + PodJson("a") + "," + PodJson("b") + "]}",
+                      "application/json");
+    } else {
+      EXPECT_EQ(req.get_param_value("continue"), kToken);
+      // The second page also carries an item that cannot be decoded: skipped.
+      res.set_content(R"({"kind":"PodList","metadata":{"resourceVersion":"900"},"items":[)" + PodJson("c") +
+                          R"(,{"metadata":{"name":["bad"]}}]})",
+                      "application/json");
+    }
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<List<PodInfo>> list = client->ListPods("spec.nodeName!=,status.phase!=Succeeded");
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->items.size(), 3u);
+  EXPECT_EQ(list->items[0].name, "a");
+  EXPECT_EQ(list->items[2].name, "c");
+  EXPECT_EQ(list->items[2].spec.containers.at(0).limit, "8Gi");
+  EXPECT_EQ(list->resource_version, "900");
+  EXPECT_EQ(Authorizations().size(), 2u);
+}
+
+TEST_F(RestClientTest, ListNodesAndExpiredContinueToken) {
+  auto gone = [](httplib::Response& res) {
+    res.status = 410;
+    res.set_content(StatusBody(410, "Expired", "The provided continue parameter is too old"), "application/json");
+  };
+  server_->Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_param("continue")) return gone(res);
+    res.set_content(
+        R"({"kind":"NodeList","metadata":{"resourceVersion":"31"},"items":[{"metadata":{"name":"n1","labels":{"nvidia.com/gpu.memory":"8192"}}}]})",
+        "application/json");
+  });
+  server_->Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_param("continue")) return gone(res);
+    EXPECT_EQ(req.get_param_value("limit"), "1");
+    res.set_content(R"({"metadata":{"resourceVersion":"1","continue":"c1"},"items":[]})", "application/json");
+  });
+  Options small;
+  small.list_page_size = 1;
+  auto client = Client(small);
+  ASSERT_NE(client, nullptr);
+
+  Result<List<NodeInfo>> nodes = client->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  ASSERT_EQ(nodes->items.size(), 1u);
+  EXPECT_EQ(nodes->items[0].labels.at("nvidia.com/gpu.memory"), "8192");
+  EXPECT_EQ(nodes->resource_version, "31");
+
+  Result<List<PodInfo>> pods = client->ListPods();
+  EXPECT_EQ(pods.status().code(), Code::kConflict);
+  EXPECT_EQ(pods.status().message().rfind("410 Gone", 0), 0u) << pods.status().message();
+}
+
+// --- Watches ---------------------------------------------------------------
+
+// Serves `stream` as a chunked body in pieces of `piece` bytes.
+void ServeChunked(httplib::Response& res, std::string stream, size_t piece) {
+  res.set_chunked_content_provider("application/json",
+                                   [stream = std::move(stream), piece](size_t offset, httplib::DataSink& sink) {
+                                     if (offset >= stream.size()) {
+                                       sink.done();
+                                       return true;
+                                     }
+                                     size_t n = std::min(piece, stream.size() - offset);
+                                     return sink.write(stream.data() + offset, n);
+                                   });
+}
+
+std::string Event(const std::string& type, const std::string& object) {
+  return R"({"type":")" + type + R"(","object":)" + object + "}\n";
+}
+
+TEST_F(RestClientTest, WatchPodsJoinsEventsSplitAcrossChunks) {
+  const std::string stream = Event("ADDED", PodJson("a")) +
+                             Event("MODIFIED", PodJson("a", R"(,"deletionTimestamp":"2026-11-21T06:10:00Z")")) +
+                             Event("BOOKMARK", R"({"kind":"Pod","metadata":{"resourceVersion":"77"}})") +
+                             Event("DELETED", PodJson("a"));
+  server_->Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    ServeChunked(res, stream, 7);  // 7-byte chunks: every event spans several
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::vector<WatchEvent<PodInfo>> events;
+  std::atomic<bool> stop{false};
+  Status st = client->WatchPods("42", stop, [&](const WatchEvent<PodInfo>& e) { events.push_back(e); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].type, WatchEventType::kAdded);
+  EXPECT_EQ(events[0].object.name, "a");
+  EXPECT_FALSE(events[0].object.deleting);
+  EXPECT_EQ(events[1].type, WatchEventType::kModified);
+  EXPECT_TRUE(events[1].object.deleting);
+  EXPECT_EQ(events[2].type, WatchEventType::kBookmark);
+  EXPECT_EQ(events[2].object.resource_version, "77");
+  EXPECT_EQ(events[3].type, WatchEventType::kDeleted);
+  EXPECT_EQ(events[3].object.spec.containers.at(0).limit, "8Gi");
+
+  httplib::Request req = Last();
+  EXPECT_EQ(req.get_param_value("watch"), "1");
+  EXPECT_EQ(req.get_param_value("resourceVersion"), "42");
+  EXPECT_EQ(req.get_param_value("allowWatchBookmarks"), "true");
+  EXPECT_EQ(req.get_param_value("timeoutSeconds"), "300");
+  EXPECT_EQ(req.get_header_value("Authorization"), "Bearer tok-1");
+}
+
+TEST_F(RestClientTest, WatchErrorEvent410IsConflict) {
+  const std::string stream =
+      Event("ADDED", PodJson("a")) +
+      Event("ERROR", StatusBody(410, "Expired", "too old resource version: 42 (900)")) + Event("ADDED", PodJson("b"));
+  server_->Get("/api/v1/pods", [&](const httplib::Request&, httplib::Response& res) { ServeChunked(res, stream, 5); });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::string> names;
+  std::atomic<bool> stop{false};
+  Status st = client->WatchPods("42", stop, [&](const WatchEvent<PodInfo>& e) { names.push_back(e.object.name); });
+  EXPECT_EQ(st.code(), Code::kConflict);
+  EXPECT_EQ(st.message().rfind("410 Gone", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find("too old resource version"), std::string::npos) << st.message();
+  EXPECT_EQ(names, std::vector<std::string>{"a"});  // nothing after the error
+}
+
+TEST_F(RestClientTest, WatchAnsweredWithHttpErrorMapsTheStatus) {
+  server_->Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_param_value("resourceVersion") == "1") {
+      res.status = 410;
+      res.set_content(StatusBody(410, "Gone", "too old resource version: 1 (50)"), "application/json");
+    } else {
+      res.status = 403;
+      res.set_content(StatusBody(403, "Forbidden", "nodes is forbidden"), "application/json");
+    }
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::atomic<bool> stop{false};
+  auto no_events = [](const WatchEvent<NodeInfo>&) { ADD_FAILURE() << "no event expected"; };
+  Status gone = client->WatchNodes("1", stop, no_events);
+  EXPECT_EQ(gone.code(), Code::kConflict);
+  EXPECT_EQ(gone.message().rfind("410 Gone", 0), 0u) << gone.message();
+  Status denied = client->WatchNodes("2", stop, no_events);
+  EXPECT_EQ(denied.code(), Code::kInternal);
+  EXPECT_NE(denied.message().find("nodes is forbidden"), std::string::npos) << denied.message();
+}
+
+TEST_F(RestClientTest, WatchNodesDeliversNodesUntilTheServerEndsTheStream) {
+  const std::string stream = Event("ADDED", R"({"metadata":{"name":"n1","resourceVersion":"3"}})") +
+                             Event("MODIFIED",
+                                   R"({"metadata":{"name":"n1","resourceVersion":"4","annotations":{"vramd.io/capacity":"80Gi"}}})");
+  server_->Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
+    ServeChunked(res, stream, 1000);
+  });
+  Options opts;
+  opts.watch_timeout_s = 60;
+  auto client = Client(opts);
+  ASSERT_NE(client, nullptr);
+  std::vector<WatchEvent<NodeInfo>> events;
+  std::atomic<bool> stop{false};
+  Status st = client->WatchNodes("", stop, [&](const WatchEvent<NodeInfo>& e) { events.push_back(e); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].object.resource_version, "4");
+  EXPECT_EQ(events[1].object.annotations.at("vramd.io/capacity"), "80Gi");
+}
+
+TEST_F(RestClientTest, StopEndsASilentWatchPromptly) {
+  server_->Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    EXPECT_FALSE(req.has_param("resourceVersion"));
+    const std::string first = Event("ADDED", PodJson("a"));
+    res.set_chunked_content_provider("application/json", [&, first](size_t offset, httplib::DataSink& sink) {
+      if (offset == 0) return sink.write(first.data(), first.size());
+      // Then silence, until the test is over.
+      while (!server_.released()) std::this_thread::sleep_for(5ms);
+      return false;
+    });
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<bool> got_event{false};
+  std::chrono::steady_clock::time_point stopped_at;
+  std::thread stopper([&] {
+    for (int i = 0; i < 1000 && !got_event; ++i) std::this_thread::sleep_for(5ms);
+    stopped_at = std::chrono::steady_clock::now();
+    stop = true;
+  });
+  Status st = client->WatchPods("", stop, [&](const WatchEvent<PodInfo>&) { got_event = true; });
+  auto returned_at = std::chrono::steady_clock::now();
+  stopper.join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(got_event);
+  EXPECT_LT(returned_at - stopped_at, 1s);
+}
+
+// --- Construction ------------------------------------------------------------
+
+TEST(NewRestClient, RejectsOptionsThatCannotWork) {
+  TempDir dir;
+  std::string not_pem = dir.Write("ca.crt", "hello");
+  std::string token = dir.Write("token", "t");
+
+  Options bad_scheme;
+  bad_scheme.api_url = "ftp://127.0.0.1";
+  EXPECT_EQ(NewRestClient(bad_scheme).status().code(), Code::kInvalidArgument);
+
+  Options no_ca;
+  no_ca.api_url = "https://127.0.0.1:6443";
+  no_ca.ca_file = (dir.path() / "missing.crt").string();
+  EXPECT_EQ(NewRestClient(no_ca).status().code(), Code::kInvalidArgument);
+
+  Options junk_ca = no_ca;
+  junk_ca.ca_file = not_pem;
+  Result<std::unique_ptr<KubeClient>> r = NewRestClient(junk_ca);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("no PEM certificate"), std::string::npos);
+
+  Options no_token;
+  no_token.api_url = "http://127.0.0.1:1";
+  no_token.token_file = (dir.path() / "missing-token").string();
+  EXPECT_EQ(NewRestClient(no_token).status().code(), Code::kInvalidArgument);
+
+  Options zero_timeout;
+  zero_timeout.api_url = "http://127.0.0.1:1";
+  zero_timeout.timeout_ms = 0;
+  EXPECT_EQ(NewRestClient(zero_timeout).status().code(), Code::kInvalidArgument);
+}
+
+TEST(NewRestClient, InClusterNeedsTheServiceEnvironment) {
+  const char* saved = std::getenv("KUBERNETES_SERVICE_HOST");
+  std::string saved_value = saved ? saved : "";
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  Result<std::unique_ptr<KubeClient>> r = NewRestClient(Options{});
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("KUBERNETES_SERVICE_HOST"), std::string::npos);
+
+  if (!fs::exists("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")) {
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    r = NewRestClient(Options{});
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("serviceaccount/ca.crt"), std::string::npos) << r.status().message();
+  }
+  if (saved) {
+    setenv("KUBERNETES_SERVICE_HOST", saved_value.c_str(), 1);
+  } else {
+    unsetenv("KUBERNETES_SERVICE_HOST");
+  }
+}
+
+// --- TLS -------------------------------------------------------------------
+
+// A self-signed certificate for IP 127.0.0.1 (also its own CA), made in memory.
+struct TestCert {
+  EVP_PKEY* key = nullptr;
+  X509* cert = nullptr;
+  explicit TestCert(long serial) {
+    key = EVP_EC_gen("P-256");
+    cert = X509_new();
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), serial);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+    X509_set_pubkey(cert, key);
+    X509_NAME* name = X509_get_subject_name(cert);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("vramd-test-apiserver"),
+                               -1, -1, 0);
+    X509_set_issuer_name(cert, name);
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+    for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1"},
+                              std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+      X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+      X509_add_ext(cert, ext, -1);
+      X509_EXTENSION_free(ext);
+    }
+    X509_sign(cert, key, EVP_sha256());
+  }
+  ~TestCert() {
+    X509_free(cert);
+    EVP_PKEY_free(key);
+  }
+  std::string Pem() const {
+    BIO* bio = BIO_new(BIO_s_mem());
+    PEM_write_bio_X509(bio, cert);
+    char* data = nullptr;
+    long n = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<size_t>(n));
+    BIO_free(bio);
+    return out;
+  }
+};
+
+TEST(RestClientTls, VerifiesTheServerAgainstTheCaFile) {
+  TestCert server_cert(1);
+  TestCert other_ca(2);
+  FakeApiServer server(std::make_unique<httplib::SSLServer>(server_cert.cert, server_cert.key));
+  ASSERT_GT(server.port(), 0);
+  server->Get(R"(/api/v1/namespaces/ml/pods/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(PodJson(req.matches[1]), "application/json");
+  });
+  server.Start();
+  TempDir dir;
+
+  Options good;
+  good.api_url = "https://127.0.0.1:" + std::to_string(server.port());
+  good.ca_file = dir.Write("ca.crt", server_cert.Pem());
+  good.token_file = dir.Write("token", "tls-token");
+  Result<std::unique_ptr<KubeClient>> client = NewRestClient(good);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  Result<PodInfo> pod = (*client)->GetPod("ml", "secure");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->name, "secure");
+
+  Options wrong = good;
+  wrong.ca_file = dir.Write("other.crt", other_ca.Pem());
+  Result<std::unique_ptr<KubeClient>> untrusting = NewRestClient(wrong);
+  ASSERT_TRUE(untrusting.ok()) << untrusting.status().ToString();
+  Result<PodInfo> refused = (*untrusting)->GetPod("ml", "secure");
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("SSLServerVerification"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace vramd::kube
