@@ -13,6 +13,8 @@
 #include "vramd/clock.h"
 #include "vramd/config/config.h"
 #include "vramd/extender/extender.h"
+#include "vramd/gpulock/lock_routes.h"
+#include "vramd/gpulock/locks.h"
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
@@ -181,6 +183,10 @@ int main(int argc, char** argv) {
   api.usage_max_age_ms = cfg.usage_max_age_ms;
   api.api_token = api_token;
   vramd::app::RegisterRoutes(server, api);
+  vramd::gpulock::LockOptions lock_opts;
+  lock_opts.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind
+  vramd::gpulock::LockService locks(valkey, &registry, lock_opts);
+  vramd::gpulock::RegisterLockRoutes(server, &locks, api_token);
 
   if (vramd::Status s = server.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
@@ -203,6 +209,7 @@ int main(int argc, char** argv) {
     spdlog::info("signal {}: stopping", sig);
     break;
   }
+  locks.Stop();      // waiting lock acquires answer now
   server.Stop();     // stop accepting, finish in-flight requests
   node_sync.Stop();  // then the loops
   spdlog::info("stopped");

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "vramd/ledger/capacity.h"
@@ -366,11 +367,12 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
         if (Status s = k.set(&cfg, value); !s.ok()) return Status(s.code(), name + ": " + s.message());
       }
     }
-    // Variables of the project's scripts and tests share the prefix; any
-    // other unknown VRAMD_* name is a typo and is rejected.
+    // Variables of the project's scripts, tests and vramctl share the prefix;
     // VRAMD_VALKEY_PASSWORD is read by main (secrets are not config keys).
-    bool tooling = name.rfind("VRAMD_TEST_", 0) == 0 || name == "VRAMD_CACHE" ||
-                   name == "VRAMD_KEEP_TESTBED" || name == "VRAMD_VALKEY_PASSWORD";
+    // Any other unknown VRAMD_* name is a typo and is rejected.
+    static const std::set<std::string> kOthers = {"VRAMD_CACHE", "VRAMD_KEEP_TESTBED", "VRAMD_BIN_DIR",
+                                                  "VRAMD_SERVER", "VRAMD_TOKEN_FILE", "VRAMD_VALKEY_PASSWORD"};
+    bool tooling = name.rfind("VRAMD_TEST_", 0) == 0 || kOthers.count(name) > 0;
     if (!known && !tooling) return InvalidArgument("unknown environment variable " + name);
   }
   // 3. Flags.

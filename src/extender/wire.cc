@@ -223,8 +223,12 @@ Status ArgsDecoder::Decode(std::string_view body, const std::string& resource, E
     return Bad("body", e);
   }
   od::object top;
-  if (doc.get_object().get(top) != simdjson::SUCCESS) {
-    return InvalidArgument("invalid extender request: body must be a JSON object");
+  if (auto e = doc.get_object().get(top)) {
+    if (e == simdjson::TRAILING_CONTENT) {
+      return InvalidArgument("invalid extender request: trailing content after the JSON object");
+    }
+    if (e == simdjson::INCORRECT_TYPE) return InvalidArgument("invalid extender request: body must be a JSON object");
+    return Bad("body", e);
   }
   bool have_pod = false, have_names = false, have_nodes = false;
   for (auto field : top) {
@@ -406,8 +410,22 @@ void WriteFilterResult(const ledger::FilterResult& r, const ExtenderArgs& args, 
     }
     *out += "]},";
   }
+  // Unresolvable nodes go in both maps: kube-scheduler 1.20 reads only
+  // FailedNodes (so the pod's event shows why), and newer schedulers let
+  // FailedAndUnresolvableNodes take precedence for a node listed in both.
   *out += "\"FailedNodes\":";
-  AppendReasonMap(r.failed, out);
+  out->push_back('{');
+  bool first = true;
+  for (const auto* m : {&r.failed, &r.unresolvable}) {
+    for (const auto& [name, why] : *m) {
+      if (!first) out->push_back(',');
+      first = false;
+      AppendJsonString(name, out);
+      out->push_back(':');
+      AppendJsonString(why, out);
+    }
+  }
+  out->push_back('}');
   *out += ",\"FailedAndUnresolvableNodes\":";
   AppendReasonMap(r.unresolvable, out);
   *out += ",\"Error\":\"\"}";

@@ -53,20 +53,21 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
   NodeDecision d;
   if (node == nullptr) {
     d.verdict = Verdict::kUnresolvable;
-    d.reason = "node " + std::string(node_name) +
-               " has no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation "
+    // Reasons carry no node name so kube-scheduler groups identical ones
+    // ("0/N nodes are available: 12 no GPU capacity known to vramd ...").
+    d.reason = "no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation "
                "or GPU Feature Discovery labels)";
     return d;
   }
   if (node->gpus.empty()) {
     d.verdict = Verdict::kUnresolvable;
-    d.reason = "node " + node->name + " has no GPUs";
+    d.reason = "node has no GPUs";
     return d;
   }
   const int want = req.gpu_count;
   if (static_cast<size_t>(want) > node->gpus.size()) {
     d.verdict = Verdict::kUnresolvable;
-    d.reason = Needs(req) + "; node " + node->name + " has only " + GpuWord(static_cast<int>(node->gpus.size()));
+    d.reason = Needs(req) + "; node has only " + GpuWord(static_cast<int>(node->gpus.size()));
     return d;
   }
 

@@ -273,17 +273,27 @@ class PooledValkeyClient final : public ValkeyClient {
   const std::string& prefix() const override { return opts_.key_prefix; }
 
  private:
-  // Takes an idle connection, opens a new one when the pool is not full (and
-  // the reconnect backoff allows it), or waits for one to come back.
+  // Takes an idle connection (checked with PING when it sat unused for a
+  // while: the server or a middlebox may have dropped it), opens a new one
+  // when the pool is not full and the reconnect backoff allows it, or waits
+  // for one to come back.
   Result<ContextPtr> Borrow() {
     if (!config_error_.ok()) return config_error_;
     std::unique_lock lk(mu_);
     const auto deadline = Clock::now() + opts_.connect_timeout + opts_.command_timeout;
     for (;;) {
       if (!idle_.empty()) {
-        ContextPtr c = std::move(idle_.back());
+        Idle idle = std::move(idle_.back());
         idle_.pop_back();
-        return c;
+        if (Clock::now() - idle.since < kIdleCheckAfter) return std::move(idle.c);
+        lk.unlock();
+        ReplyPtr pong = Run(idle.c.get(), {"PING"});
+        if (pong && !pong->is_error()) return std::move(idle.c);
+        spdlog::debug("valkey {}: dropped a stale pooled connection", display_);
+        idle.c.reset();
+        lk.lock();
+        --open_;
+        continue;
       }
       if (open_ < pool_size_) {
         const auto start = Clock::now();
@@ -340,7 +350,7 @@ class PooledValkeyClient final : public ValkeyClient {
         c.reset();
         --open_;
       } else {
-        idle_.push_back(std::move(c));
+        idle_.push_back({std::move(c), Clock::now()});
       }
     }
     cv_.notify_one();
@@ -355,7 +365,7 @@ class PooledValkeyClient final : public ValkeyClient {
          reason.find("timed out") != std::string::npos)) {
       reason = "no reply within " + std::to_string(opts_.command_timeout.count()) + "ms";
     }
-    std::vector<ContextPtr> dropped;
+    std::vector<Idle> dropped;
     {
       std::lock_guard lk(mu_);
       c.reset();
@@ -428,7 +438,13 @@ class PooledValkeyClient final : public ValkeyClient {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<ContextPtr> idle_;       // guarded by mu_
+  struct Idle {
+    ContextPtr c;
+    Clock::time_point since;  // returned to the pool at
+  };
+  static constexpr Clock::duration kIdleCheckAfter = std::chrono::seconds(15);
+
+  std::vector<Idle> idle_;             // guarded by mu_; most recently used last
   int open_ = 0;                       // idle + borrowed; guarded by mu_
   Clock::time_point retry_at_{};       // no connect before this; guarded by mu_
   milliseconds backoff_{0};            // last backoff applied; guarded by mu_

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "lock.h"
+#include "target.h"
 #include "vramd/ledger/quantity.h"
 
 namespace {
@@ -23,16 +25,14 @@ Commands:
   nodes [NODE]        per node and GPU: capacity, allocation, usage and the six metrics
   nodes -o json       the same as JSON
   pods [NODE]         reservations per pod: node, GPUs, VRAM per GPU, state
+  lock ...            GPU locks: acquire, heartbeat, release, list, run (see `vramctl lock --help`)
 
 Options:
   --server URL        vramd's address (default $VRAMD_SERVER or http://127.0.0.1:8080)
   --token-file FILE   bearer token for mutating calls (default $VRAMD_TOKEN_FILE)
 )";
 
-struct Target {
-  std::string scheme_host_port;
-  std::string token;
-};
+using vramctl::Target;
 
 std::string Bytes(const json& v) {
   if (!v.is_number()) return "-";
@@ -178,5 +178,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(rest.begin() + 1, rest.end());
   if (cmd == "nodes") return Nodes(t, args);
   if (cmd == "pods") return Pods(t, args);
+  if (cmd == "lock") return vramctl::LockCommand(t, args);
   return Fail("unknown command " + cmd + " (see --help)");
 }

@@ -140,8 +140,43 @@ def _http_get_status(url: str, timeout: float = 2.0) -> int | None:
         conn.close()
 
 
+_DIR_PREFIX = "vramd-e2e-"
+_OWNER_FILE = "owner.pid"
+
+
+def _sweep_stale_dirs(parent: str) -> None:
+    """Removes testbed dirs left by test processes that died without cleanup
+    (they may sit in /dev/shm, i.e. in RAM). Kept dirs have no owner file."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(_DIR_PREFIX):
+            continue
+        d = os.path.join(parent, name)
+        try:
+            with open(os.path.join(d, _OWNER_FILE)) as f:
+                owner = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, someone else's
+
+
 # ---------------------------------------------------------------------------
 # Processes
+
+
+# `setpriv --pdeathsig KILL` (util-linux) makes a child die with the test
+# process even when that is SIGKILLed and never runs its cleanup. The signal
+# follows the *thread* that started the child: start processes from the main
+# thread (or one that outlives them).
+_SETPRIV = shutil.which("setpriv")
 
 
 class ManagedProcess:
@@ -154,11 +189,12 @@ class ManagedProcess:
         self.name = name
         self.args = list(args)
         self.log_path = log_path
+        argv = ([_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []) + self.args
         with open(log_path, "ab") as log:
             log.write(f"### {_now_rfc3339()} {' '.join(self.args)}\n".encode())
             log.flush()
             self.popen = subprocess.Popen(
-                self.args, stdin=subprocess.DEVNULL, stdout=log,
+                argv, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=cwd,
                 env=dict(env) if env is not None else None,
                 start_new_session=True)  # own process group: killpg reaches children
@@ -228,16 +264,28 @@ class KubeClient:
         self.timeout = timeout
         self._ssl = ssl.create_default_context(cafile=ca_file)
         self._local = threading.local()
+        self._all_conns: list[http.client.HTTPSConnection] = []
+        self._lock = threading.Lock()
 
     def _conn(self, fresh: bool = False) -> http.client.HTTPSConnection:
         conn = getattr(self._local, "conn", None)
-        if conn is None or fresh:
-            if conn is not None:
-                conn.close()
+        if conn is None:
             conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
                                                context=self._ssl)
             self._local.conn = conn
+            with self._lock:
+                self._all_conns.append(conn)
+        elif fresh:
+            conn.close()  # the next request reconnects
         return conn
+
+    def close(self) -> None:
+        """Closes the connections of every thread that used this client."""
+        with self._lock:
+            conns, self._all_conns = self._all_conns, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json",
@@ -393,7 +441,10 @@ class Testbed:
         parent = os.environ.get("VRAMD_TESTBED_DIR")
         if not parent and os.access("/dev/shm", os.W_OK):
             parent = "/dev/shm"
-        self.dir = tempfile.mkdtemp(prefix="vramd-e2e-", dir=parent)
+        _sweep_stale_dirs(parent or tempfile.gettempdir())
+        self.dir = tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=parent)
+        with open(self.path(_OWNER_FILE), "w") as f:
+            f.write(str(os.getpid()))
         atexit.register(self.close)
         for sub in ("pki", "logs", "etcd", "cfg"):
             os.makedirs(self.path(sub), exist_ok=True)
@@ -409,6 +460,8 @@ class Testbed:
             f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
             f"--initial-cluster=e2e={peer_url}", "--log-level=warn",
+            # A lone member still waits one election timeout to lead: shorten it.
+            "--heartbeat-interval=20", "--election-timeout=200",
         ])
         self._wait_ready(etcd_proc, lambda: _http_get_status(etcd_url + "/health") == 200,
                          ETCD_READY_TIMEOUT, "etcd /health")
@@ -449,10 +502,17 @@ class Testbed:
         if self._closed:
             return
         self._closed = True
+        for client in (self.api, self.vramd_api):
+            if client is not None:
+                client.close()
         for name in reversed(list(self.procs)):
             self.procs[name].stop()
         if self.dir:
             if self.keep:
+                try:
+                    os.remove(self.path(_OWNER_FILE))  # no owner: never swept
+                except OSError:
+                    pass
                 print(f"[testbed] kept {self.dir}", flush=True)
             else:
                 shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -439,6 +440,26 @@ TEST_F(ValkeyStoreTest, ASlowReplyTimesOutAndTheNextCallUsesAFreshConnection) {
   EXPECT_EQ(pong->str, "after");
 }
 
+TEST_F(ValkeyStoreTest, AConnectionClosedByTheServerIsReplaced) {
+  ValkeyOptions opts = opts_;
+  opts.pool_size = 1;
+  auto single = NewValkeyClient(opts);
+  auto id = single->Command({"CLIENT", "ID"});
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_EQ(id->type, Reply::Type::kInteger);
+  ASSERT_EQ(Raw({"CLIENT", "KILL", "ID", std::to_string(id->integer)}).integer, 1);
+
+  // The pooled connection is dead: the call on it fails (it cannot know
+  // whether the server ran the command, so it does not retry)...
+  auto failed = single->Command({"ECHO", "x"});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Code::kUnavailable);
+  // ...and the connection is not reused: the next call reconnects.
+  auto again = single->Command({"CLIENT", "ID"});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_NE(again->integer, id->integer);
+}
+
 TEST(ValkeyClientTest, ABadUrlIsInvalidArgumentAndThePasswordIsRedacted) {
   ValkeyOptions opts;
   opts.url = "redis://admin:hunter2@host:notaport";
@@ -640,19 +661,28 @@ TEST_F(ValkeyStoreTest, ReloadsAFullClusterLedger) {
   auto w = client_->Pipeline(cmds);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
 
-  double best_ms = 1e9;
+  const auto thread_cpu_ms = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  };
+  double best_ms = 1e9, best_cpu_ms = 1e9;
   ledger::SnapshotPtr snap;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     auto store = NewValkeyLedgerStore(client_);
+    const double c0 = thread_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     auto s = store->Snapshot();
     const auto t1 = std::chrono::steady_clock::now();
+    const double c1 = thread_cpu_ms();
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     snap = *s;
     best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    best_cpu_ms = std::min(best_cpu_ms, c1 - c0);
   }
-  std::printf("[ info ] reload of %d nodes x %d GPUs, %d entries: best of 3 = %.1f ms\n", kNodes,
-              kGpus, kNodes * kEntriesPerNode, best_ms);
+  std::printf("[ info ] reload of %d nodes x %d GPUs, %d entries: best of 5 = %.1f ms wall, "
+              "%.1f ms client CPU\n",
+              kNodes, kGpus, kNodes * kEntriesPerNode, best_ms, best_cpu_ms);
   ASSERT_EQ(snap->nodes.size(), static_cast<size_t>(kNodes));
   size_t entries = 0;
   for (const auto& [name, node] : snap->nodes) {

@@ -60,8 +60,9 @@ void AppendJsonString(std::string_view s, std::string* out);
 
 // ExtenderFilterResult. In cache mode the kept names go to NodeNames; in
 // non-cache mode the kept Node objects go to Nodes.items (names -> objects
-// mapping from args). Unresolvable nodes are listed in both maps' sense as
-// FailedAndUnresolvableNodes.
+// mapping from args). Unresolvable nodes are listed in FailedAndUnresolvableNodes
+// and also in FailedNodes (1.20 reads only that one; newer schedulers give the
+// unresolvable map precedence for a node in both).
 void WriteFilterResult(const ledger::FilterResult& r, const ExtenderArgs& args, std::string* out);
 // A filter result that only carries an Error (the attempt fails and is retried).
 void WriteFilterError(std::string_view error, std::string* out);

@@ -37,12 +37,18 @@ class LedgerStore {
   virtual ~LedgerStore() = default;
 
   // The ledger at the current epoch. Costs one cheap epoch read when nothing
-  // changed since the last call (the cached snapshot is returned).
+  // changed since the last call (the cached snapshot is returned). The result
+  // is at least as new as the epoch read at the start of the call.
   virtual Result<ledger::SnapshotPtr> Snapshot() = 0;
 
   // Atomically checks capacity (per GPU: max(A, U) + per_gpu <= C) and writes
   // the entry. Idempotent by pod UID. kInsufficient with a reason when it does
   // not fit; kNotFound when the node or a GPU index is unknown.
+  // An entry of the same pod on another node is moved here (kMoved) when it is
+  // still kReserved and the pod fits here (otherwise it stays where it is);
+  // when it is bound or terminating the answer is kConflict. created_ms is set
+  // to the server's time. kInvalidArgument for an empty UID, no GPU, GPU
+  // indices not ascending and distinct, or a per_gpu that is not positive.
   virtual Result<ReserveOutcome> Reserve(const ReserveRequest& req) = 0;
 
   // Removes the pod's entry from `node`. Returns whether an entry was removed
@@ -54,16 +60,21 @@ class LedgerStore {
                                ledger::EntryState state) = 0;
 
   // Writes an entry unconditionally (reconcile re-adding an orphan or rebuilding):
-  // no capacity check, because the pod already runs there.
+  // no capacity check, because the pod already runs there. An entry of the same
+  // pod on another node is removed; the node is added to the node set. A
+  // created_ms <= 0 is replaced by the server's time.
   virtual Status PutEntry(const std::string& node, const ledger::Entry& entry) = 0;
 
   // Sets a node's GPUs (replaces the capacity hash; adds the node to the set).
+  // Writing the same capacities again changes nothing (the epoch stays).
   virtual Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) = 0;
 
-  // Removes a node and all its keys from the ledger.
+  // Removes a node and all its keys from the ledger (idempotent).
   virtual Status RemoveNode(const std::string& node) = 0;
 
-  // Records observed usage per GPU index, stamped with the server's time.
+  // Records observed usage per GPU index, stamped with the server's time. A
+  // report replaces the node's previous one (GPUs it omits have no usage and
+  // fall back to U = A). kNotFound when the node is not in the ledger.
   virtual Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) = 0;
 
   // Liveness of the store (one round trip).

@@ -133,9 +133,9 @@ INSTANTIATE_TEST_SUITE_P(
         DecideCase{"EightGpus", MakeNode("n", std::vector<int64_t>(8, 80 * kGi)), Want(640 * kGi, 8),
                    ScorePolicy::kHeadroom, Verdict::kFits, {0, 1, 2, 3, 4, 5, 6, 7}, ""},
         DecideCase{"NoGpus", MakeNode("cpu-only", {}), Want(kGi), ScorePolicy::kHeadroom,
-                   Verdict::kUnresolvable, {}, "node cpu-only has no GPUs"},
+                   Verdict::kUnresolvable, {}, "node has no GPUs"},
         DecideCase{"TooFewGpus", MakeNode("n", {80 * kGi}), Want(128 * kGi, 2), ScorePolicy::kHeadroom,
-                   Verdict::kUnresolvable, {}, "needs 64Gi on each of 2 GPUs; node n has only 1 GPU"},
+                   Verdict::kUnresolvable, {}, "needs 64Gi on each of 2 GPUs; node has only 1 GPU"},
         DecideCase{"LargerThanAnyGpu", MakeNode("ness-server2", {8 * kGi}), Want(32 * kGi),
                    ScorePolicy::kHeadroom, Verdict::kUnresolvable, {},
                    "needs 32Gi on 1 GPU; largest GPU capacity is 8Gi (GPU 0)"},
@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Placement, UnknownNodeIsUnresolvable) {
   NodeDecision d = DecideNode(nullptr, "ghost", Want(kGi), Policy{}, kNow);
   EXPECT_EQ(d.verdict, Verdict::kUnresolvable);
-  EXPECT_NE(d.reason.find("node ghost has no GPU capacity known to vramd"), std::string::npos);
+  EXPECT_EQ(d.reason.find("no GPU capacity known to vramd"), 0u);
 }
 
 Snapshot ThreeNodeHomelab() {

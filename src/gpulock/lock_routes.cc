@@ -1,0 +1,162 @@
+#include "vramd/gpulock/lock_routes.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace vramd::gpulock {
+namespace {
+
+using nlohmann::json;
+
+http::Reply JsonReply(int status, const json& j) {
+  http::Reply r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+http::Reply StatusReply(const Status& s) {
+  switch (s.code()) {
+    case Code::kInvalidArgument: return http::ErrorReply(400, s.message());
+    case Code::kConflict: return http::ErrorReply(409, s.message());
+    case Code::kUnavailable: return http::ErrorReply(503, "GPU locks unavailable: " + s.message());
+    default: return http::ErrorReply(500, s.message());
+  }
+}
+
+double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+// A JSON number of seconds within [min, max], as milliseconds.
+Result<int64_t> SecondsField(const json& j, const char* name, double min, double max) {
+  const json& v = j.at(name);
+  if (!v.is_number()) return InvalidArgument(std::string(name) + " must be a number of seconds");
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < min || d > max) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s must be from %g to %g seconds", name, min, max);
+    return InvalidArgument(buf);
+  }
+  return static_cast<int64_t>(std::llround(d * 1000.0));
+}
+
+// The node and GPU of the path, validated.
+Status PathTarget(const http::Request& r, std::string* node, int* gpu) {
+  *node = r.params.at("node");
+  if (Status s = ValidateNode(*node); !s.ok()) return s;
+  Result<int> g = ParseGpu(r.params.at("gpu"));
+  if (!g.ok()) return g.status();
+  *gpu = *g;
+  return Status::Ok();
+}
+
+json Target(const std::string& node, int gpu, const std::string& owner) {
+  return json{{"node", node}, {"gpu", gpu}, {"owner", owner}};
+}
+
+}  // namespace
+
+Result<LockCall> DecodeLockCall(LockOp op, const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("body must be a JSON object with \"owner\"");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    bool known = k == "owner" || (k == "ttl_seconds" && op != LockOp::kRelease) ||
+                 (k == "wait_seconds" && op == LockOp::kAcquire);
+    if (!known) return InvalidArgument("unknown field \"" + k.substr(0, 64) + "\" in the body");
+  }
+  LockCall call;
+  if (!j.contains("owner")) return InvalidArgument("owner is required (\"POD_UID/INSTANCE\")");
+  if (!j["owner"].is_string()) return InvalidArgument("owner must be a string");
+  call.owner = j["owner"].get<std::string>();
+  if (Status s = ValidateOwner(call.owner); !s.ok()) return s;
+  if (j.contains("ttl_seconds")) {
+    Result<int64_t> ttl = SecondsField(j, "ttl_seconds", Seconds(kMinTtlMs), Seconds(kMaxTtlMs));
+    if (!ttl.ok()) return ttl.status();
+    call.ttl_ms = *ttl;
+  }
+  if (j.contains("wait_seconds")) {
+    Result<int64_t> wait = SecondsField(j, "wait_seconds", 0, 3600);
+    if (!wait.ok()) return wait.status();
+    call.wait_ms = *wait;
+  }
+  return call;
+}
+
+void RegisterLockRoutes(http::Server& server, LockService* locks, const std::string& api_token) {
+  // Authentication comes first: a refused call reads and writes nothing.
+  auto mutating = [locks, api_token](LockOp op) {
+    return [locks, api_token, op](const http::Request& r) -> http::Reply {
+      if (!http::BearerMatches(r.authorization, api_token)) {
+        return http::ErrorReply(401, "a valid bearer token is required");
+      }
+      std::string node;
+      int gpu = 0;
+      if (Status s = PathTarget(r, &node, &gpu); !s.ok()) return StatusReply(s);
+      Result<LockCall> call = DecodeLockCall(op, r.body);
+      if (!call.ok()) return StatusReply(call.status());
+      json out = Target(node, gpu, call->owner);
+      switch (op) {
+        case LockOp::kAcquire: {
+          int64_t ttl = call->ttl_ms > 0 ? call->ttl_ms : kDefaultTtlMs;
+          Result<AcquireResult> a = locks->Acquire(node, gpu, call->owner, ttl, call->wait_ms);
+          if (!a.ok()) return StatusReply(a.status());
+          if (a->outcome == AcquireOutcome::kQueueFull) {
+            return http::ErrorReply(429, "the queue of lock " + node + "/" + std::to_string(gpu) +
+                                             " is full; retry later");
+          }
+          out["granted"] = a->outcome == AcquireOutcome::kGranted;
+          if (a->outcome == AcquireOutcome::kGranted) {
+            out["token"] = a->token;
+            out["ttl_seconds"] = Seconds(a->ttl_ms);
+            out["refreshed"] = a->refreshed;
+          } else {
+            out["position"] = a->position;
+          }
+          return JsonReply(200, out);
+        }
+        case LockOp::kHeartbeat: {
+          Result<HeartbeatResult> h = locks->Heartbeat(node, gpu, call->owner, call->ttl_ms);
+          if (!h.ok()) return StatusReply(h.status());
+          out["token"] = h->token;
+          out["ttl_seconds"] = Seconds(h->ttl_ms);
+          return JsonReply(200, out);
+        }
+        case LockOp::kRelease: {
+          Result<ReleaseResult> rel = locks->Release(node, gpu, call->owner);
+          if (!rel.ok()) return StatusReply(rel.status());
+          out["released"] = rel->released;
+          out["left_queue"] = rel->left_queue;
+          return JsonReply(200, out);
+        }
+      }
+      return http::ErrorReply(500, "unknown lock operation");
+    };
+  };
+  server.Route("POST", "/v1/locks/{node}/{gpu}/acquire", "v1_lock_acquire", mutating(LockOp::kAcquire));
+  server.Route("POST", "/v1/locks/{node}/{gpu}/heartbeat", "v1_lock_heartbeat", mutating(LockOp::kHeartbeat));
+  server.Route("POST", "/v1/locks/{node}/{gpu}/release", "v1_lock_release", mutating(LockOp::kRelease));
+
+  server.Route("GET", "/v1/locks", "v1_locks", [locks](const http::Request&) {
+    Result<std::vector<LockInfo>> list = locks->List();
+    if (!list.ok()) return StatusReply(list.status());
+    json arr = json::array();
+    for (const LockInfo& l : *list) {
+      json waiters = json::array();
+      for (const Waiter& w : l.waiters) {
+        waiters.push_back(json{{"owner", w.owner}, {"expires_in_seconds", Seconds(w.expires_in_ms)}});
+      }
+      arr.push_back(json{{"node", l.node},
+                         {"gpu", l.gpu},
+                         {"held", !l.holder.empty()},
+                         {"holder", l.holder.empty() ? json(nullptr) : json(l.holder)},
+                         {"ttl_seconds", Seconds(l.ttl_ms)},
+                         {"token", l.token},
+                         {"granted_ms", l.granted_ms},
+                         {"waiters", std::move(waiters)}});
+    }
+    return JsonReply(200, json{{"locks", std::move(arr)}});
+  });
+}
+
+}  // namespace vramd::gpulock

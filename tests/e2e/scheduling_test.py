@@ -1,0 +1,101 @@
+"""End to end (issue 2): kube-scheduler 1.20 with vramd as its extender.
+
+Real kube-apiserver + kube-scheduler + etcd (tests/e2e/testbed.py), a real
+Valkey-compatible server, and vramd running as a user bound to the chart's
+least-privilege ClusterRole. Nodes carry GPU Feature Discovery labels.
+"""
+
+import os
+import sys
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import GI, create_homelab, ledger_nodes, start_vramd, wait_ledger_nodes  # noqa: E402
+from testbed import Testbed  # noqa: E402
+
+
+class Scheduling(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tb = Testbed().__enter__()
+        try:
+            # ness-server2 is also the "only GPU" pool for the race tests.
+            create_homelab(cls.tb, extra_labels={"ness-server2": {"pool": "only"}})
+            cls.vramd = start_vramd(cls.tb)
+            wait_ledger_nodes(cls.tb, cls.vramd, ["ness-linux3", "ness-server2", "ness-legion1"])
+            cls.tb.start_scheduler([cls.vramd.url + "/scheduler"])
+        except BaseException:
+            print(cls.tb.log_tails(), file=sys.stderr)
+            cls.tb.__exit__(None, None, None)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tb.__exit__(None, None, None)
+
+    def test_capacities_come_from_gfd_labels(self):
+        nodes = ledger_nodes(self.vramd)
+        self.assertEqual(nodes["ness-linux3"]["capacity_bytes"], 96 * GI)
+        self.assertEqual(nodes["ness-server2"]["gpus"][0]["capacity_bytes"], 8 * GI)
+        self.assertNotIn("cpu-only", nodes)
+
+    def test_pod_is_bound_where_it_fits_with_annotations(self):
+        self.tb.create_pod("devstral-small", "54Gi", model="devstral-small")
+        node = self.tb.wait_pod_bound("devstral-small", timeout=30)
+        self.assertEqual(node, "ness-linux3")  # the only GPU with 54Gi
+        ann = self.tb.get_pod("devstral-small")["metadata"]["annotations"]
+        self.assertEqual(ann["vramd.io/gpus"], "0")
+        self.assertEqual(ann["vramd.io/vram-per-gpu"], str(54 * GI))
+        entries = ledger_nodes(self.vramd)["ness-linux3"]["pods"]
+        mine = [e for e in entries if e["name"] == "devstral-small"]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0]["state"], "bound")
+        self.assertEqual(mine[0]["vram_per_gpu_bytes"], 54 * GI)
+
+    def test_pod_that_fits_nowhere_stays_pending_with_vramds_reason(self):
+        self.tb.create_pod("too-big", "200Gi")
+        want = "needs 200Gi on 1 GPU; largest GPU capacity is 96Gi (GPU 0)"
+        self.tb.wait_for(
+            lambda: any(want in m for m in self.tb.pod_events("too-big", reason="FailedScheduling")),
+            timeout=30, message="a FailedScheduling event with vramd's reason")
+        self.assertIsNone(self.tb.pod_node("too-big"))
+        msgs = self.tb.pod_events("too-big", reason="FailedScheduling")
+        print("\nFailedScheduling event:", msgs[-1])
+
+    def test_two_pods_that_cannot_both_fit_on_the_only_gpu(self):
+        # Both may only go to the pool "only" (ness-server2, 8Gi): one fits.
+        for name in ("race-a", "race-b"):
+            self.tb.create_pod(name, "6Gi", extra_spec={"nodeSelector": {"pool": "only"}})
+        self.tb.wait_for(lambda: any(self.tb.pod_node(n) for n in ("race-a", "race-b")), 30,
+                         message="one of the two pods to be bound")
+        time.sleep(3)  # give the scheduler time to (wrongly) bind the second
+        bound = [n for n in ("race-a", "race-b") if self.tb.pod_node(n)]
+        self.assertEqual(len(bound), 1, f"bound: {bound}")
+        loser = ({"race-a", "race-b"} - set(bound)).pop()
+        self.tb.wait_for(
+            lambda: any("largest free is 2Gi" in m
+                        for m in self.tb.pod_events(loser, reason="FailedScheduling")),
+            timeout=30, message="the second pod's event to explain the full GPU")
+
+    def test_burst_of_pods_never_overbooks_a_gpu(self):
+        # 12 pods × 3Gi on an 8Gi GPU (another pool label keeps them on legion1).
+        self.tb.api.patch("/api/v1/nodes/ness-legion1", {"metadata": {"labels": {"pool": "burst"}}})
+        names = [f"burst-{i}" for i in range(12)]
+        for n in names:
+            self.tb.create_pod(n, "3Gi", extra_spec={"nodeSelector": {"pool": "burst"}})
+        self.tb.wait_for(lambda: sum(1 for n in names if self.tb.pod_node(n)) >= 2, 40,
+                         message="two burst pods to be bound")
+        time.sleep(3)
+        bound = [n for n in names if self.tb.pod_node(n)]
+        self.assertEqual(len(bound), 2, f"bound: {bound}")
+        node = ledger_nodes(self.vramd)["ness-legion1"]
+        self.assertLessEqual(node["allocated_bytes"], node["capacity_bytes"])
+        self.assertEqual(node["allocated_bytes"], 6 * GI)
+        self.assertEqual(sorted(p["name"] for p in node["pods"]), sorted(bound))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,207 @@
+// The /v1/locks endpoints over HTTP, against a real Redis-protocol server.
+// Needs VRAMD_TEST_VALKEY_URL; fails without it.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "vramd/gpulock/lock_routes.h"
+#include "vramd/gpulock/locks.h"
+#include "vramd/http/server.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/store/valkey_client.h"
+
+namespace vramd::gpulock {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+constexpr const char* kToken = "s3cret-token";
+
+std::string RandomSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return std::to_string(rng() % 1'000'000'000'000ULL);
+}
+
+class LockRoutesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
+    if (url == nullptr || *url == '\0') {
+      GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set (see scripts/test.sh)";
+    }
+    store::ValkeyOptions opts;
+    opts.url = url;
+    opts.key_prefix = "vramdtest-" + RandomSuffix();
+    client_ = store::NewValkeyClient(opts);
+    Start(client_);
+  }
+
+  void Start(std::shared_ptr<store::ValkeyClient> client) {
+    locks_ = std::make_unique<LockService>(client, &registry_);
+    http::ServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    server_ = std::make_unique<http::Server>(so, &registry_);
+    RegisterLockRoutes(*server_, locks_.get(), kToken);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    http_->set_read_timeout(std::chrono::seconds(40));
+  }
+
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (!client_) return;
+    auto r = client_->Command({"KEYS", client_->prefix() + ":*"});
+    if (r.ok()) {
+      std::vector<std::string> del{"DEL"};
+      for (const auto& k : r->elements) del.push_back(k.str);
+      if (del.size() > 1) (void)client_->Command(del);
+    }
+  }
+
+  httplib::Result Post(const std::string& path, const std::string& body, const std::string& token = kToken) {
+    httplib::Headers h;
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    return http_->Post(path.c_str(), h, body, "application/json");
+  }
+
+  size_t KeyCount() {
+    auto r = client_->Command({"KEYS", client_->prefix() + ":*"});
+    return r.ok() ? r->elements.size() : 999;
+  }
+
+  metrics::Registry registry_;
+  std::shared_ptr<store::ValkeyClient> client_;
+  std::unique_ptr<LockService> locks_;
+  std::unique_ptr<http::Server> server_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+TEST_F(LockRoutesTest, AMissingOrWrongTokenIs401WithoutSideEffects) {
+  for (const std::string& tok : {std::string(), std::string("wrong")}) {
+    for (const char* op : {"acquire", "heartbeat", "release"}) {
+      auto r = Post(std::string("/v1/locks/n1/0/") + op, R"({"owner":"pod-a/x"})", tok);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 401) << op;
+    }
+  }
+  EXPECT_EQ(KeyCount(), 0u);
+}
+
+TEST_F(LockRoutesTest, BadInputIs400) {
+  struct Case {
+    const char* name;
+    std::string path, body;
+    const char* says;
+  };
+  std::vector<Case> cases = {
+      {"malformed JSON", "/v1/locks/n1/0/acquire", "{owner:", "not valid JSON"},
+      {"not an object", "/v1/locks/n1/0/acquire", "[1]", "JSON object"},
+      {"missing owner", "/v1/locks/n1/0/acquire", "{}", "owner is required"},
+      {"owner not a string", "/v1/locks/n1/0/acquire", R"({"owner":5})", "owner must be a string"},
+      {"owner with a space", "/v1/locks/n1/0/acquire", R"({"owner":"pod/a b"})", "instance part"},
+      {"owner without slash", "/v1/locks/n1/0/acquire", R"({"owner":"pod"})", "POD_UID/INSTANCE"},
+      {"zero ttl", "/v1/locks/n1/0/acquire", R"({"owner":"p/a","ttl_seconds":0})", "ttl_seconds"},
+      {"absurd ttl", "/v1/locks/n1/0/acquire", R"({"owner":"p/a","ttl_seconds":1e12})", "ttl_seconds"},
+      {"ttl as a string", "/v1/locks/n1/0/acquire", R"({"owner":"p/a","ttl_seconds":"60"})", "number"},
+      {"negative wait", "/v1/locks/n1/0/acquire", R"({"owner":"p/a","wait_seconds":-1})", "wait_seconds"},
+      {"unknown field", "/v1/locks/n1/0/acquire", R"({"owner":"p/a","ttl":60})", "unknown field"},
+      {"wait on release", "/v1/locks/n1/0/release", R"({"owner":"p/a","wait_seconds":1})", "unknown field"},
+      {"gpu not an integer", "/v1/locks/n1/x/acquire", R"({"owner":"p/a"})", "not a whole number"},
+      {"gpu out of range", "/v1/locks/n1/5000/acquire", R"({"owner":"p/a"})", "GPU index"},
+      {"bad node", "/v1/locks/n%7B1%7D/0/acquire", R"({"owner":"p/a"})", "node name"},
+  };
+  for (const Case& c : cases) {
+    auto r = Post(c.path, c.body);
+    ASSERT_TRUE(r) << c.name;
+    EXPECT_EQ(r->status, 400) << c.name << ": " << r->body;
+    EXPECT_THAT(r->body, HasSubstr(c.says)) << c.name;
+  }
+  EXPECT_EQ(KeyCount(), 0u);
+}
+
+TEST_F(LockRoutesTest, AcquireHeartbeatReleaseAndList) {
+  auto a = Post("/v1/locks/n1/0/acquire", R"({"owner":"pod-a/x","ttl_seconds":30})");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->status, 200) << a->body;
+  json ja = json::parse(a->body);
+  EXPECT_TRUE(ja["granted"].get<bool>());
+  EXPECT_EQ(ja["token"], 1);
+  EXPECT_EQ(ja["ttl_seconds"], 30.0);
+
+  auto b = Post("/v1/locks/n1/0/acquire", R"({"owner":"pod-b/y","wait_seconds":0.2})");
+  ASSERT_EQ(b->status, 200) << b->body;
+  json jb = json::parse(b->body);
+  EXPECT_FALSE(jb["granted"].get<bool>());
+  EXPECT_EQ(jb["position"], 1);
+
+  auto hb_other = Post("/v1/locks/n1/0/heartbeat", R"({"owner":"pod-b/y"})");
+  EXPECT_EQ(hb_other->status, 409);
+  EXPECT_THAT(hb_other->body, HasSubstr("not the owner"));
+  auto hb = Post("/v1/locks/n1/0/heartbeat", R"({"owner":"pod-a/x"})");
+  ASSERT_EQ(hb->status, 200) << hb->body;
+  EXPECT_EQ(json::parse(hb->body)["ttl_seconds"], 30.0);
+
+  auto list = http_->Get("/v1/locks");
+  ASSERT_EQ(list->status, 200);
+  json jl = json::parse(list->body)["locks"];
+  ASSERT_EQ(jl.size(), 1u);
+  EXPECT_EQ(jl[0]["holder"], "pod-a/x");
+  EXPECT_EQ(jl[0]["waiters"][0]["owner"], "pod-b/y");
+
+  EXPECT_EQ(Post("/v1/locks/n1/0/release", R"({"owner":"pod-b/z"})")->status, 409);
+  auto rel = Post("/v1/locks/n1/0/release", R"({"owner":"pod-a/x"})");
+  ASSERT_EQ(rel->status, 200);
+  EXPECT_TRUE(json::parse(rel->body)["released"].get<bool>());
+
+  auto b2 = Post("/v1/locks/n1/0/acquire", R"({"owner":"pod-b/y","wait_seconds":2})");
+  ASSERT_EQ(b2->status, 200);
+  json jb2 = json::parse(b2->body);
+  EXPECT_TRUE(jb2["granted"].get<bool>());
+  EXPECT_EQ(jb2["token"], 2);
+  EXPECT_EQ(jb2["ttl_seconds"], 60.0) << "the default TTL";
+}
+
+TEST_F(LockRoutesTest, ValkeyDownIs503) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  server_->Stop();
+  store::ValkeyOptions opts;
+  opts.url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  metrics::Registry reg;
+  LockService down(store::NewValkeyClient(opts), &reg);
+  http::ServerOptions so;
+  so.port = 0;
+  http::Server srv(so, &reg);
+  RegisterLockRoutes(srv, &down, kToken);
+  ASSERT_TRUE(srv.Start().ok());
+  httplib::Client c("127.0.0.1", srv.port());
+  httplib::Headers h{{"Authorization", std::string("Bearer ") + kToken}};
+  auto r = c.Post("/v1/locks/n1/0/acquire", h, R"({"owner":"pod-a/x"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(r->body, HasSubstr("unavailable"));
+  auto l = c.Get("/v1/locks");
+  EXPECT_EQ(l->status, 503);
+  srv.Stop();
+}
+
+}  // namespace
+}  // namespace vramd::gpulock

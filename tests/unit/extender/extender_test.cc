@@ -1,0 +1,212 @@
+#include "vramd/extender/extender.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "fakes/fake_kube_client.h"
+#include "fakes/fake_ledger_store.h"
+
+namespace vramd::extender {
+namespace {
+
+using nlohmann::json;
+using vramd::testing::FakeKubeClient;
+using vramd::testing::FakeLedgerStore;
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+class FixedClock : public Clock {
+ public:
+  int64_t NowMs() const override { return 1'000'000; }
+};
+
+std::string FilterBody(const std::string& uid, const std::string& vram, std::vector<std::string> nodes,
+                       const std::string& extra_annotations = "") {
+  json names = nodes;
+  json pod = {{"metadata", {{"name", "p-" + uid}, {"namespace", "default"}, {"uid", uid}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", {{"vramd.io/vram", vram}}}}}}})}}}};
+  if (!extra_annotations.empty()) pod["metadata"]["annotations"] = json::parse(extra_annotations);
+  return json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
+}
+
+std::string BindBody(const std::string& uid, const std::string& node) {
+  return json{{"PodName", "p-" + uid}, {"PodNamespace", "default"}, {"PodUID", uid}, {"Node", node}}.dump();
+}
+
+class StandaloneExtender : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store.AddNode("big", {96 * kGi});
+    store.AddNode("small", {8 * kGi});
+  }
+  FakeLedgerStore store;
+  FixedClock clock;
+  metrics::Registry registry;
+  Extender ext{Options{}, &store, nullptr, &clock, &registry};
+};
+
+TEST_F(StandaloneExtender, FilterKeepsNodesWhereThePodFitsAndExplainsTheRest) {
+  Response r = ext.Filter(FilterBody("u1", "32Gi", {"big", "small", "cpu"}));
+  ASSERT_EQ(r.status, 200);
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["NodeNames"], json::array({"big"}));
+  EXPECT_EQ(j["FailedAndUnresolvableNodes"]["small"], "needs 32Gi on 1 GPU; largest GPU capacity is 8Gi (GPU 0)");
+  EXPECT_TRUE(j["FailedAndUnresolvableNodes"].contains("cpu"));
+  EXPECT_EQ(j["Error"], "");
+}
+
+TEST_F(StandaloneExtender, BindAfterFilterReservesAndSecondPodIsRefused) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "60Gi", {"big"})).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(store.Entries("big").size(), 1u);
+  EXPECT_EQ(store.Entries("big")[0].per_gpu, 60 * kGi);
+  EXPECT_EQ(store.Entries("big")[0].state, ledger::EntryState::kBound);
+
+  json f = json::parse(ext.Filter(FilterBody("u2", "40Gi", {"big"})).body);
+  EXPECT_TRUE(f["NodeNames"].empty());
+  EXPECT_EQ(f["FailedNodes"]["big"], "needs 40Gi on 1 GPU; largest free is 36Gi on GPU 0 (capacity 96Gi, allocated 60Gi)");
+  std::string err = json::parse(ext.Bind(BindBody("u2", "big")).body)["Error"];
+  EXPECT_NE(err.find("largest free is 36Gi"), std::string::npos) << err;
+  EXPECT_EQ(store.Entries("big").size(), 1u);
+}
+
+TEST_F(StandaloneExtender, BindIsIdempotentByPodUid) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "10Gi", {"big"})).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(store.Entries("big").size(), 1u);
+  EXPECT_EQ(store.reserves, 1);
+}
+
+TEST_F(StandaloneExtender, BindOfUnknownPodIsRefusedInStandaloneMode) {
+  std::string err = json::parse(ext.Bind(BindBody("never-filtered", "big")).body)["Error"];
+  EXPECT_NE(err.find("was not seen by filter"), std::string::npos);
+}
+
+TEST_F(StandaloneExtender, LedgerUnavailableIsAnExtenderErrorNotAHang) {
+  store.unavailable = true;
+  Response r = ext.Filter(FilterBody("u1", "1Gi", {"big"}));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("VRAM ledger unavailable"), std::string::npos);
+  EXPECT_EQ(ext.Prioritize(FilterBody("u1", "1Gi", {"big"})).status, 503);
+}
+
+TEST_F(StandaloneExtender, InvalidQuantityMakesEveryNodeUnresolvableWithTheReason) {
+  json j = json::parse(ext.Filter(FilterBody("u1", "0.5", {"big", "small"})).body);
+  EXPECT_TRUE(j["NodeNames"].empty());
+  std::string why = j["FailedAndUnresolvableNodes"]["big"];
+  EXPECT_NE(why.find("invalid VRAM request"), std::string::npos);
+  EXPECT_NE(why.find("whole number of bytes"), std::string::npos);
+}
+
+TEST_F(StandaloneExtender, PodWithoutVramPassesEveryNode) {
+  json body = json::parse(FilterBody("u1", "1Gi", {"big", "cpu"}));
+  body["Pod"]["spec"]["containers"][0]["resources"] = json::object();
+  json j = json::parse(ext.Filter(body.dump()).body);
+  EXPECT_EQ(j["NodeNames"], json::array({"big", "cpu"}));
+}
+
+TEST_F(StandaloneExtender, MalformedBodiesAre400WithJsonError) {
+  for (const char* b : {"", "{", "[]", "{\"Pod\":5,\"NodeNames\":[]}"}) {
+    Response r = ext.Filter(b);
+    EXPECT_EQ(r.status, 400) << b;
+    EXPECT_FALSE(json::parse(r.body)["Error"].get<std::string>().empty()) << b;
+    EXPECT_EQ(ext.Prioritize(b).status, 400) << b;
+    EXPECT_EQ(ext.Bind(b).status, 400) << b;
+  }
+}
+
+TEST_F(StandaloneExtender, PrioritizeScoresEveryNodeGiven) {
+  json j = json::parse(ext.Prioritize(FilterBody("u1", "4Gi", {"big", "small"})).body);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["Host"], "big");
+  EXPECT_EQ(j[0]["Score"], 5);
+  EXPECT_EQ(j[1]["Score"], 0);
+}
+
+TEST_F(StandaloneExtender, PreemptKeepsOnlyNodesWhereVictimsFreeEnoughVram) {
+  ASSERT_EQ(ext.Filter(FilterBody("v1", "80Gi", {"big"})).status, 200);
+  ASSERT_EQ(json::parse(ext.Bind(BindBody("v1", "big")).body)["Error"], "");
+  json body = json::parse(FilterBody("u2", "40Gi", {}));
+  body.erase("NodeNames");
+  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}},
+                                   {"small", {{"Pods", {{{"UID", "x"}}}}, {"NumPDBViolations", 0}}},
+                                   {"empty", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}};
+  Response r = ext.Preempt(body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body)["NodeNameToMetaVictims"];
+  EXPECT_TRUE(j.contains("big"));
+  EXPECT_FALSE(j.contains("small"));  // 40Gi never fits an 8Gi GPU
+  EXPECT_FALSE(j.contains("empty"));  // never a node with no victims
+}
+
+class KubeExtender : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store.AddNode("big", {96 * kGi});
+    kube.AddPod("default", "p-u1", "u1", "32Gi");
+  }
+  FakeLedgerStore store;
+  FakeKubeClient kube;
+  FixedClock clock;
+  metrics::Registry registry;
+  Extender ext{Options{}, &store, &kube, &clock, &registry};
+};
+
+TEST_F(KubeExtender, BindWritesAnnotationsBeforeTheBinding) {
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(kube.calls, (std::vector<std::string>{"get default/p-u1", "patch default/p-u1", "bind default/p-u1 big"}));
+  const auto& ann = kube.pods["default/p-u1"].annotations;
+  EXPECT_EQ(ann.at("vramd.io/gpus"), "0");
+  EXPECT_EQ(ann.at("vramd.io/vram-per-gpu"), std::to_string(32 * kGi));
+  EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+TEST_F(KubeExtender, FailedBindingReleasesTheReservation) {
+  kube.fail_bind = Unavailable("apiserver down");
+  std::string err = json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"];
+  EXPECT_NE(err.find("apiserver down"), std::string::npos);
+  EXPECT_TRUE(store.Entries("big").empty());
+  EXPECT_EQ(store.releases, 1);
+}
+
+TEST_F(KubeExtender, FailedAnnotationPatchReleasesAndNeverBinds) {
+  kube.fail_patch = Internal("forbidden");
+  std::string err = json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"];
+  EXPECT_NE(err.find("forbidden"), std::string::npos);
+  EXPECT_TRUE(store.Entries("big").empty());
+  for (const auto& c : kube.calls) EXPECT_EQ(c.rfind("bind", 0), std::string::npos) << c;
+}
+
+TEST_F(KubeExtender, PodAlreadyBoundToTheSameNodeIsSuccess) {
+  kube.pods["default/p-u1"].node_name = "big";
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  std::string err = json::parse(ext.Bind(BindBody("u1", "other")).body)["Error"];
+  EXPECT_NE(err.find("already bound to node big"), std::string::npos);
+}
+
+TEST_F(KubeExtender, BindingConflictWherePodIsBoundHereIsSuccess) {
+  kube.bind_conflict_then_bound = true;
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(store.Entries("big").size(), 1u);
+}
+
+TEST_F(KubeExtender, ReplacedPodIsRefused) {
+  json body = json::parse(BindBody("u1", "big"));
+  body["PodUID"] = "other-uid";
+  std::string err = json::parse(ext.Bind(body.dump()).body)["Error"];
+  EXPECT_NE(err.find("was replaced"), std::string::npos);
+  EXPECT_TRUE(store.Entries("big").empty());
+}
+
+TEST_F(KubeExtender, TensorParallelPodGetsTwoGpus) {
+  store.AddNode("quad", {80 * kGi, 80 * kGi, 80 * kGi, 80 * kGi});
+  kube.AddPod("default", "p-tp", "tp", "128Gi", "2");
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("tp", "quad")).body)["Error"], "");
+  EXPECT_EQ(kube.pods["default/p-tp"].annotations.at("vramd.io/gpus"), "0,1");
+  EXPECT_EQ(kube.pods["default/p-tp"].annotations.at("vramd.io/vram-per-gpu"), std::to_string(64 * kGi));
+}
+
+}  // namespace
+}  // namespace vramd::extender

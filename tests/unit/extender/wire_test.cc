@@ -1,0 +1,206 @@
+#include "vramd/extender/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "vramd/ledger/pod_request.h"
+
+namespace vramd::extender {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(VRAMD_TEST_DATA) + "/extender/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Wire, DecodesRealFilterBodyWithInitAndSidecarContainers) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-multicontainer-initcontainer.json"), "vramd.io/vram", &a).ok());
+  EXPECT_TRUE(a.cache_mode);
+  EXPECT_EQ(a.node_names, (std::vector<std::string_view>{"ness-linux3", "ness-server2", "ness-legion1", "cpu-only"}));
+  EXPECT_EQ(a.pod.name, "hermes-beast");
+  EXPECT_EQ(a.pod.ns, "default");
+  EXPECT_EQ(a.pod.uid, "fa0e8038-ccff-4777-944f-8e5ce19b3dd9");
+  EXPECT_EQ(a.pod.model, "hermes-beast");
+  EXPECT_EQ(a.pod.vram_peak, "40Gi");
+  EXPECT_EQ(a.pod.priority, -1000);
+  ASSERT_EQ(a.pod.containers.size(), 2u);
+  EXPECT_EQ(a.pod.containers[0].limit, "30Gi");
+  EXPECT_EQ(a.pod.containers[1].request, "2Gi");
+  ASSERT_EQ(a.pod.init_containers.size(), 1u);
+  EXPECT_EQ(a.pod.init_containers[0].limit, "1Gi");
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(a.pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->total, 32 * kGi);
+  EXPECT_EQ(r->peak_per_gpu, 40 * kGi);
+}
+
+TEST(Wire, DecodesGpuCountAndPlainByteQuantity) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-gpu-count-2.json"), "vramd.io/vram", &a).ok());
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(a.pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->total, 137438953472);
+  EXPECT_EQ(r->gpu_count, 2);
+  EXPECT_EQ(r->per_gpu, 64 * kGi);
+}
+
+TEST(Wire, DecodesPriorityClassAndPrioritizeBodies) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-priorityclass.json"), "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.pod.priority, 100000);
+  ASSERT_TRUE(d.Decode(Fixture("prioritize-multicontainer.json"), "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.node_names.size(), 4u);
+}
+
+TEST(Wire, OtherResourceNameSeesNoVram) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-multicontainer-initcontainer.json"), "example.com/vram", &a).ok());
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(a.pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->wants_vram());
+}
+
+TEST(Wire, NonCacheModeKeepsNodeObjects) {
+  std::string body =
+      R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[]}},)"
+      R"("Nodes":{"items":[{"metadata":{"name":"a","labels":{"x":"1"}}},{"metadata":{"name":"b"}}]},"NodeNames":null})";
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(body, "vramd.io/vram", &a).ok());
+  EXPECT_FALSE(a.cache_mode);
+  EXPECT_EQ(a.node_names, (std::vector<std::string_view>{"a", "b"}));
+  ledger::FilterResult r;
+  r.fits = {"b"};
+  r.failed = {{"a", "full"}};
+  std::string out;
+  WriteFilterResult(r, a, &out);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["NodeNames"].is_null());
+  ASSERT_EQ(j["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(j["Nodes"]["items"][0]["metadata"]["name"], "b");
+  EXPECT_EQ(j["FailedNodes"]["a"], "full");
+}
+
+TEST(Wire, UnresolvableNodesAreAlsoInFailedNodesForOldSchedulers) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(R"({"Pod":{},"NodeNames":["a","b","c"]})", "vramd.io/vram", &a).ok());
+  ledger::FilterResult r;
+  r.fits = {"a"};
+  r.failed = {{"b", "busy"}};
+  r.unresolvable = {{"c", "too small"}};
+  std::string out;
+  WriteFilterResult(r, a, &out);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["FailedNodes"], (nlohmann::json{{"b", "busy"}, {"c", "too small"}}));
+  EXPECT_EQ(j["FailedAndUnresolvableNodes"], (nlohmann::json{{"c", "too small"}}));
+}
+
+TEST(Wire, CaseInsensitiveTopLevelKeysLikeGo) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(R"({"pod":{"metadata":{"name":"p"}},"nodenames":["n1"]})", "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.node_names, (std::vector<std::string_view>{"n1"}));
+}
+
+TEST(Wire, EscapedNodeNamesRoundTrip) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(R"({"Pod":{},"NodeNames":["a\"b","c\\d"]})", "vramd.io/vram", &a).ok());
+  ledger::FilterResult r;
+  r.fits = a.node_names;
+  std::string out;
+  WriteFilterResult(r, a, &out);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["NodeNames"][0], "a\"b");
+  EXPECT_EQ(j["NodeNames"][1], "c\\d");
+}
+
+struct BadBody {
+  const char* name;
+  const char* body;
+  const char* message_part;
+};
+
+class WireRejects : public ::testing::TestWithParam<BadBody> {};
+
+TEST_P(WireRejects, WithPreciseMessage) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  Status s = d.Decode(GetParam().body, "vramd.io/vram", &a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find(GetParam().message_part), std::string::npos) << s.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Wire, WireRejects,
+    ::testing::Values(
+        BadBody{"Empty", "", "invalid extender request"}, BadBody{"NotJson", "hello", "invalid extender request"},
+        BadBody{"Array", "[1,2]", "must be a JSON object"}, BadBody{"Truncated", R"({"Pod":{"metadata":)", "invalid"},
+        BadBody{"MissingPod", R"({"NodeNames":["a"]})", "missing Pod"},
+        BadBody{"NullPod", R"({"Pod":null,"NodeNames":["a"]})", "Pod is null"},
+        BadBody{"NoNodes", R"({"Pod":{},"NodeNames":null,"Nodes":null})", "neither NodeNames nor Nodes"},
+        BadBody{"NodeNamesWrongType", R"({"Pod":{},"NodeNames":5})", "NodeNames must be"},
+        BadBody{"NodeNameNotString", R"({"Pod":{},"NodeNames":[1]})", "NodeNames[] must be a string"},
+        BadBody{"ContainersNotArray", R"({"Pod":{"spec":{"containers":{}}},"NodeNames":[]})", "containers must be"},
+        BadBody{"LimitsWrongType", R"({"Pod":{"spec":{"containers":[{"resources":{"limits":[]}}]}},"NodeNames":[]})",
+                "limits must be an object"},
+        BadBody{"QuantityWrongType",
+                R"({"Pod":{"spec":{"containers":[{"resources":{"limits":{"vramd.io/vram":true}}}]}},"NodeNames":[]})",
+                "quantity"},
+        BadBody{"AnnotationNotString", R"({"Pod":{"metadata":{"annotations":{"vramd.io/gpu-count":2}}},"NodeNames":[]})",
+                "gpu-count] must be a string"},
+        BadBody{"TrailingGarbage", R"({"Pod":{},"NodeNames":[]} xx)", "invalid extender request: body"},
+        BadBody{"NodeWithoutName", R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})", "metadata.name"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Wire, BindArgs) {
+  Result<BindArgs> b = DecodeBindArgs(
+      R"({"PodName":"hermes-beast","PodNamespace":"default","PodUID":"fa0e8038","Node":"cpu-only"})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->pod_name, "hermes-beast");
+  EXPECT_EQ(b->node, "cpu-only");
+  EXPECT_FALSE(DecodeBindArgs(R"({"PodName":"x"})").ok());
+  EXPECT_FALSE(DecodeBindArgs(R"({"PodName":1,"PodNamespace":"a","PodUID":"b","Node":"c"})").ok());
+  EXPECT_FALSE(DecodeBindArgs("nope").ok());
+}
+
+TEST(Wire, BindFixtureDecodes) {
+  Result<BindArgs> b = DecodeBindArgs(Fixture("bind.json"));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->pod_uid, "fa0e8038-ccff-4777-944f-8e5ce19b3dd9");
+}
+
+TEST(Wire, ResultsAreValidJsonWithExactKeys) {
+  std::string out;
+  WriteHostPriorities({{"n1", 7}, {"n\"2", 0}}, &out);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j[0]["Host"], "n1");
+  EXPECT_EQ(j[0]["Score"], 7);
+  EXPECT_EQ(j[1]["Host"], "n\"2");
+  out.clear();
+  WriteBindResult("bad \n thing", &out);
+  EXPECT_EQ(nlohmann::json::parse(out)["Error"], "bad \n thing");
+  out.clear();
+  WriteFilterError("down", &out);
+  j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["Error"], "down");
+  EXPECT_TRUE(j["NodeNames"].is_null());
+}
+
+}  // namespace
+}  // namespace vramd::extender

@@ -1,0 +1,105 @@
+// An in-memory KubeClient for unit tests: pods by ns/name, a log of calls,
+// and injectable failures. The real client is tested against a real
+// kube-apiserver in tests/e2e.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vramd/kube/kube_client.h"
+
+namespace vramd::testing {
+
+class FakeKubeClient : public kube::KubeClient {
+ public:
+  std::map<std::string, kube::PodInfo> pods;  // "ns/name"
+  std::vector<kube::NodeInfo> nodes;
+  std::vector<std::string> calls;             // "patch ns/name", "bind ns/name node", ...
+  Status fail_patch, fail_bind, fail_list;
+  bool bind_conflict_then_bound = false;      // Binding answers 409 but the pod is bound
+
+  Result<kube::PodInfo> GetPod(const std::string& ns, const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("get " + ns + "/" + name);
+    auto it = pods.find(ns + "/" + name);
+    if (it == pods.end()) return NotFound("pods \"" + name + "\" not found");
+    return it->second;
+  }
+  Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                             const std::map<std::string, std::optional<std::string>>& ann) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("patch " + ns + "/" + name);
+    if (!fail_patch.ok()) return fail_patch;
+    for (const auto& [k, v] : ann) {
+      if (v) pods[ns + "/" + name].annotations[k] = *v;
+      else pods[ns + "/" + name].annotations.erase(k);
+    }
+    return Status::Ok();
+  }
+  Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
+              const std::string& node) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("bind " + ns + "/" + name + " " + node);
+    if (bind_conflict_then_bound) {
+      pods[ns + "/" + name].node_name = node;
+      return Conflict("pod is already assigned to node");
+    }
+    if (!fail_bind.ok()) return fail_bind;
+    pods[ns + "/" + name].node_name = node;
+    return Status::Ok();
+  }
+  Result<kube::List<kube::NodeInfo>> ListNodes() override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!fail_list.ok()) return fail_list;
+    return kube::List<kube::NodeInfo>{nodes, "1"};
+  }
+  Result<kube::List<kube::PodInfo>> ListPods(const std::string&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!fail_list.ok()) return fail_list;
+    kube::List<kube::PodInfo> out;
+    for (const auto& [k, p] : pods) out.items.push_back(p);
+    out.resource_version = "1";
+    return out;
+  }
+  Status PatchNodeAnnotations(const std::string& name,
+                              const std::map<std::string, std::optional<std::string>>&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("patch-node " + name);
+    return Status::Ok();
+  }
+  Status PostPodEvent(const kube::PodInfo& pod, const std::string&, const std::string& reason,
+                      const std::string&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("event " + pod.ns + "/" + pod.name + " " + reason);
+    return Status::Ok();
+  }
+  Status WatchPods(const std::string&, const std::atomic<bool>&,
+                   const std::function<void(const kube::WatchEvent<kube::PodInfo>&)>&) override {
+    return Unavailable("fake: no watch");
+  }
+  Status WatchNodes(const std::string&, const std::atomic<bool>&,
+                    const std::function<void(const kube::WatchEvent<kube::NodeInfo>&)>&) override {
+    return Unavailable("fake: no watch");
+  }
+
+  void AddPod(const std::string& ns, const std::string& name, const std::string& uid, const char* vram,
+              const char* gpu_count = nullptr) {
+    kube::PodInfo p;
+    p.ns = ns;
+    p.name = name;
+    p.uid = uid;
+    p.phase = "Pending";
+    p.spec.ns = ns;
+    p.spec.name = name;
+    p.spec.uid = uid;
+    if (vram) p.spec.containers.push_back(ledger::ContainerAmount{std::string(vram), std::string(vram), false});
+    if (gpu_count) p.spec.gpu_count = gpu_count;
+    pods[ns + "/" + name] = p;
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+}  // namespace vramd::testing

@@ -1,0 +1,137 @@
+// An in-memory LedgerStore for unit tests of the adapters (extender, API).
+// Same semantics as the Valkey store for what the tests exercise; the real
+// store is tested against a real server in tests/integration.
+#pragma once
+
+#include <algorithm>
+#include <mutex>
+
+#include "vramd/ledger/placement.h"
+#include "vramd/ledger/quantity.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::testing {
+
+class FakeLedgerStore : public store::LedgerStore {
+ public:
+  bool unavailable = false;  // every call fails with kUnavailable
+  int64_t now_ms = 1'000'000;
+
+  Result<ledger::SnapshotPtr> Snapshot() override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    auto s = std::make_shared<ledger::Snapshot>(snap_);
+    return ledger::SnapshotPtr(s);
+  }
+
+  Result<store::ReserveOutcome> Reserve(const store::ReserveRequest& req) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    auto it = snap_.nodes.find(req.node);
+    if (it == snap_.nodes.end()) return NotFound("node " + req.node + " is not in the ledger");
+    ledger::Node& n = it->second;
+    for (const auto& e : n.entries) {
+      if (e.pod_uid == req.entry.pod_uid) return store::ReserveOutcome::kAlreadyHeld;
+    }
+    auto vec = ledger::GpuVectors(n, now_ms, req.usage_max_age_ms);
+    for (int g : req.entry.gpus) {
+      auto gi = std::find_if(n.gpus.begin(), n.gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
+      if (gi == n.gpus.end()) return NotFound("no GPU " + std::to_string(g));
+      const ledger::Vectors& v = vec[gi - n.gpus.begin()];
+      if (std::max(v.allocated, v.used) + req.entry.per_gpu > v.capacity) {
+        return Status(Code::kInsufficient, "GPU " + std::to_string(g) + " is full");
+      }
+    }
+    ledger::Entry e = req.entry;
+    e.created_ms = now_ms;
+    n.entries.push_back(e);
+    ++snap_.epoch;
+    ++reserves;
+    return store::ReserveOutcome::kReserved;
+  }
+
+  Result<bool> Release(const std::string& node, const std::string& uid) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    auto it = snap_.nodes.find(node);
+    if (it == snap_.nodes.end()) return false;
+    auto& es = it->second.entries;
+    size_t before = es.size();
+    std::erase_if(es, [&](const ledger::Entry& e) { return e.pod_uid == uid; });
+    if (es.size() != before) ++snap_.epoch, ++releases;
+    return es.size() != before;
+  }
+
+  Status SetEntryState(const std::string& node, const std::string& uid, ledger::EntryState st) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& e : snap_.nodes[node].entries) {
+      if (e.pod_uid == uid) {
+        e.state = st;
+        ++snap_.epoch;
+        return Status::Ok();
+      }
+    }
+    return NotFound("no entry");
+  }
+
+  Status PutEntry(const std::string& node, const ledger::Entry& entry) override {
+    std::lock_guard<std::mutex> l(mu_);
+    auto& es = snap_.nodes[node].entries;
+    std::erase_if(es, [&](const ledger::Entry& e) { return e.pod_uid == entry.pod_uid; });
+    es.push_back(entry);
+    ++snap_.epoch;
+    return Status::Ok();
+  }
+
+  Status SetCapacity(const std::string& node, const std::vector<store::GpuCapacity>& gpus) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    ledger::Node& n = snap_.nodes[node];
+    n.name = node;
+    n.gpus.clear();
+    for (const auto& g : gpus) n.gpus.push_back(ledger::Gpu{g.index, g.uuid, g.capacity});
+    ++snap_.epoch;
+    return Status::Ok();
+  }
+
+  Status RemoveNode(const std::string& node) override {
+    std::lock_guard<std::mutex> l(mu_);
+    snap_.nodes.erase(node);
+    ++snap_.epoch;
+    return Status::Ok();
+  }
+
+  Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& g : snap_.nodes[node].gpus) {
+      if (auto it = used.find(g.index); it != used.end()) {
+        g.used = it->second;
+        g.used_ts_ms = now_ms;
+      }
+    }
+    ++snap_.epoch;
+    return Status::Ok();
+  }
+
+  Status Ping() override { return unavailable ? Unavailable("fake store down") : Status::Ok(); }
+
+  // Test helpers.
+  void AddNode(const std::string& name, std::vector<int64_t> caps) {
+    std::vector<store::GpuCapacity> gpus;
+    for (size_t i = 0; i < caps.size(); ++i) gpus.push_back({static_cast<int>(i), caps[i], ""});
+    (void)SetCapacity(name, gpus);
+  }
+  std::vector<ledger::Entry> Entries(const std::string& node) {
+    std::lock_guard<std::mutex> l(mu_);
+    return snap_.nodes[node].entries;
+  }
+
+  int reserves = 0;
+  int releases = 0;
+
+ private:
+  std::mutex mu_;
+  ledger::Snapshot snap_;
+};
+
+}  // namespace vramd::testing

@@ -1,0 +1,74 @@
+#include "vramd/metrics/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "vramd/metrics/ledger_metrics.h"
+
+namespace vramd::metrics {
+namespace {
+
+TEST(Registry, RendersCountersGaugesAndCumulativeHistograms) {
+  Registry r;
+  r.AddCounter("vramd_x_total", "x.", {"verb"}).With({"filter"}).Inc(3);
+  r.AddGauge("vramd_g", "g.").With({}).Set(1.5);
+  auto& h = r.AddHistogram("vramd_h_seconds", "h.", {0.1, 1}, {"verb"});
+  h.With({"bind"}).Observe(0.05);
+  h.With({"bind"}).Observe(0.5);
+  h.With({"bind"}).Observe(5);
+  std::string out = r.Render();
+  EXPECT_NE(out.find("# TYPE vramd_x_total counter\nvramd_x_total{verb=\"filter\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("vramd_g 1.5\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_h_seconds_bucket{verb=\"bind\",le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("vramd_h_seconds_bucket{verb=\"bind\",le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_h_seconds_bucket{verb=\"bind\",le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_h_seconds_count{verb=\"bind\"} 3\n"), std::string::npos);
+}
+
+TEST(Registry, EscapesLabelsAndFormatsSpecialValues) {
+  EXPECT_EQ(EscapeLabel("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(FormatValue(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(FormatValue(103079215104.0), "103079215104");
+  EXPECT_EQ(FormatValue(0.25), "0.25");
+}
+
+TEST(LedgerMetrics, ExportsVectorsSixMetricsAndIdlePodSeries) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  n.gpus = {ledger::Gpu{0, "GPU-a", 8}, ledger::Gpu{1, "", 0}};
+  n.entries = {ledger::Entry{"u", "ns", "idle-pod", {0}, 8}};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 1000, 60000, w);
+  EXPECT_NE(out.find("vramd_gpu_capacity_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 8\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("vramd_gpu_headroom_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 0\n"), std::string::npos);
+  // GPU 1: capacity 0, nothing allocated: 0/0 = 0.
+  EXPECT_NE(out.find("vramd_gpu_over_subscription_ratio{node=\"n1\",gpu=\"1\",gpu_uuid=\"\"} 0\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_node_allocated_bytes{node=\"n1\"} 8\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_pod_allocated_bytes{node=\"n1\",namespace=\"ns\",pod=\"idle-pod\",gpu=\"0\"} 8\n"),
+            std::string::npos);
+  for (const char* m : {"over_subscription_ratio", "utilization_ratio", "saturation_ratio", "headroom_bytes",
+                        "potential_bytes", "risk_ratio"}) {
+    EXPECT_NE(out.find(std::string("# TYPE vramd_gpu_") + m + " gauge"), std::string::npos) << m;
+    EXPECT_NE(out.find(std::string("# TYPE vramd_node_") + m + " gauge"), std::string::npos) << m;
+  }
+}
+
+TEST(LedgerMetrics, InfiniteRatiosRenderAsPlusInf) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n"];
+  n.name = "n";
+  n.gpus = {ledger::Gpu{0, "", 0}};
+  n.entries = {ledger::Entry{"u", "ns", "p", {0}, 4}};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 1000, 60000, w);
+  EXPECT_NE(out.find("vramd_gpu_over_subscription_ratio{node=\"n\",gpu=\"0\",gpu_uuid=\"\"} +Inf\n"), std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace vramd::metrics
