@@ -4,16 +4,18 @@
 #   integration  against a real Valkey-compatible server started here (redis-server)
 #   e2e          against a real kube-apiserver + kube-scheduler (built once from
 #                Debian's kubernetes source package and cached) and redis-server
+#   deploy       Helm chart (helm lint/template, policy checks, promtool), the
+#                rendered scheduler config against the real kube-scheduler, image libs
 # Options: TIERS="unit integration" scripts/test.sh   (default: all tiers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-TIERS=${TIERS:-"unit integration e2e"}
+TIERS=${TIERS:-"unit integration e2e deploy"}
 
 scripts/install-deps.sh --test
 scripts/build.sh
 
-if [[ " $TIERS " == *" e2e "* ]]; then
+if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* ]]; then
   tests/e2e/testbed/build-k8s.sh
 fi
 

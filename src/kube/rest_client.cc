@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -70,6 +72,20 @@ Status CheckCaFile(const std::string& path) {
   return Status::Ok();
 }
 
+// OpenSSL writes to sockets with plain write(): a TLS close_notify sent on a
+// connection the peer (or Watch's stop) already shut down raises SIGPIPE,
+// which by default kills the process. Ignore it unless someone installed a
+// handler; the write then fails with EPIPE and the call reports the error.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 void SetTimeout(std::chrono::milliseconds ms, const std::function<void(time_t, time_t)>& set) {
   set(static_cast<time_t>(ms.count() / 1000), static_cast<time_t>((ms.count() % 1000) * 1000));
 }
@@ -124,6 +140,8 @@ class ClientPool {
   size_t open_ = 0;                                          // guarded by mu_: idle + borrowed
 };
 
+enum class Method { kGet, kPost, kPatch };
+
 struct HttpReply {
   int status = 0;
   std::string body;
@@ -141,7 +159,7 @@ class RestClient final : public KubeClient {
 
   Result<PodInfo> GetPod(const std::string& ns, const std::string& name) override {
     const std::string what = "get pod " + ns + "/" + name;
-    Result<HttpReply> r = Send("GET", PodPath(ns, name), "", "", what);
+    Result<HttpReply> r = Send(Method::kGet, PodPath(ns, name), "", "", what);
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
@@ -171,7 +189,7 @@ class RestClient final : public KubeClient {
         {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
         {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}},
     };
-    Result<HttpReply> r = Send("POST", PodPath(ns, name) + "/binding", Dump(body), "application/json", what);
+    Result<HttpReply> r = Send(Method::kPost, PodPath(ns, name) + "/binding", Dump(body), "application/json", what);
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     return Status::Ok();
@@ -209,8 +227,8 @@ class RestClient final : public KubeClient {
         {"lastTimestamp", now},
         {"count", 1},
     };
-    Result<HttpReply> r = Send("POST", Api("/api/v1/namespaces/" + PercentEncode(pod.ns) + "/events"), Dump(body),
-                               "application/json", what);
+    const std::string path = Api("/api/v1/namespaces/" + PercentEncode(pod.ns) + "/events");
+    Result<HttpReply> r = Send(Method::kPost, path, Dump(body), "application/json", what);
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     return Status::Ok();
@@ -267,7 +285,7 @@ class RestClient final : public KubeClient {
 
   // One request on a pooled connection. Transport failures are kUnavailable;
   // any HTTP status is a reply for the caller to judge.
-  Result<HttpReply> Send(const std::string& method, const std::string& path, const std::string& body,
+  Result<HttpReply> Send(Method method, const std::string& path, const std::string& body,
                          const std::string& content_type, const std::string& what) {
     std::unique_ptr<httplib::ClientImpl> cli = pool_.Acquire();
     if (!cli) {
@@ -275,9 +293,9 @@ class RestClient final : public KubeClient {
                          " API connections stayed busy for " + std::to_string(opts_.timeout_ms) + " ms");
     }
     httplib::Headers headers = RequestHeaders();
-    httplib::Result res = method == "GET"     ? cli->Get(path, headers)
-                          : method == "POST"  ? cli->Post(path, headers, body, content_type)
-                                              : cli->Patch(path, headers, body, content_type);
+    httplib::Result res = method == Method::kGet    ? cli->Get(path, headers)
+                          : method == Method::kPost ? cli->Post(path, headers, body, content_type)
+                                                    : cli->Patch(path, headers, body, content_type);
     if (!res) {
       httplib::Error err = res.error();
       pool_.Release(std::move(cli), /*reusable=*/false);
@@ -294,7 +312,7 @@ class RestClient final : public KubeClient {
     json a = json::object();
     for (const auto& [k, v] : annotations) a[k] = v ? json(*v) : json(nullptr);
     json body = {{"metadata", {{"annotations", std::move(a)}}}};
-    Result<HttpReply> r = Send("PATCH", path, Dump(body), "application/merge-patch+json", what);
+    Result<HttpReply> r = Send(Method::kPatch, path, Dump(body), "application/merge-patch+json", what);
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     return Status::Ok();
@@ -310,7 +328,7 @@ class RestClient final : public KubeClient {
       Params q = params;
       q.emplace_back("limit", std::to_string(opts_.list_page_size));
       if (!cont.empty()) q.emplace_back("continue", cont);
-      Result<HttpReply> r = Send("GET", path + QueryString(q), "", "", what);
+      Result<HttpReply> r = Send(Method::kGet, path + QueryString(q), "", "", what);
       if (!r.ok()) return r.status();
       if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
       json page = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
@@ -432,6 +450,7 @@ Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
   if (!ep.ok()) return ep.status();
 
   if (ep->tls) {
+    IgnoreSigpipeUnlessHandled();
     if (!ca_file.empty()) {
       if (Status s = CheckCaFile(ca_file); !s.ok()) return s;
     } else {
@@ -444,8 +463,11 @@ Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
 
   auto token = std::make_unique<TokenSource>(token_file);
   if (Status s = token->Load(); !s.ok()) return InvalidArgument("kube client: " + s.message());
+  spdlog::info("kube client: API server {}{} (token file: {}, CA file: {})", ep->Origin(), ep->base_path,
+               token_file.empty() ? "none" : token_file, ca_file.empty() ? "system trust store" : ca_file);
 
-  return std::unique_ptr<KubeClient>(std::make_unique<RestClient>(opts, std::move(ep).value(), ca_file, std::move(token)));
+  return std::unique_ptr<KubeClient>(
+      std::make_unique<RestClient>(opts, std::move(ep).value(), ca_file, std::move(token)));
 }
 
 }  // namespace vramd::kube

@@ -36,9 +36,11 @@ def create_homelab(tb: Testbed, extra_labels=None):
     tb.create_node("cpu-only")
 
 
-def start_vramd(tb: Testbed, config=None, extra_args=(), name=None, grant_rbac=True):
-    """Starts vramd as the testbed's `vramd` user (RBAC granted once)."""
-    if grant_rbac and not getattr(tb, "_vramd_rbac", False):
+def start_vramd(tb: Testbed, config=None, extra_args=(), name=None, grant_rbac=True,
+                token_file=None):
+    """Starts vramd as the testbed's `vramd` user (RBAC granted once), or
+    with `token_file` (e.g. the chart's ServiceAccount token)."""
+    if token_file is None and grant_rbac and not getattr(tb, "_vramd_rbac", False):
         tb.create_clusterrole_binding_for("vramd", VRAMD_RULES)
         tb._vramd_rbac = True
     if not getattr(tb, "redis_url", None):
@@ -47,7 +49,8 @@ def start_vramd(tb: Testbed, config=None, extra_args=(), name=None, grant_rbac=T
     cfg.update(config or {})
     port = __import__("testbed").free_port()
     path = tb.write_file(f"vramd-{port}.json", json.dumps(cfg))
-    proc = tb.start_vramd(VRAMD, tb.vramd_args(port, path) + list(extra_args), name=name)
+    proc = tb.start_vramd(VRAMD, tb.vramd_args(port, path, token_file=token_file) + list(extra_args),
+                          name=name)
     proc.port = port
     return proc
 
@@ -64,3 +67,33 @@ def ledger_nodes(vramd) -> dict:
 def wait_ledger_nodes(tb: Testbed, vramd, names, timeout=20):
     tb.wait_for(lambda: set(names) <= set(ledger_nodes(vramd)), timeout,
                 message=f"vramd to learn nodes {sorted(names)}")
+
+
+def chart_service_account_token(tb: Testbed) -> str:
+    """Applies the Helm chart's rendered RBAC (ClusterRole + ClusterRoleBinding
+    to ServiceAccount vramd-system/vramd) as is, creates that ServiceAccount and
+    returns a token file for it from the TokenRequest API. vramd then runs with
+    exactly the chart's permissions. The rendered objects come from
+    tests/deploy/helm_test.sh (VRAMD_TEST_DEPLOY_OUT)."""
+    out = os.environ.get("VRAMD_TEST_DEPLOY_OUT")
+    path = os.path.join(out or "", "vramd-rbac.json")
+    if not out or not os.path.isfile(path):
+        raise RuntimeError("VRAMD_TEST_DEPLOY_OUT/vramd-rbac.json is missing: run "
+                           "tests/deploy/helm_test.sh DIR first and set VRAMD_TEST_DEPLOY_OUT=DIR "
+                           "(ctest does this through the deploy_out fixture)")
+    with open(path) as f:
+        objects = json.load(f)
+    sa = None
+    for obj in objects:
+        tb.apply(obj)
+        if obj["kind"] == "ClusterRoleBinding":
+            sa = obj["subjects"][0]
+    ns, name = sa["namespace"], sa["name"]
+    if tb.api.get_or_none(f"/api/v1/namespaces/{ns}") is None:
+        tb.create_namespace(ns)
+    tb.api.post(f"/api/v1/namespaces/{ns}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+    req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+           "spec": {"expirationSeconds": 3600}}
+    tok = tb.api.post(f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", req)["status"]["token"]
+    return tb.write_file("vramd-sa.token", tok)

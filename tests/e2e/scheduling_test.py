@@ -1,8 +1,8 @@
 """End to end (issue 2): kube-scheduler 1.20 with vramd as its extender.
 
 Real kube-apiserver + kube-scheduler + etcd (tests/e2e/testbed.py), a real
-Valkey-compatible server, and vramd running as a user bound to the chart's
-least-privilege ClusterRole. Nodes carry GPU Feature Discovery labels.
+Valkey-compatible server, and vramd running with a ServiceAccount token bound
+by the Helm chart's rendered ClusterRole/ClusterRoleBinding (least privilege). Nodes carry GPU Feature Discovery labels.
 """
 
 import os
@@ -13,7 +13,8 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import GI, create_homelab, ledger_nodes, start_vramd, wait_ledger_nodes  # noqa: E402
+from common import (GI, chart_service_account_token, create_homelab, ledger_nodes,  # noqa: E402
+                    start_vramd, wait_ledger_nodes)
 from testbed import Testbed  # noqa: E402
 
 
@@ -24,7 +25,10 @@ class Scheduling(unittest.TestCase):
         try:
             # ness-server2 is also the "only GPU" pool for the race tests.
             create_homelab(cls.tb, extra_labels={"ness-server2": {"pool": "only"}})
-            cls.vramd = start_vramd(cls.tb)
+            # vramd runs as the chart's ServiceAccount with the chart's RBAC:
+            # proves its permissions are sufficient (and the chart test
+            # proves they are no broader than the verbs vramd uses).
+            cls.vramd = start_vramd(cls.tb, token_file=chart_service_account_token(cls.tb))
             wait_ledger_nodes(cls.tb, cls.vramd, ["ness-linux3", "ness-server2", "ness-legion1"])
             cls.tb.start_scheduler([cls.vramd.url + "/scheduler"])
         except BaseException:

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "vramd/gpulock/lock_routes.h"
 #include "vramd/gpulock/locks.h"
@@ -57,6 +58,11 @@ class LockRoutesTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
     http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
     http_->set_read_timeout(std::chrono::seconds(40));
+    // Serving before the test goes on (http::Server::Stop right after Start
+    // can miss the listener thread's start).
+    for (int i = 0; i < 200 && !http_->Get("/v1/locks"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   void TearDown() override {
@@ -182,7 +188,6 @@ TEST_F(LockRoutesTest, ValkeyDownIs503) {
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
-  server_->Stop();
   store::ValkeyOptions opts;
   opts.url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   metrics::Registry reg;
@@ -193,6 +198,7 @@ TEST_F(LockRoutesTest, ValkeyDownIs503) {
   RegisterLockRoutes(srv, &down, kToken);
   ASSERT_TRUE(srv.Start().ok());
   httplib::Client c("127.0.0.1", srv.port());
+  c.set_connection_timeout(5, 0);
   httplib::Headers h{{"Authorization", std::string("Bearer ") + kToken}};
   auto r = c.Post("/v1/locks/n1/0/acquire", h, R"({"owner":"pod-a/x"})", "application/json");
   ASSERT_TRUE(r);

@@ -133,6 +133,9 @@ class KubeClient {
 
 // The REST client. Fails with kInvalidArgument when the options cannot work
 // (no URL and not in a cluster, a malformed URL, unreadable CA or token file).
+// With https it sets SIGPIPE to SIG_IGN when it is still SIG_DFL (OpenSSL
+// writes to sockets without MSG_NOSIGNAL; a write to a closed connection must
+// fail with EPIPE, not kill the daemon).
 Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts);
 
 }  // namespace vramd::kube

@@ -1,0 +1,151 @@
+// The three ways of answering a filter call that only echoes the candidate
+// names (the "limit" baselines of issue 6): nlohmann_json DOM (parse + dump),
+// nlohmann_json SAX (no DOM, result written by hand) and simdjson on-demand
+// (result written by hand). Used by micro_bench and baseline_server, so the
+// micro numbers and the HTTP numbers measure the same code.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vramd::bench {
+
+// Appends an ExtenderFilterResult that keeps every name.
+inline void AppendEcho(const std::vector<std::string_view>& names, std::string* out) {
+  out->reserve(out->size() + 96 + names.size() * 20);
+  *out += "{\"NodeNames\":[";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out->push_back(',');
+    out->push_back('"');
+    // Node names are DNS subdomains: nothing to escape. Escape anyway for
+    // correctness on arbitrary input.
+    for (char c : names[i]) {
+      if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+        *out += buf;
+      } else {
+        out->push_back(c);
+      }
+    }
+    out->push_back('"');
+  }
+  *out += "],\"Nodes\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
+}
+
+// Parses the whole body into a DOM, builds the result as a DOM and dumps it.
+inline bool EchoNlohmannDom(std::string_view body, std::string* out) {
+  nlohmann::json args = nlohmann::json::parse(body, nullptr, false);
+  if (args.is_discarded() || !args.is_object()) return false;
+  nlohmann::json result = {{"NodeNames", nlohmann::json::array()},
+                           {"Nodes", nullptr},
+                           {"FailedNodes", nlohmann::json::object()},
+                           {"FailedAndUnresolvableNodes", nlohmann::json::object()},
+                           {"Error", ""}};
+  auto it = args.find("NodeNames");
+  if (it != args.end() && it->is_array()) {
+    for (const auto& n : *it) {
+      if (!n.is_string()) return false;
+      result["NodeNames"].push_back(n);
+    }
+  }
+  *out = result.dump();
+  return true;
+}
+
+// SAX: keeps the strings of the top-level NodeNames array, builds no DOM.
+class NamesSax final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<std::string> names;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t& s) override {
+    if (in_names_ && depth_ == 2) names.push_back(std::move(s));
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) names_key_ = k == "NodeNames";
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    if (depth_ == 2 && names_key_) in_names_ = true;
+    return true;
+  }
+  bool end_array() override {
+    if (depth_ == 2) in_names_ = false;
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  int depth_ = 0;
+  bool names_key_ = false;
+  bool in_names_ = false;
+};
+
+inline bool EchoNlohmannSax(std::string_view body, std::string* out) {
+  NamesSax sax;
+  if (!nlohmann::json::sax_parse(body, &sax, nlohmann::json::input_format_t::json, true)) return false;
+  std::vector<std::string_view> views(sax.names.begin(), sax.names.end());
+  AppendEcho(views, out);
+  return true;
+}
+
+// simdjson on-demand; one per thread (owns the parser and the padded copy).
+class SimdjsonEcho {
+ public:
+  bool Echo(std::string_view body, std::string* out) {
+    if (buf_.size() < body.size() + simdjson::SIMDJSON_PADDING) {
+      buf_.resize(body.size() + simdjson::SIMDJSON_PADDING);
+    }
+    std::memcpy(buf_.data(), body.data(), body.size());
+    names_.clear();
+    simdjson::ondemand::document doc;
+    if (parser_.iterate(buf_.data(), body.size(), buf_.size()).get(doc)) return false;
+    simdjson::ondemand::object top;
+    if (doc.get_object().get(top)) return false;
+    for (auto field : top) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return false;
+      if (key != "NodeNames") continue;
+      simdjson::ondemand::array arr;
+      if (field.value().get_array().get(arr)) return false;
+      for (auto elem : arr) {
+        std::string_view name;
+        if (elem.get_string().get(name)) return false;
+        names_.push_back(name);
+      }
+    }
+    AppendEcho(names_, out);
+    return true;
+  }
+
+ private:
+  simdjson::ondemand::parser parser_;
+  std::string buf_;
+  std::vector<std::string_view> names_;
+};
+
+}  // namespace vramd::bench

@@ -1,0 +1,247 @@
+// Micro benchmarks (issue 6, item 1): the pure placement core, quantity
+// parsing, and decoding extender requests, next to the nlohmann DOM / SAX and
+// simdjson echo baselines that answer the same body.
+//
+//   build/bin/micro_bench                       # everything
+//   build/bin/micro_bench --benchmark_filter=Filter
+#include <benchmark/benchmark.h>
+#include <simdjson.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_data.h"
+#include "echo_codecs.h"
+#include "vramd/clock.h"
+#include "vramd/extender/extender.h"
+#include "vramd/extender/wire.h"
+#include "vramd/ledger/placement.h"
+#include "vramd/ledger/pod_request.h"
+#include "vramd/ledger/quantity.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::bench {
+namespace {
+
+constexpr int64_t kNowMs = 1'700'000'100'000;
+
+// The request of the fixture pods (filter-multicontainer-initcontainer.json):
+// 30Gi + 2Gi app containers on one GPU.
+ledger::VramRequest Request32Gi(int gpu_count = 1) {
+  ledger::VramRequest r;
+  r.gpu_count = gpu_count;
+  r.per_gpu = 32 * kGi;
+  r.total = r.per_gpu * gpu_count;
+  r.peak_per_gpu = 40 * kGi;
+  r.model = "hermes-beast";
+  return r;
+}
+
+std::vector<std::string_view> Views(const std::vector<std::string>& names) {
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> Names(int n) {
+  std::vector<std::string> v;
+  v.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v.push_back(NodeName(i));
+  return v;
+}
+
+// Args: {nodes, GPUs per node}. Half of the nodes are full (their reason is
+// built: that is part of the cost).
+void BM_Filter(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)));
+  const std::vector<std::string> names = Names(n);
+  const std::vector<std::string_view> views = Views(names);
+  const ledger::VramRequest req = Request32Gi();
+  const ledger::Policy policy;
+  for (auto _ : state) {
+    ledger::FilterResult r = ledger::Filter(snap, views, req, policy, kNowMs);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * n);  // items/s = nodes/s
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
+void BM_Prioritize(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)));
+  const std::vector<std::string> names = Names(n);
+  const std::vector<std::string_view> views = Views(names);
+  const ledger::VramRequest req = Request32Gi();
+  const ledger::Policy policy;
+  for (auto _ : state) {
+    std::vector<ledger::HostScore> s = ledger::Prioritize(snap, views, req, policy, kNowMs);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
+void PlacementArgs(benchmark::internal::Benchmark* b) {
+  for (int gpus : {1, 8}) {
+    for (int n : {10, 100, 1000, 5000}) b->Args({n, gpus});
+  }
+  b->ArgNames({"nodes", "gpus"});
+}
+BENCHMARK(BM_Filter)->Apply(PlacementArgs);
+BENCHMARK(BM_Prioritize)->Apply(PlacementArgs);
+
+// GPU choice on one 8-GPU node, GPUs 0-3 partly used: arg = gpu-count.
+void BM_ChooseGpus(benchmark::State& state) {
+  ledger::Node node;
+  node.name = "gpu-node-00000";
+  for (int g = 0; g < 8; ++g) node.gpus.push_back({g, "", 80 * kGi, 0, 0});
+  for (int g = 0; g < 4; ++g) {
+    ledger::Entry e;
+    e.pod_uid = "uid-" + std::to_string(g);
+    e.gpus = {g};
+    e.per_gpu = (g + 1) * 8 * kGi;
+    node.entries.push_back(e);
+  }
+  const ledger::VramRequest req = Request32Gi(static_cast<int>(state.range(0)));
+  const ledger::Policy policy;
+  for (auto _ : state) {
+    ledger::NodeDecision d = ledger::DecideNode(&node, node.name, req, policy, kNowMs);
+    if (d.verdict != ledger::Verdict::kFits) state.SkipWithError("does not fit");
+    benchmark::DoNotOptimize(d);
+  }
+}
+BENCHMARK(BM_ChooseGpus)->ArgName("gpu_count")->Arg(1)->Arg(2)->Arg(8);
+
+// Quantity parsing, one benchmark per form.
+const char* const kQuantities[] = {"137438953472", "54Gi", "1.5Gi", "1500M", "1e9"};
+void BM_ParseBytes(benchmark::State& state) {
+  const std::string_view q = kQuantities[state.range(0)];
+  state.SetLabel(std::string(q));
+  for (auto _ : state) {
+    Result<int64_t> r = ledger::ParseBytes(q);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_ParseBytes)->DenseRange(0, 4);
+
+// --- Wire: the same body, decoded four ways. Arg = node names in the body.
+
+void SetBodyCounters(benchmark::State& state, const std::string& body) {
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  state.counters["body_bytes"] = static_cast<double>(body.size());
+}
+
+// vramd's decoder: ExtenderArgs (the whole pod + names) with simdjson.
+void BM_DecodeExtenderArgs(benchmark::State& state) {
+  const std::string body = FixtureBody("filter-multicontainer-initcontainer.json", static_cast<int>(state.range(0)));
+  extender::ArgsDecoder decoder;
+  const std::string resource = "vramd.io/vram";
+  for (auto _ : state) {
+    extender::ExtenderArgs args;
+    Status s = decoder.Decode(body, resource, &args);
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+    benchmark::DoNotOptimize(args);
+  }
+  SetBodyCounters(state, body);
+}
+
+// Echo baselines: decode the names and write a filter result keeping all.
+void BM_EchoNlohmannDom(benchmark::State& state) {
+  const std::string body = FixtureBody("filter-multicontainer-initcontainer.json", static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    std::string out;
+    if (!EchoNlohmannDom(body, &out)) state.SkipWithError("parse failed");
+    benchmark::DoNotOptimize(out);
+  }
+  SetBodyCounters(state, body);
+}
+
+void BM_EchoNlohmannSax(benchmark::State& state) {
+  const std::string body = FixtureBody("filter-multicontainer-initcontainer.json", static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    std::string out;
+    if (!EchoNlohmannSax(body, &out)) state.SkipWithError("parse failed");
+    benchmark::DoNotOptimize(out);
+  }
+  SetBodyCounters(state, body);
+}
+
+void BM_EchoSimdjson(benchmark::State& state) {
+  const std::string body = FixtureBody("filter-multicontainer-initcontainer.json", static_cast<int>(state.range(0)));
+  SimdjsonEcho echo;
+  for (auto _ : state) {
+    std::string out;
+    if (!echo.Echo(body, &out)) state.SkipWithError("parse failed");
+    benchmark::DoNotOptimize(out);
+  }
+  SetBodyCounters(state, body);
+  state.SetLabel(std::string("stage1=") + simdjson::get_active_implementation()->name());
+}
+
+void WireArgs(benchmark::internal::Benchmark* b) { b->ArgName("names")->Arg(100)->Arg(1000)->Arg(5000); }
+BENCHMARK(BM_DecodeExtenderArgs)->Apply(WireArgs);
+BENCHMARK(BM_EchoNlohmannDom)->Apply(WireArgs);
+BENCHMARK(BM_EchoNlohmannSax)->Apply(WireArgs);
+BENCHMARK(BM_EchoSimdjson)->Apply(WireArgs);
+
+// --- A whole verb in process: decode + snapshot + placement + response, the
+// store being an in-memory snapshot (what an HTTP handler costs minus HTTP
+// and the epoch check).
+
+class StaticStore final : public store::LedgerStore {
+ public:
+  explicit StaticStore(ledger::SnapshotPtr snap) : snap_(std::move(snap)) {}
+  Result<ledger::SnapshotPtr> Snapshot() override { return snap_; }
+  Result<store::ReserveOutcome> Reserve(const store::ReserveRequest&) override { return Unsupported(); }
+  Result<bool> Release(const std::string&, const std::string&) override { return Unsupported(); }
+  Status SetEntryState(const std::string&, const std::string&, ledger::EntryState) override {
+    return Unsupported();
+  }
+  Status PutEntry(const std::string&, const ledger::Entry&) override { return Unsupported(); }
+  Status SetCapacity(const std::string&, const std::vector<store::GpuCapacity>&) override {
+    return Unsupported();
+  }
+  Status RemoveNode(const std::string&) override { return Unsupported(); }
+  Status PushUsage(const std::string&, const std::map<int, int64_t>&) override { return Unsupported(); }
+  Status Ping() override { return Status::Ok(); }
+
+ private:
+  static Status Unsupported() { return Internal("read-only benchmark store"); }
+  ledger::SnapshotPtr snap_;
+};
+
+class FixedClock final : public Clock {
+ public:
+  int64_t NowMs() const override { return kNowMs; }
+};
+
+template <bool kPrioritize>
+void BM_ExtenderVerb(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  StaticStore store(std::make_shared<const ledger::Snapshot>(MakeSnapshot(n, 8)));
+  FixedClock clock;
+  metrics::Registry registry;
+  extender::Extender ext({}, &store, nullptr, &clock, &registry);
+  const std::string body =
+      FixtureBody(kPrioritize ? "prioritize-multicontainer.json" : "filter-multicontainer-initcontainer.json", n);
+  size_t out_bytes = 0;
+  for (auto _ : state) {
+    extender::Response r = kPrioritize ? ext.Prioritize(body) : ext.Filter(body);
+    if (r.status != 200) state.SkipWithError(r.body.c_str());
+    out_bytes = r.body.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["reply_bytes"] = static_cast<double>(out_bytes);
+}
+BENCHMARK_TEMPLATE(BM_ExtenderVerb, false)->Name("BM_ExtenderFilter")->Apply(WireArgs);
+BENCHMARK_TEMPLATE(BM_ExtenderVerb, true)->Name("BM_ExtenderPrioritize")->Apply(WireArgs);
+
+}  // namespace
+}  // namespace vramd::bench
+
+BENCHMARK_MAIN();

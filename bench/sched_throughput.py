@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Scheduling throughput on the real testbed (issue 6, item 5).
+
+A real kube-apiserver + kube-scheduler 1.20 (tests/e2e/testbed.py), 100 Node
+objects labelled like GPU Feature Discovery labels 8 x 80 GiB GPUs, and 1,000
+pods that each request 8Gi of vramd.io/vram. The pods are created while no
+scheduler runs; then kube-scheduler starts and a watch records when each pod
+gets its nodeName. Two configurations, same pods, same nodes:
+
+  without   kube-scheduler alone (the nodes also advertise vramd.io/vram in
+            status.capacity, so the default fit check admits the pods)
+  with      vramd as extender: filter + prioritize + bind (vramd reserves in
+            Valkey, writes the GPU annotations and creates the Binding)
+
+Throughput = pods bound / (last bind - first bind), from the watch; the time
+from scheduler start to the last bind is reported too. Bench only: never run by
+the test command.
+
+    python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
+        [--scheduler-qps default|N] [--json FILE]
+
+--scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
+with the default (qps 50) the scheduler's own Binding POSTs are throttled,
+which the extender's bind path does not go through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import ssl
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.dont_write_bytecode = True
+
+from common import start_vramd, wait_ledger_nodes  # noqa: E402
+from testbed import Testbed  # noqa: E402
+
+GI = 1 << 30
+
+
+class BindWatch:
+    """Watches pods of a namespace and records when each first has a nodeName."""
+
+    def __init__(self, tb: Testbed, namespace: str):
+        self.tb, self.ns = tb, namespace
+        self.bound: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.stop = False
+        rv = tb.api.get(f"/api/v1/namespaces/{namespace}/pods", limit=1)["metadata"]["resourceVersion"]
+        u = urllib.parse.urlsplit(tb.api_url)
+        ctx = ssl.create_default_context(cafile=tb.ca_file)
+        self.conn = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=600)
+        self.conn.request("GET", f"/api/v1/namespaces/{namespace}/pods?watch=1&resourceVersion={rv}",
+                          headers={"Authorization": f"Bearer {tb.admin_token}"})
+        self.resp = self.conn.getresponse()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            line = self.resp.readline()
+            if not line:
+                return
+            ev = json.loads(line)
+            pod = ev.get("object", {})
+            name = pod.get("metadata", {}).get("name")
+            if pod.get("spec", {}).get("nodeName") and name:
+                with self.lock:
+                    self.bound.setdefault(name, time.monotonic())
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.bound)
+
+    def close(self):
+        self.stop = True
+        self.conn.close()
+
+
+def create_pods(tb: Testbed, namespace: str, n: int, workers: int = 8):
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futs = [pool.submit(tb.create_pod, f"p-{i:04d}", "8Gi", namespace=namespace) for i in range(n)]
+        for f in futs:
+            f.result()
+
+
+def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: list[str],
+              config_overrides: dict, timeout: float) -> dict:
+    tb.stop_scheduler()
+    tb.create_namespace(namespace)
+    t0 = time.monotonic()
+    create_pods(tb, namespace, pods)
+    create_s = time.monotonic() - t0
+    watch = BindWatch(tb, namespace)
+    load_before = os.getloadavg()[0]
+    start = time.monotonic()
+    tb.start_scheduler(extenders, config_overrides=config_overrides)
+    ready = time.monotonic()
+    deadline = ready + timeout
+    while watch.count() < pods and time.monotonic() < deadline:
+        time.sleep(0.1)
+    watch.close()
+    times = sorted(watch.bound.values())
+    tb.stop_scheduler()
+    if len(times) < 2:
+        raise RuntimeError(f"{label}: only {len(times)} of {pods} pods bound\n{tb.log_tails()}")
+    span = times[-1] - times[0]
+    r = {
+        "label": label,
+        "pods": pods,
+        "bound": len(times),
+        "pods_per_s": (len(times) - 1) / span if span > 0 else float("inf"),
+        "first_to_last_s": span,
+        "scheduler_start_to_last_s": times[-1] - start,
+        "scheduler_ready_to_first_s": times[0] - ready,
+        "create_pods_s": create_s,
+        "load1_before": load_before,
+        "load1_after": os.getloadavg()[0],
+    }
+    print(f"  {label:10s} {r['bound']}/{pods} bound, {r['pods_per_s']:.1f} pods/s "
+          f"(first->last {span:.2f} s; scheduler start->last {r['scheduler_start_to_last_s']:.2f} s); "
+          f"load {load_before:.1f}->{r['load1_after']:.1f}", flush=True)
+    return r
+
+
+def delete_namespace_pods(tb: Testbed, namespace: str):
+    tb.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
+                   body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    tb.wait_for(lambda: not tb.list_pods(namespace, limit=1), timeout=120, interval=0.5,
+                message=f"pods of {namespace} to be deleted")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--pods", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--scheduler-qps", default="default")
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args()
+
+    overrides = {}
+    if a.scheduler_qps != "default":
+        q = int(a.scheduler_qps)
+        overrides = {"clientConnection": None}  # filled once the kubeconfig is known
+    results = []
+    with Testbed() as tb:
+        print(f"testbed up in {tb.startup_seconds:.1f} s ({tb.dir}); {os.cpu_count()} CPUs, "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+        if overrides:
+            tb._ensure_scheduler_kubeconfig()
+            overrides["clientConnection"] = {"kubeconfig": tb.scheduler_kubeconfig, "qps": q, "burst": 2 * q}
+        names = [f"gpu-node-{i:05d}" for i in range(a.nodes)]
+        t0 = time.monotonic()
+        tb.create_nodes(names, labels={"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"},
+                        capacity={"vramd.io/vram": str(640 * GI), "pods": "250"})
+        print(f"{a.nodes} nodes created in {time.monotonic() - t0:.1f} s", flush=True)
+        vramd = start_vramd(tb, config={"log": {"level": "warn"}})
+        wait_ledger_nodes(tb, vramd, names, timeout=60)
+        ext = [vramd.url + "/scheduler"]
+        for rnd in range(a.rounds):
+            for label, extenders in (("without", []), ("with", ext)):
+                ns = f"{label}-{rnd}"
+                results.append(run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout))
+                delete_namespace_pods(tb, ns)
+    by = {k: [r["pods_per_s"] for r in results if r["label"] == k] for k in ("with", "without")}
+    med = {k: statistics.median(v) for k, v in by.items()}
+    ratio = med["with"] / med["without"]
+    print(f"median pods/s: with vramd {med['with']:.1f}, without {med['without']:.1f}; ratio {ratio:.2f} "
+          f"(target >= 0.7); scheduler qps {a.scheduler_qps}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rounds": results, "median": med, "ratio": ratio, "scheduler_qps": a.scheduler_qps,
+                       "nodes": a.nodes, "pods": a.pods}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
