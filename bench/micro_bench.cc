@@ -13,6 +13,7 @@
 
 #include "bench_data.h"
 #include "echo_codecs.h"
+#include "fakes/fake_ledger_store.h"
 #include "vramd/clock.h"
 #include "vramd/extender/extender.h"
 #include "vramd/extender/wire.h"
@@ -20,7 +21,6 @@
 #include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/metrics/registry.h"
-#include "vramd/store/ledger_store.h"
 
 namespace vramd::bench {
 namespace {
@@ -193,25 +193,14 @@ BENCHMARK(BM_EchoSimdjson)->Apply(WireArgs);
 // store being an in-memory snapshot (what an HTTP handler costs minus HTTP
 // and the epoch check).
 
-class StaticStore final : public store::LedgerStore {
+// The unit tests' fake store (kept in step with the LedgerStore interface),
+// answering Snapshot() with one fixed snapshot instead of a copy.
+class StaticStore final : public testing::FakeLedgerStore {
  public:
   explicit StaticStore(ledger::SnapshotPtr snap) : snap_(std::move(snap)) {}
   Result<ledger::SnapshotPtr> Snapshot() override { return snap_; }
-  Result<store::ReserveOutcome> Reserve(const store::ReserveRequest&) override { return Unsupported(); }
-  Result<bool> Release(const std::string&, const std::string&) override { return Unsupported(); }
-  Status SetEntryState(const std::string&, const std::string&, ledger::EntryState) override {
-    return Unsupported();
-  }
-  Status PutEntry(const std::string&, const ledger::Entry&) override { return Unsupported(); }
-  Status SetCapacity(const std::string&, const std::vector<store::GpuCapacity>&) override {
-    return Unsupported();
-  }
-  Status RemoveNode(const std::string&) override { return Unsupported(); }
-  Status PushUsage(const std::string&, const std::map<int, int64_t>&) override { return Unsupported(); }
-  Status Ping() override { return Status::Ok(); }
 
  private:
-  static Status Unsupported() { return Internal("read-only benchmark store"); }
   ledger::SnapshotPtr snap_;
 };
 

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "vramd/app/api.h"
 #include "vramd/clock.h"
 #include "vramd/config/config.h"
@@ -18,7 +20,10 @@
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/reconcile/leader.h"
 #include "vramd/reconcile/node_sync.h"
+#include "vramd/reconcile/pod_watch.h"
+#include "vramd/reconcile/reconciler.h"
 #include "vramd/store/valkey_client.h"
 
 namespace {
@@ -175,6 +180,34 @@ int main(int argc, char** argv) {
 
   vramd::reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
 
+  vramd::gpulock::LockOptions lock_opts;
+  lock_opts.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind
+  vramd::gpulock::LockService locks(valkey, &registry, lock_opts);
+
+  // With Kubernetes: replicas elect a leader in Valkey; the leader watches
+  // pods and reconciles (node capacities included). Standalone: node
+  // capacities from the config only.
+  const int64_t started_ms = clock.NowMs();
+  std::unique_ptr<vramd::reconcile::LeaderElector> leader;
+  std::unique_ptr<vramd::reconcile::PodWatcher> watcher;
+  std::unique_ptr<vramd::reconcile::Reconciler> reconciler;
+  vramd::reconcile::Reconciler* rec_ptr = nullptr;  // outlives the watcher's callback
+  if (kube) {
+    leader = std::make_unique<vramd::reconcile::LeaderElector>(valkey, vramd::reconcile::MakeReplicaIdentity(),
+                                                               cfg.leader_lease_ms, &registry);
+    watcher = std::make_unique<vramd::reconcile::PodWatcher>(
+        kube.get(), [&rec_ptr] { if (rec_ptr) rec_ptr->Poke(); }, &registry);
+    reconciler = std::make_unique<vramd::reconcile::Reconciler>(
+        cfg, store.get(), kube.get(), leader.get(), watcher.get(), &node_sync, &clock, &registry,
+        [&locks](const std::function<bool(const std::string&)>& exists) { (void)locks.ReapLocksOfMissingPods(exists); });
+    rec_ptr = reconciler.get();
+  }
+  registry.AddCollector([&valkey](vramd::metrics::TextWriter& w) {
+    w.Header("vramd_valkey_errors_total", "Valkey transport failures (unreachable, timeouts) seen by callers.",
+             "counter");
+    w.Sample("vramd_valkey_errors_total", {}, static_cast<double>(valkey->TransportErrors()));
+  });
+
   vramd::app::ApiServices api;
   api.extender = &extender;
   api.store = store.get();
@@ -182,17 +215,39 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.usage_max_age_ms = cfg.usage_max_age_ms;
   api.api_token = api_token;
+  vramd::reconcile::LeaderElector* leader_ptr = leader.get();
+  vramd::reconcile::Reconciler* reconciler_ptr = reconciler.get();
+  vramd::reconcile::PodWatcher* watcher_ptr = watcher.get();
+  vramd::store::LedgerStore* store_ptr = store.get();
+  api.readiness = [=](nlohmann::json& details, bool* ready) {
+    if (leader_ptr == nullptr) return;  // standalone: Valkey is all it needs
+    details["replica"] = leader_ptr->identity();
+    details["leader"] = leader_ptr->CurrentLeader();
+    details["is_leader"] = leader_ptr->IsLeader();
+    details["pod_watch_synced"] = watcher_ptr->Synced();
+    // Ready after the first full reconcile since this process started (by
+    // this replica as leader, or by the leader that serves the ledger).
+    vramd::Result<int64_t> last = store_ptr->LastReconciled();
+    int64_t last_ms = last.ok() ? *last : 0;
+    details["last_reconcile_ms"] = last_ms;
+    bool reconciled = reconciler_ptr->FirstPassDone() || last_ms >= started_ms;
+    details["reconciled_since_start"] = reconciled;
+    if (!reconciled) *ready = false;
+  };
   vramd::app::RegisterRoutes(server, api);
-  vramd::gpulock::LockOptions lock_opts;
-  lock_opts.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind
-  vramd::gpulock::LockService locks(valkey, &registry, lock_opts);
   vramd::gpulock::RegisterLockRoutes(server, &locks, api_token);
 
   if (vramd::Status s = server.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  node_sync.Start();
+  if (kube) {
+    leader->Start();
+    watcher->Start();
+    reconciler->Start();
+  } else {
+    node_sync.Start();
+  }
   spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
                cfg.tls_cert_file.empty() ? "http" : "https", sopts.host, server.port(), cfg.valkey_url,
                kube ? "kubernetes" : "standalone", vramd::ledger::ScorePolicyName(cfg.score_policy));
@@ -211,7 +266,12 @@ int main(int argc, char** argv) {
   }
   locks.Stop();      // waiting lock acquires answer now
   server.Stop();     // stop accepting, finish in-flight requests
-  node_sync.Stop();  // then the loops
+  if (kube) {        // then the loops
+    reconciler->Stop();
+    watcher->Stop();
+    leader->Stop();  // gives the lease up: a standby takes over at once
+  }
+  node_sync.Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -220,6 +220,9 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("reservation_grace_ms", "--reservation-grace-ms", "VRAMD_RESERVATION_GRACE_MS",
                      "a reservation whose pod never shows up bound is freed after this",
                      &Config::reservation_grace_ms, 1000, 86'400'000));
+  k.push_back(IntKey("leader_lease_ms", "--leader-lease-ms", "VRAMD_LEADER_LEASE_MS",
+                     "leader lease in Valkey; renewed every third of it, taken over when it lapses",
+                     &Config::leader_lease_ms, 300, 600'000));
   k.push_back(StringKey("log.level", "--log-level", "VRAMD_LOG_LEVEL", "trace, debug, info, warn, error, off",
                         &Config::log_level, CheckLogLevel));
   k.push_back(BoolKey("log.json", "--log-json", "VRAMD_LOG_JSON", "structured JSON log lines", &Config::log_json));

@@ -12,6 +12,8 @@ namespace vramd::extender {
 namespace {
 
 constexpr size_t kPodCacheSize = 16384;
+// Longer than any bind can take (three API calls of at most kube.timeout_ms).
+constexpr int64_t kBindInFlightTtlMs = 30'000;
 
 std::string JoinInts(const std::vector<int>& v) {
   std::string s;
@@ -179,6 +181,24 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
       return "standalone mode: pod " + pod_ref + " (UID " + uid + ") was not seen by filter on this replica";
     }
     req = c.req;
+  }
+
+  // While this bind runs, no replica's reconcile may free its reservation
+  // (the mark expires by itself if this process dies mid-bind).
+  struct InFlight {
+    store::LedgerStore* store;
+    const std::string& uid;
+    bool active = false;
+    ~InFlight() {
+      if (active) (void)store->EndBind(uid);
+    }
+  } in_flight{store_, uid};
+  if (kube_ != nullptr && req.wants_vram()) {
+    if (Status s = store_->BeginBind(uid, kBindInFlightTtlMs); !s.ok()) {
+      bind_results_->With({"failed"}).Inc();
+      return "VRAM ledger unavailable: " + s.message();
+    }
+    in_flight.active = true;
   }
 
   // Reserve: choose GPUs on a fresh snapshot and write atomically; a

@@ -27,8 +27,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 )";
 
-// KEYS: holder, fence, queue, queue_exp, last. ARGV: owner, ttl_ms, max_queue.
-// -> {'held'|'granted', token, expired, waited_ms} | {'queued', position} | {'full'}
+// KEYS: holder, fence, queue, queue_exp, last. ARGV: owner, ttl_ms, max_queue,
+// may_join ('0' on the retries of a waiting call: a caller no longer queued,
+// because it released or was reaped meanwhile, is not queued again).
+// -> {'held'|'granted', token, expired, waited_ms} | {'queued', position} | {'full'} | {'gone'}
 const store::Script& AcquireScript() {
   static const store::Script s(std::string(kNowLua) + R"(
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
@@ -43,6 +45,7 @@ if #dead > 0 then
   redis.call('ZREM', KEYS[3], unpack(dead))
   redis.call('ZREM', KEYS[4], unpack(dead))
 end
+if ARGV[4] == '0' and not redis.call('ZSCORE', KEYS[3], owner) then return {'gone'} end
 if not cur then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
   if #head == 0 or head[1] == owner then
@@ -317,10 +320,11 @@ LockService::Keys LockService::KeysFor(const std::string& node, int gpu) const {
   return k;
 }
 
-Result<AcquireResult> LockService::TryAcquire(const Keys& k, const std::string& owner, int64_t ttl_ms) {
+Result<AcquireResult> LockService::TryAcquire(const Keys& k, const std::string& owner, int64_t ttl_ms,
+                                              bool may_join) {
   Result<std::vector<Reply>> r = ScriptArray(
       client_->Eval(AcquireScript(), {k.holder, k.fence, k.queue, k.queue_exp, k.last},
-                    {owner, std::to_string(ttl_ms), std::to_string(opts_.max_queue)}),
+                    {owner, std::to_string(ttl_ms), std::to_string(opts_.max_queue), may_join ? "1" : "0"}),
       "acquire");
   if (!r.ok()) return r.status();
   const std::vector<Reply>& e = *r;
@@ -344,6 +348,9 @@ Result<AcquireResult> LockService::TryAcquire(const Keys& k, const std::string& 
     out.position = static_cast<int>(Int(e[1]));
   } else if (label == "full") {
     out.outcome = AcquireOutcome::kQueueFull;
+  } else if (label == "gone") {
+    return Conflict("left the queue of lock " + k.node + "/" + std::to_string(k.gpu) +
+                    " while waiting (released or reaped meanwhile)");
   } else {
     return Internal("acquire script returned " + label);
   }
@@ -377,13 +384,13 @@ Result<AcquireResult> LockService::Acquire(const std::string& node, int gpu, con
   const Keys k = KeysFor(node, gpu);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waiting ? wait_ms : 0);
   Result<AcquireResult> r = Internal("unreachable");
-  for (;;) {
+  for (bool first = true;; first = false) {
     uint64_t seen;
     {
       std::lock_guard<std::mutex> lock(mu_);
       seen = wake_seq_;
     }
-    r = TryAcquire(k, owner, ttl_ms);
+    r = TryAcquire(k, owner, ttl_ms, /*may_join=*/first);
     if (!r.ok() || r->outcome != AcquireOutcome::kQueued) break;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
@@ -394,7 +401,7 @@ Result<AcquireResult> LockService::Acquire(const std::string& node, int gpu, con
   }
   if (waiting) waiting_calls_.fetch_sub(1);
   if (!r.ok()) {
-    Count("acquire", "error");
+    Count("acquire", r.status().code() == Code::kConflict ? "left_queue" : "error");
     return r;
   }
   switch (r->outcome) {

@@ -180,6 +180,12 @@ class RestClient final : public KubeClient {
                             "patch node " + name + " annotations");
   }
 
+  Status PatchNodeLabels(const std::string& name,
+                         const std::map<std::string, std::optional<std::string>>& labels) override {
+    return PatchMetadata(Api("/api/v1/nodes/" + PercentEncode(name)), "labels", labels,
+                         "patch node " + name + " labels");
+  }
+
   Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
               const std::string& node) override {
     const std::string what = "bind " + ns + "/" + name + " to " + node;
@@ -308,10 +314,16 @@ class RestClient final : public KubeClient {
 
   Status PatchAnnotations(const std::string& path, const std::map<std::string, std::optional<std::string>>& annotations,
                           const std::string& what) {
-    if (annotations.empty()) return Status::Ok();
+    return PatchMetadata(path, "annotations", annotations, what);
+  }
+
+  // Merge-patches metadata.<field> (annotations or labels).
+  Status PatchMetadata(const std::string& path, const char* field,
+                       const std::map<std::string, std::optional<std::string>>& values, const std::string& what) {
+    if (values.empty()) return Status::Ok();
     json a = json::object();
-    for (const auto& [k, v] : annotations) a[k] = v ? json(*v) : json(nullptr);
-    json body = {{"metadata", {{"annotations", std::move(a)}}}};
+    for (const auto& [k, v] : values) a[k] = v ? json(*v) : json(nullptr);
+    json body = {{"metadata", {{field, std::move(a)}}}};
     Result<HttpReply> r = Send(Method::kPatch, path, Dump(body), "application/merge-patch+json", what);
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));

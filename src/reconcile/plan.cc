@@ -101,9 +101,10 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
       if (it == by_uid.end()) {
         // Unknown pod. A bind may be in flight, or the watch may not have
         // delivered a brand-new pod yet: entries younger than the grace
-        // period are kept.
-        if (flying || age < opts.grace_ms) continue;
-        if (e.state == ledger::EntryState::kReserved) {
+        // period are kept, unless the watch saw the pod deleted.
+        const bool seen_deleted = opts.deleted != nullptr && opts.deleted->count(e.pod_uid) > 0;
+        if (!seen_deleted && (flying || age < opts.grace_ms)) continue;
+        if (e.state == ledger::EntryState::kReserved && !seen_deleted) {
           a.cause = ReleaseCause::kStaleReservation;
           a.reason = "reservation never showed up bound";
           ++r.stale;

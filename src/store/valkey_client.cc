@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -184,6 +185,8 @@ class PooledValkeyClient final : public ValkeyClient {
     idle_.clear();
   }
 
+  uint64_t TransportErrors() const override { return errors_.load(std::memory_order_relaxed); }
+
   Result<Reply> Command(const std::vector<std::string>& argv) override {
     if (argv.empty()) return InvalidArgument("valkey: empty command");
     auto lease = Borrow();
@@ -273,6 +276,8 @@ class PooledValkeyClient final : public ValkeyClient {
   const std::string& prefix() const override { return opts_.key_prefix; }
 
  private:
+  std::atomic<uint64_t> errors_{0};
+
   // Takes an idle connection (checked with PING when it sat unused for a
   // while: the server or a middlebox may have dropped it), opens a new one
   // when the pool is not full and the reconnect backoff allows it, or waits
@@ -298,7 +303,7 @@ class PooledValkeyClient final : public ValkeyClient {
       if (open_ < pool_size_) {
         const auto start = Clock::now();
         if (start < retry_at_) {
-          return Unavailable(Unreachable(last_error_, retry_at_ - start));
+          return CountError(Unreachable(last_error_, retry_at_ - start));
         }
         ++open_;
         lk.unlock();
@@ -331,11 +336,11 @@ class PooledValkeyClient final : public ValkeyClient {
           failing_ = true;
         }
         cv_.notify_all();
-        return Unavailable(Unreachable(err, backoff_));
+        return CountError(Unreachable(err, backoff_));
       }
       if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && idle_.empty() &&
           open_ >= pool_size_) {
-        return Unavailable("valkey " + display_ + ": all " + std::to_string(pool_size_) +
+        return CountError("valkey " + display_ + ": all " + std::to_string(pool_size_) +
                            " connections stayed busy for " +
                            std::to_string((opts_.connect_timeout + opts_.command_timeout).count()) +
                            "ms");
@@ -376,6 +381,12 @@ class PooledValkeyClient final : public ValkeyClient {
     cv_.notify_all();
     std::string msg = "valkey " + display_ + ": " + std::string(what) + " failed: " + reason;
     spdlog::warn("{}", msg);
+    return CountError(std::move(msg));
+  }
+
+  // Every transport failure a caller sees is counted (vramd_valkey_errors_total).
+  Status CountError(std::string msg) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
     return Unavailable(std::move(msg));
   }
 

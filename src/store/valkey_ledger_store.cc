@@ -47,6 +47,15 @@ using ledger::EntryState;
 //       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 //       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
 constexpr const char* kReserveLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 local node, uid = ARGV[2], ARGV[3]
 if redis.call('HEXISTS', KEYS[3], uid) == 1 then return {'held'} end
 local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
@@ -103,22 +112,40 @@ local nowtext = string.format('%d', now)
 redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')
 redis.call('HSET', KEYS[6], uid, node)
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[8], nowtext) end
-redis.call('INCR', KEYS[7])
+bump(KEYS[7])
 if moved_from then return {'moved', other} end
 return {'reserved'}
 )lua";
 
 // Release. KEYS: 1 alloc, 2 pods, 3 epoch. ARGV: 1 uid, 2 node. Returns 0/1.
 constexpr const char* kReleaseLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 local n = redis.call('HDEL', KEYS[1], ARGV[1])
 if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[1]) end
-if n > 0 then redis.call('INCR', KEYS[3]) end
+if n > 0 then bump(KEYS[3]) end
 return n
 )lua";
 
 // SetEntryState. KEYS: 1 alloc, 2 epoch. ARGV: 1 uid, 2 state.
 // Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed.
 constexpr const char* kSetStateLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
 if string.match(raw, '"state"%s*:%s*"([^"]*)"') == ARGV[2] then return 0 end
@@ -130,7 +157,7 @@ if n == 0 then
   v = cjson.encode(e)
 end
 redis.call('HSET', KEYS[1], ARGV[1], v)
-redis.call('INCR', KEYS[2])
+bump(KEYS[2])
 return 1
 )lua";
 
@@ -138,6 +165,15 @@ return 1
 // ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON, 5 append server time as
 // created_ms (1/0), 6 model. An entry of the pod on another node is removed.
 constexpr const char* kPutEntryLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 local t = redis.call('TIME')
 local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local v = ARGV[4]
@@ -150,13 +186,22 @@ redis.call('HSET', KEYS[2], ARGV[3], v)
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
 redis.call('SADD', KEYS[1], ARGV[2])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], ARGV[6], nowtext) end
-redis.call('INCR', KEYS[5])
+bump(KEYS[5])
 return 1
 )lua";
 
 // SetCapacity. KEYS: 1 nodes, 2 cap, 3 epoch. ARGV: 1 node, then field/value
 // pairs. Returns 0 when nothing changed (no write, no epoch bump), else 1.
 constexpr const char* kSetCapacityLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 local cur = redis.call('HGETALL', KEYS[2])
 local same = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 and #cur == #ARGV - 1
 if same then
@@ -170,30 +215,48 @@ if same then return 0 end
 redis.call('DEL', KEYS[2])
 if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
 redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('INCR', KEYS[3])
+bump(KEYS[3])
 return 1
 )lua";
 
 // RemoveNode. KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch.
 // ARGV: 1 node. Returns how many keys/members were removed.
 constexpr const char* kRemoveNodeLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 for _, uid in ipairs(redis.call('HKEYS', KEYS[3])) do
   if redis.call('HGET', KEYS[6], uid) == ARGV[1] then redis.call('HDEL', KEYS[6], uid) end
 end
 local n = redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) + redis.call('SREM', KEYS[1], ARGV[1])
-if n > 0 then redis.call('INCR', KEYS[7]) end
+if n > 0 then bump(KEYS[7]) end
 return n
 )lua";
 
 // PushUsage. KEYS: 1 nodes, 2 used, 3 epoch. ARGV: 1 node, then gpu/bytes
 // pairs. The report replaces the previous one. Returns -1 for an unknown node.
 constexpr const char* kPushUsageLua = R"lua(
+local function bump(k)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', k) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', k, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  return redis.call('INCR', k)
+end
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
 local t = redis.call('TIME')
 local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'ts', nowtext, unpack(ARGV, 2))
-redis.call('INCR', KEYS[3])
+bump(KEYS[3])
 return 1
 )lua";
 
@@ -587,6 +650,48 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Status::Ok();
   }
 
+  Status BeginBind(const std::string& pod_uid, int64_t ttl_ms) override {
+    auto r = client_->Eval(begin_bind_, {inflight_key_}, {pod_uid, std::to_string(ttl_ms)});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("marking the bind in flight failed: " + r->str);
+    return Status::Ok();
+  }
+
+  Status EndBind(const std::string& pod_uid) override {
+    auto r = client_->Command({"HDEL", inflight_key_, pod_uid});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("clearing the bind in flight failed: " + r->str);
+    return Status::Ok();
+  }
+
+  Result<std::set<std::string>> BindsInFlight() override {
+    auto r = client_->Eval(binds_in_flight_, {inflight_key_}, {});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("reading binds in flight failed: " + r->str);
+    std::set<std::string> out;
+    for (const Reply& e : r->elements) out.insert(e.str);
+    return out;
+  }
+
+  Status MarkReconciled() override {
+    auto r = client_->Eval(mark_reconciled_, {reconciled_key_}, {});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("stamping the reconcile failed: " + r->str);
+    return Status::Ok();
+  }
+
+  Result<int64_t> LastReconciled() override {
+    auto r = client_->Command({"GET", reconciled_key_});
+    if (!r.ok()) return r.status();
+    if (r->is_nil()) return int64_t{0};
+    if (r->type != Reply::Type::kString) return Internal("unexpected reply for " + reconciled_key_);
+    try {
+      return static_cast<int64_t>(std::stoll(r->str));
+    } catch (...) {
+      return Internal(reconciled_key_ + " is not a number");
+    }
+  }
+
   Status Ping() override {
     auto r = client_->Command({"PING"});
     if (!r.ok()) return r.status();
@@ -829,6 +934,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   const std::string nodes_key_;
   const std::string pods_key_;
   const std::string epoch_key_;
+  const std::string inflight_key_ = prefix_ + ":inflight";
+  const std::string reconciled_key_ = prefix_ + ":reconciled";
 
   const Script reserve_{kReserveLua};
   const Script release_{kReleaseLua};
@@ -837,6 +944,29 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script set_capacity_{kSetCapacityLua};
   const Script remove_node_{kRemoveNodeLua};
   const Script push_usage_{kPushUsageLua};
+  // Binds in flight: P:inflight hash uid -> expiry (server ms).
+  const Script begin_bind_{R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now + tonumber(ARGV[2])))
+return 1
+)lua"};
+  const Script binds_in_flight_{R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', KEYS[1])
+local live = {}
+for i = 1, #all, 2 do
+  local exp = tonumber(all[i + 1])
+  if exp and exp > now then live[#live + 1] = all[i] else redis.call('HDEL', KEYS[1], all[i]) end
+end
+return live
+)lua"};
+  const Script mark_reconciled_{R"lua(
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+return 1
+)lua"};
 
   std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
   std::atomic<uint64_t> malformed_{0};

@@ -46,7 +46,8 @@ run        waits for the lock (forever, or up to --wait: exit 3), runs CMD, hear
            while it runs, forwards SIGTERM/SIGINT/SIGHUP to it, releases when it exits
            and exits with its status (128+N when killed by signal N). When the lock is
            lost (a heartbeat is refused, or none succeeded for a TTL) it says so on
-           stderr; with --stop-on-loss it also sends SIGTERM to CMD.
+           stderr; with --stop-on-loss it also sends SIGTERM to CMD. CMD sees
+           VRAMD_LOCK_TOKEN (the fencing token), VRAMD_LOCK_OWNER, _NODE and _GPU.
 
 Durations: 500ms, 30s, 2m, 1h (a bare number is seconds).
 Owner: POD_UID/INSTANCE; default $POD_UID/$HOSTNAME for acquire/heartbeat/release and
@@ -514,8 +515,17 @@ int Run(const Target& t, Options o) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // The command learns its grant: a fencing token to hand to whatever it writes.
+  std::vector<std::string> env_strings{"VRAMD_LOCK_TOKEN=" + std::to_string(token), "VRAMD_LOCK_OWNER=" + o.owner,
+                                       "VRAMD_LOCK_NODE=" + o.node, "VRAMD_LOCK_GPU=" + o.gpu};
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "VRAMD_LOCK_", 11) != 0) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  int err = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  int err = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
     relay.SetChild(-1);

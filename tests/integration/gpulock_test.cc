@@ -348,6 +348,29 @@ TEST_F(GpuLockTest, ReleaseIsOwnerOnlyAndAWaiterCanLeaveTheQueue) {
   EXPECT_EQ(MustAcquire("n1", 0, "pod-c/z", 10'000).outcome, AcquireOutcome::kGranted);
 }
 
+// A client that gave up (it released to leave the queue) while its blocking
+// call still runs on the server: the call neither re-queues nor gets the lock.
+TEST_F(GpuLockTest, AWaitingCallEndsWhenItsOwnerLeavesTheQueue) {
+  ASSERT_EQ(MustAcquire("n1", 0, "pod-a/x", 10'000).outcome, AcquireOutcome::kGranted);
+  Result<AcquireResult> waited = Internal("not run");
+  auto started = Steady::now();
+  std::thread waiter([&] { waited = locks_->Acquire("n1", 0, "pod-b/y", 10'000, 10'000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto left = locks_->Release("n1", 0, "pod-b/y");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->left_queue);
+  ASSERT_TRUE(locks_->Release("n1", 0, "pod-a/x").ok());
+  waiter.join();
+  EXPECT_LT(MsSince(started), 5'000);
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.status().code(), Code::kConflict);
+  auto list = locks_->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].holder, "") << "the abandoned call was not granted";
+  EXPECT_TRUE((*list)[0].waiters.empty()) << "nor queued again";
+}
+
 TEST_F(GpuLockTest, ListAndMetricsShowHoldersWaitersAndTokens) {
   ASSERT_EQ(MustAcquire("n1", 3, "pod-a/x", 10'000).outcome, AcquireOutcome::kGranted);
   ASSERT_EQ(MustAcquire("n1", 3, "pod-b/y", 10'000).position, 1);

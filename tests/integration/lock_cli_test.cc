@@ -191,7 +191,10 @@ class LockCliTest : public ::testing::Test {
 };
 
 TEST_F(LockCliTest, RunPassesTheExitStatusThroughAndFreesTheLock) {
-  EXPECT_EQ(RunCtl({"lock", "run", "--node", "n1", "--gpu", "0", "--ttl", "5s", "--", "sh", "-c", "exit 7"}), 7)
+  EXPECT_EQ(RunCtl({"lock", "run", "--node", "n1", "--gpu", "0", "--ttl", "5s", "--", "sh", "-c",
+                    "test \"$VRAMD_LOCK_TOKEN\" = 1 && test \"$VRAMD_LOCK_GPU\" = 0 || exit 1; exit 7"}),
+            7)
+      << "the exit status passes through and the command sees its fencing token\n"
       << ReadFile(dir_ / "ctl.log");
   EXPECT_EQ(Holder("n1", 0), "");
   EXPECT_EQ(Fence("n1", 0), 1) << "the command ran under a grant";

@@ -61,6 +61,7 @@ struct Config {
   // Background work.
   int reconcile_interval_ms = 5000;
   int reservation_grace_ms = 60'000;
+  int leader_lease_ms = 10'000;
 
   // Logging.
   std::string log_level = "info";            // trace debug info warn error

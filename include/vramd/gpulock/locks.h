@@ -120,6 +120,10 @@ class LockService {
   // wait_ms > 0 (capped at kMaxWaitMs) the call retries every
   // poll_interval_ms, keeping its place, until granted or the wait is over;
   // when max_waiting_calls are already blocked it answers at once instead.
+  // Only the first try of a call may join the queue: if the caller leaves it
+  // meanwhile (its release, or the reaper), the call ends with kConflict, so
+  // a client that gave up and released is neither queued again nor granted
+  // by its abandoned call.
   // A re-acquire by the holder is idempotent: same token, TTL reset to ttl_ms.
   Result<AcquireResult> Acquire(const std::string& node, int gpu, const std::string& owner, int64_t ttl_ms,
                                 int64_t wait_ms = 0);
@@ -144,7 +148,7 @@ class LockService {
  private:
   struct Keys;
   Keys KeysFor(const std::string& node, int gpu) const;
-  Result<AcquireResult> TryAcquire(const Keys& k, const std::string& owner, int64_t ttl_ms);
+  Result<AcquireResult> TryAcquire(const Keys& k, const std::string& owner, int64_t ttl_ms, bool may_join);
   void Count(const char* op, const char* result);
   void Wake();
 

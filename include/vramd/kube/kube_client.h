@@ -105,6 +105,12 @@ class KubeClient {
   virtual Status PatchNodeAnnotations(const std::string& name,
                                       const std::map<std::string, std::optional<std::string>>& annotations) = 0;
 
+  // Merge-patches a node's labels (null value = remove). vramd changes one
+  // label to make kube-scheduler retry pods it parked as unschedulable: 1.20
+  // requeues on node label changes, not on annotation changes.
+  virtual Status PatchNodeLabels(const std::string& name,
+                                 const std::map<std::string, std::optional<std::string>>& labels) = 0;
+
   // Posts a core/v1 Event about a pod (reason, message, type Normal|Warning;
   // another type is kInvalidArgument). The message is cut to 1 KiB.
   virtual Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,

@@ -42,6 +42,9 @@ struct Action {
 struct PlanOptions {
   int64_t now_ms = 0;
   int64_t grace_ms = 60'000;  // stale-reservation grace; also shields entries of pods the cache has not seen yet
+  // UIDs of pods seen deleted by the watch: their entries are freed at once,
+  // whatever their age (the grace period only covers pods not seen at all).
+  const std::set<std::string>* deleted = nullptr;
 };
 
 struct PlanResult {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,18 @@ class LedgerStore {
   // report replaces the node's previous one (GPUs it omits have no usage and
   // fall back to U = A). kNotFound when the node is not in the ledger.
   virtual Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) = 0;
+
+  // Binds in flight on any replica: BeginBind marks the pod until ttl_ms
+  // passes (a crashed replica's mark expires), EndBind clears it. The
+  // reconcile loop never frees a reservation whose bind is in flight.
+  virtual Status BeginBind(const std::string& pod_uid, int64_t ttl_ms) = 0;
+  virtual Status EndBind(const std::string& pod_uid) = 0;
+  virtual Result<std::set<std::string>> BindsInFlight() = 0;
+
+  // The leader stamps the time of each full reconcile pass (server time, ms);
+  // readiness of every replica looks at it.
+  virtual Status MarkReconciled() = 0;
+  virtual Result<int64_t> LastReconciled() = 0;
 
   // Liveness of the store (one round trip).
   virtual Status Ping() = 0;

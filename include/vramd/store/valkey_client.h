@@ -82,6 +82,9 @@ class ValkeyClient {
 
   // Prefix for every key ("vramd").
   virtual const std::string& prefix() const = 0;
+
+  // Transport failures returned to callers since start (for a metric).
+  virtual uint64_t TransportErrors() const { return 0; }
 };
 
 // Where a URL points. password/username come from the URL's userinfo

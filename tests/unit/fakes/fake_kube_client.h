@@ -68,6 +68,12 @@ class FakeKubeClient : public kube::KubeClient {
     calls.push_back("patch-node " + name);
     return Status::Ok();
   }
+  Status PatchNodeLabels(const std::string& name,
+                         const std::map<std::string, std::optional<std::string>>&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("label-node " + name);
+    return Status::Ok();
+  }
   Status PostPodEvent(const kube::PodInfo& pod, const std::string&, const std::string& reason,
                       const std::string&) override {
     std::lock_guard<std::mutex> l(mu_);

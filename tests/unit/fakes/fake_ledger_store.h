@@ -113,6 +113,29 @@ class FakeLedgerStore : public store::LedgerStore {
     return Status::Ok();
   }
 
+  Status BeginBind(const std::string& uid, int64_t) override {
+    std::lock_guard<std::mutex> l(mu_);
+    in_flight.insert(uid);
+    return Status::Ok();
+  }
+  Status EndBind(const std::string& uid) override {
+    std::lock_guard<std::mutex> l(mu_);
+    in_flight.erase(uid);
+    return Status::Ok();
+  }
+  Result<std::set<std::string>> BindsInFlight() override {
+    std::lock_guard<std::mutex> l(mu_);
+    return in_flight;
+  }
+  Status MarkReconciled() override {
+    reconciled_ms = now_ms;
+    return Status::Ok();
+  }
+  Result<int64_t> LastReconciled() override { return reconciled_ms; }
+
+  std::set<std::string> in_flight;
+  int64_t reconciled_ms = 0;
+
   Status Ping() override { return unavailable ? Unavailable("fake store down") : Status::Ok(); }
 
   // Test helpers.

@@ -144,6 +144,16 @@ TEST(Plan, PhantomBytesArePerNodeAndCountersAdd) {
   EXPECT_EQ(r.orphans, 1);
 }
 
+TEST(Plan, PodSeenDeletedIsReleasedAtOnceWhateverItsAge) {
+  ledger::Snapshot s = Snap({E("a", {0}, 8 * kGi, EntryState::kTerminating, 2000),
+                             E("b", {1}, 8 * kGi, EntryState::kBound, 2000)});
+  std::set<std::string> deleted = {"a"};
+  PlanOptions o{kNow, kGrace, &deleted};
+  PlanResult r = Plan(s, {}, {}, o);
+  ASSERT_EQ(r.actions.size(), 1u);  // b is young and unseen: kept
+  EXPECT_EQ(Describe(r.actions[0]), "release n1 a pod_gone");
+}
+
 TEST(Plan, AnnotationParsing) {
   std::vector<int> g;
   int64_t b = 0;

@@ -1,0 +1,65 @@
+// PodWatcher keeps an in-memory copy of the cluster's pods that request VRAM:
+// list, then watch from the list's resourceVersion; a 410 Gone relists; a
+// broken connection reconnects with backoff (and relists). Calls `on_change`
+// after every applied event so the reconciler can react at once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "vramd/kube/kube_client.h"
+#include "vramd/metrics/registry.h"
+
+namespace vramd::reconcile {
+
+class PodWatcher {
+ public:
+  PodWatcher(kube::KubeClient* kube, std::function<void()> on_change, metrics::Registry* registry);
+  ~PodWatcher();
+
+  void Start();
+  void Stop();
+
+  // True once a list succeeded and the watch since then has not broken.
+  bool Synced() const { return synced_.load(); }
+  // The VRAM pods (any phase), copied.
+  std::vector<kube::PodInfo> Pods() const;
+  // UIDs of pods (any pod) this watcher saw deleted, kept for 15 minutes: the
+  // proof that a pod is gone, even when its ledger entry is younger than the
+  // grace period, and that a GPU lock's holder no longer exists.
+  std::set<std::string> RecentlyDeleted() const;
+  // Number of relists done (after 410 Gone or errors).
+  uint64_t relists() const { return relists_.load(); }
+
+ private:
+  void Loop(std::stop_token st);
+  void Apply(const kube::WatchEvent<kube::PodInfo>& ev);
+
+  kube::KubeClient* kube_;
+  std::function<void()> on_change_;
+  metrics::Family<metrics::Counter>* events_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, kube::PodInfo> pods_;   // VRAM pods by uid
+  std::set<std::string> all_uids_;                        // every pod, VRAM or not
+  std::map<std::string, int64_t> deleted_;                // uid -> when seen deleted (steady ms)
+  std::string resource_version_;
+  std::atomic<bool> synced_{false};
+  std::atomic<bool> stop_flag_{false};
+  std::atomic<uint64_t> relists_{0};
+  std::condition_variable_any cv_;
+  std::jthread thread_;
+};
+
+// True when the pod asks for VRAM (or its request is invalid: it still matters).
+bool RequestsVram(const kube::PodInfo& pod);
+
+}  // namespace vramd::reconcile

@@ -1,0 +1,89 @@
+// The reconcile loop (DESIGN.md §4), leader only: on every relevant pod watch
+// event and every interval it refreshes node capacities, computes the plan
+// (plan.h) and applies it — re-adding orphans, marking terminating entries
+// (phantom rule), freeing entries of pods that are gone, terminal or never
+// bound — and exports the drift. When it frees VRAM it nudges kube-scheduler
+// by changing a label on the node, so pods parked as unschedulable are
+// retried at once instead of after minutes.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "vramd/clock.h"
+#include "vramd/config/config.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/reconcile/leader.h"
+#include "vramd/reconcile/node_sync.h"
+#include "vramd/reconcile/plan.h"
+#include "vramd/reconcile/pod_watch.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::reconcile {
+
+// The node label vramd changes to make kube-scheduler retry unschedulable pods.
+inline constexpr const char* kFreedLabel = "vramd.io/vram-freed";
+
+struct PassStats {
+  int actions = 0;
+  int orphans = 0;
+  int stale = 0;
+  int gone = 0;
+  int terminal = 0;
+  int nudged_nodes = 0;
+};
+
+class Reconciler {
+ public:
+  // `reap_locks`, when set, is called each pass with a predicate telling
+  // whether a pod UID still exists (the GPU lock reaper).
+  Reconciler(const config::Config& cfg, store::LedgerStore* store, kube::KubeClient* kube, LeaderElector* leader,
+             PodWatcher* watcher, NodeSync* node_sync, const Clock* clock, metrics::Registry* registry,
+             std::function<void(const std::function<bool(const std::string&)>&)> reap_locks = nullptr);
+  ~Reconciler();
+
+  void Start();
+  void Stop();
+  // Runs a pass soon (coalesces bursts of watch events).
+  void Poke();
+
+  // One full pass; requires a synced watch. Does not check leadership.
+  Result<PassStats> RunOnce();
+
+  // True once this process completed a full pass (as leader).
+  bool FirstPassDone() const { return first_pass_done_.load(); }
+
+ private:
+  void Loop(std::stop_token st);
+
+  const config::Config& cfg_;
+  store::LedgerStore* store_;
+  kube::KubeClient* kube_;
+  LeaderElector* leader_;
+  PodWatcher* watcher_;
+  NodeSync* node_sync_;
+  const Clock* clock_;
+  std::function<void(const std::function<bool(const std::string&)>&)> reap_locks_;
+
+  metrics::Family<metrics::Counter>* passes_;
+  metrics::Family<metrics::Counter>* orphans_;
+  metrics::Family<metrics::Counter>* stale_;
+  metrics::Family<metrics::Counter>* released_;
+  metrics::Family<metrics::Counter>* errors_;
+  metrics::Family<metrics::Counter>* nudges_;
+  metrics::Family<metrics::Gauge>* phantom_;
+  metrics::Family<metrics::Histogram>* duration_;
+
+  std::atomic<bool> first_pass_done_{false};
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool poked_ = false;
+  std::jthread thread_;
+};
+
+}  // namespace vramd::reconcile

@@ -1,0 +1,152 @@
+#include "vramd/reconcile/pod_watch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "vramd/ledger/pod_request.h"
+
+namespace vramd::reconcile {
+namespace {
+
+constexpr int64_t kDeletedMemoryMs = 15 * 60 * 1000;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool RequestsVram(const kube::PodInfo& pod) {
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod.spec);
+  return !r.ok() || r->wants_vram();
+}
+
+PodWatcher::PodWatcher(kube::KubeClient* kube, std::function<void()> on_change, metrics::Registry* registry)
+    : kube_(kube), on_change_(std::move(on_change)) {
+  events_ = &registry->AddCounter("vramd_watch_events_total", "Pod watch events and relists by type.", {"type"});
+}
+
+PodWatcher::~PodWatcher() { Stop(); }
+
+void PodWatcher::Start() {
+  stop_flag_ = false;
+  thread_ = std::jthread([this](std::stop_token st) { Loop(st); });
+}
+
+void PodWatcher::Stop() {
+  if (!thread_.joinable()) return;
+  stop_flag_ = true;
+  thread_.request_stop();
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::vector<kube::PodInfo> PodWatcher::Pods() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<kube::PodInfo> out;
+  out.reserve(pods_.size());
+  for (const auto& [uid, p] : pods_) out.push_back(p);
+  return out;
+}
+
+std::set<std::string> PodWatcher::RecentlyDeleted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> out;
+  for (const auto& [uid, t] : deleted_) out.insert(uid);
+  return out;
+}
+
+void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ev.object.resource_version.empty()) resource_version_ = ev.object.resource_version;
+    switch (ev.type) {
+      case kube::WatchEventType::kAdded:
+      case kube::WatchEventType::kModified:
+        all_uids_.insert(ev.object.uid);
+        if (RequestsVram(ev.object)) pods_[ev.object.uid] = ev.object;
+        events_->With({"modified"}).Inc();
+        break;
+      case kube::WatchEventType::kDeleted:
+        pods_.erase(ev.object.uid);
+        all_uids_.erase(ev.object.uid);
+        deleted_[ev.object.uid] = SteadyMs();
+        events_->With({"deleted"}).Inc();
+        break;
+      case kube::WatchEventType::kBookmark:
+        events_->With({"bookmark"}).Inc();
+        return;  // nothing changed
+    }
+  }
+  if (on_change_) on_change_();
+}
+
+void PodWatcher::Loop(std::stop_token st) {
+  int backoff_ms = 200;
+  bool need_list = true;
+  while (!st.stop_requested()) {
+    if (need_list) {
+      Result<kube::List<kube::PodInfo>> list = kube_->ListPods();
+      if (!list.ok()) {
+        synced_ = false;
+        events_->With({"error"}).Inc();
+        spdlog::warn("listing pods failed: {} (retrying in {} ms)", list.status().message(), backoff_ms);
+        std::mutex m;
+        std::unique_lock<std::mutex> lock(m);
+        cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+        backoff_ms = std::min(backoff_ms * 2, 5000);
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::unordered_map<std::string, kube::PodInfo> fresh;
+        std::set<std::string> uids;
+        for (kube::PodInfo& p : list->items) {
+          uids.insert(p.uid);
+          if (RequestsVram(p)) fresh.emplace(p.uid, std::move(p));
+        }
+        // Pods that vanished while we were not watching are gone too.
+        int64_t now = SteadyMs();
+        for (const std::string& uid : all_uids_) {
+          if (!uids.count(uid)) deleted_[uid] = now;
+        }
+        pods_ = std::move(fresh);
+        all_uids_ = std::move(uids);
+        for (auto it = deleted_.begin(); it != deleted_.end();) {
+          it = now - it->second > kDeletedMemoryMs ? deleted_.erase(it) : std::next(it);
+        }
+        resource_version_ = list->resource_version;
+      }
+      relists_.fetch_add(1);
+      events_->With({"relist"}).Inc();
+      synced_ = true;
+      need_list = false;
+      backoff_ms = 200;
+      if (on_change_) on_change_();
+    }
+    std::string rv;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      rv = resource_version_;
+    }
+    Status s = kube_->WatchPods(rv, stop_flag_, [this](const kube::WatchEvent<kube::PodInfo>& ev) { Apply(ev); });
+    if (st.stop_requested()) break;
+    if (s.ok()) continue;  // the server ended the stream: watch again from the last version
+    if (s.code() == Code::kConflict) {
+      spdlog::info("pod watch expired ({}): relisting", s.message());
+    } else {
+      synced_ = false;
+      events_->With({"error"}).Inc();
+      spdlog::warn("pod watch broke: {} (relisting in {} ms)", s.message(), backoff_ms);
+      std::mutex m;
+      std::unique_lock<std::mutex> lock(m);
+      cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+      backoff_ms = std::min(backoff_ms * 2, 5000);
+    }
+    need_list = true;
+  }
+}
+
+}  // namespace vramd::reconcile
