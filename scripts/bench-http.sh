@@ -129,11 +129,12 @@ results="$OUT/results.jsonl"
 : > "$results"
 run_wrk() {  # label url path body
   local label=$1 url=$2 path=$3 body=$4
-  wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" -s bench/wrk/post.lua "$url" -- "$path" "$body" warmup >/dev/null
+  wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" -s bench/wrk/post.lua "$url" -- "$path" "$body" >/dev/null
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
-  wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s bench/wrk/post.lua "$url" -- "$path" "$body" "$label" \
+  wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s bench/wrk/post.lua "$url" -- "$path" "$body" \
     > "$OUT/wrk-$label.txt"
   local line; line=$(sed -n 's/^RESULT //p' "$OUT/wrk-$label.txt")
+  line="{\"label\":\"$label\",${line#\{}"
   echo "${line%\}},\"load1\":$load}" >> "$results"
   echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %-28s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d non-2xx %d" % (r["label"], r["rps"], r["p50_us"]/1e3, r["p99_us"]/1e3, r["errors"], r["non2xx"]))'
 }

@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
   eopts.resource_name = cfg.resource_name;
   eopts.policy.score = cfg.score_policy;
   eopts.policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  eopts.bind_in_flight_ttl_ms = 3 * static_cast<int64_t>(cfg.kube_timeout_ms) + 2000;
   vramd::extender::Extender extender(eopts, store.get(), kube.get(), &clock, &registry);
 
   vramd::http::ServerOptions sopts;

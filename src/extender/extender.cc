@@ -12,8 +12,6 @@ namespace vramd::extender {
 namespace {
 
 constexpr size_t kPodCacheSize = 16384;
-// Longer than any bind can take (three API calls of at most kube.timeout_ms).
-constexpr int64_t kBindInFlightTtlMs = 30'000;
 
 std::string JoinInts(const std::vector<int>& v) {
   std::string s;
@@ -194,7 +192,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
     }
   } in_flight{store_, uid};
   if (kube_ != nullptr && req.wants_vram()) {
-    if (Status s = store_->BeginBind(uid, kBindInFlightTtlMs); !s.ok()) {
+    if (Status s = store_->BeginBind(uid, opts_.bind_in_flight_ttl_ms); !s.ok()) {
       bind_results_->With({"failed"}).Inc();
       return "VRAM ledger unavailable: " + s.message();
     }

@@ -97,3 +97,29 @@ def chart_service_account_token(tb: Testbed) -> str:
            "spec": {"expirationSeconds": 3600}}
     tok = tb.api.post(f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", req)["status"]["token"]
     return tb.write_file("vramd-sa.token", tok)
+
+
+def metrics_text(vramd) -> str:
+    with urllib.request.urlopen(vramd.url + "/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def metric_value(vramd, name: str, labels: dict | None = None) -> float | None:
+    """The value of one sample on vramd's /metrics (None when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in (labels or {}).items())
+    for line in metrics_text(vramd).splitlines():
+        if line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        if series == name and not want or series == f"{name}{{{want}}}":
+            return float(value)
+    return None
+
+
+def ledger_view(vramd) -> dict:
+    """node -> sorted [(pod uid, gpus, bytes per GPU, state)], for comparisons."""
+    out = {}
+    for name, n in ledger_nodes(vramd).items():
+        out[name] = sorted((p["uid"], tuple(p["gpus"]), p["vram_per_gpu_bytes"], p["state"])
+                           for p in n["pods"])
+    return out

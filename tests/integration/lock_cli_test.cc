@@ -246,6 +246,26 @@ TEST_F(LockCliTest, RunWaitsForTheHolderAndGivesUpAfterWait) {
   EXPECT_EQ(Holder("n1", 2), "");
 }
 
+TEST_F(LockCliTest, ASignalWhileWaitingLeavesTheQueueWithoutRunningTheCommand) {
+  ASSERT_EQ(RunCtl({"lock", "acquire", "--node", "n1", "--gpu", "4", "--owner", "pod-h/holder"}), 0);
+  fs::path marker = dir_ / "ran";
+  pid_t pid = Spawn(Ctl({"lock", "run", "--node", "n1", "--gpu", "4", "--owner", "pod-w/waiter", "--", "touch",
+                         marker.string()}),
+                    dir_ / "ctl.log");
+  auto queue_len = [&] {
+    auto r = client_->Command({"ZCARD", prefix_ + ":lock:gpu:{n1}:4:queue"});
+    return r.ok() ? r->integer : -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return queue_len() == 1; }, 10'000)) << ReadFile(dir_ / "ctl.log");
+  kill(pid, SIGINT);
+  EXPECT_EQ(WaitExit(pid, 10'000), 128 + SIGINT) << ReadFile(dir_ / "ctl.log");
+  EXPECT_TRUE(WaitFor([&] { return queue_len() == 0; }, 3'000)) << "the waiter left the queue";
+  ASSERT_EQ(RunCtl({"lock", "release", "--node", "n1", "--gpu", "4", "--owner", "pod-h/holder"}), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(Holder("n1", 4), "") << "the abandoned wait was not granted";
+  EXPECT_FALSE(fs::exists(marker));
+}
+
 TEST_F(LockCliTest, LosingTheLockStopsTheCommandWithStopOnLoss) {
   fs::path ready = dir_ / "ready";
   std::string script = "trap 'exit 9' TERM; touch " + ready.string() + "; while :; do sleep 0.05; done";

@@ -29,6 +29,9 @@ struct Options {
   std::string resource_name = "vramd.io/vram";
   ledger::Policy policy;
   int bind_attempts = 3;  // reserve retries when a concurrent bind took the chosen GPU
+  // How long a bind is marked in flight (the reconcile loop never frees its
+  // reservation meanwhile); longer than a bind can take: its three API calls.
+  int64_t bind_in_flight_ttl_ms = 30'000;
 };
 
 struct Response {
