@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/placement.h"
 
 namespace vramd::bench {
 
@@ -59,7 +60,8 @@ inline std::string FixtureBody(const std::string& file, int n) {
 // n nodes with `gpus` GPUs of 80Gi each. Odd nodes are full: one entry per
 // GPU holds all of it. Even nodes hold one 16Gi entry on GPU 0 (so fits are
 // not all identical). Entry models alternate so the warm check has work.
-inline ledger::Snapshot MakeSnapshot(int n, int gpus, bool half_full = true) {
+// With `index`, the snapshot is indexed as the Valkey store publishes it.
+inline ledger::Snapshot MakeSnapshot(int n, int gpus, bool index = true, bool half_full = true) {
   ledger::Snapshot snap;
   snap.epoch = 1;
   snap.nodes.reserve(static_cast<size_t>(n));
@@ -92,6 +94,7 @@ inline ledger::Snapshot MakeSnapshot(int n, int gpus, bool half_full = true) {
     }
     snap.nodes.emplace(node.name, std::move(node));
   }
+  if (index) ledger::IndexSnapshot(&snap);
   return snap;
 }
 

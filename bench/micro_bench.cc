@@ -50,11 +50,12 @@ std::vector<std::string> Names(int n) {
   return v;
 }
 
-// Args: {nodes, GPUs per node}. Half of the nodes are full (their reason is
-// built: that is part of the cost).
+// Args: {nodes, GPUs per node, indexed}. Half of the nodes are full (their
+// reason is built: that is part of the cost). indexed=1 is the snapshot as the
+// Valkey store publishes it; indexed=0 the fallback path (hand-built snapshots).
 void BM_Filter(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)));
+  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0);
   const std::vector<std::string> names = Names(n);
   const std::vector<std::string_view> views = Views(names);
   const ledger::VramRequest req = Request32Gi();
@@ -71,7 +72,7 @@ void BM_Filter(benchmark::State& state) {
 
 void BM_Prioritize(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)));
+  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0);
   const std::vector<std::string> names = Names(n);
   const std::vector<std::string_view> views = Views(names);
   const ledger::VramRequest req = Request32Gi();
@@ -87,11 +88,23 @@ void BM_Prioritize(benchmark::State& state) {
 }
 
 void PlacementArgs(benchmark::internal::Benchmark* b) {
-  for (int gpus : {1, 8}) {
-    for (int n : {10, 100, 1000, 5000}) b->Args({n, gpus});
+  for (int indexed : {1, 0}) {
+    for (int gpus : {1, 8}) {
+      for (int n : {10, 100, 1000, 2000, 5000}) b->Args({n, gpus, indexed});
+    }
   }
-  b->ArgNames({"nodes", "gpus"});
+  b->ArgNames({"nodes", "gpus", "indexed"});
 }
+
+// Building the index (the Valkey store does it once per reload).
+void BM_IndexSnapshot(benchmark::State& state) {
+  ledger::Snapshot snap = MakeSnapshot(static_cast<int>(state.range(0)), 8, /*index=*/false);
+  for (auto _ : state) {
+    ledger::IndexSnapshot(&snap);
+    benchmark::DoNotOptimize(snap.index);
+  }
+}
+BENCHMARK(BM_IndexSnapshot)->ArgName("nodes")->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Filter)->Apply(PlacementArgs);
 BENCHMARK(BM_Prioritize)->Apply(PlacementArgs);
 

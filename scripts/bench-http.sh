@@ -127,16 +127,24 @@ EOF
 
 results="$OUT/results.jsonl"
 : > "$results"
-run_wrk() {  # label url path body
-  local label=$1 url=$2 path=$3 body=$4
+cpu_ticks() {  # utime+stime of the given pids, in clock ticks
+  local t=0 p
+  for p in "$@"; do t=$(( t + $(awk '{print $14 + $15}' "/proc/$p/stat") )); done
+  echo "$t"
+}
+hz=$(getconf CLK_TCK)
+run_wrk() {  # label url path body pid...  (pids: the server and what it calls)
+  local label=$1 url=$2 path=$3 body=$4; shift 4
   wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" -s bench/wrk/post.lua "$url" -- "$path" "$body" >/dev/null
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  local c0; c0=$(cpu_ticks "$@")
   wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s bench/wrk/post.lua "$url" -- "$path" "$body" \
     > "$OUT/wrk-$label.txt"
+  local c1; c1=$(cpu_ticks "$@")
   local line; line=$(sed -n 's/^RESULT //p' "$OUT/wrk-$label.txt")
-  line="{\"label\":\"$label\",${line#\{}"
+  line="{\"label\":\"$label\",\"server_cpu_s\":$(python3 -c "print(($c1 - $c0) / $hz)"),${line#\{}"
   echo "${line%\}},\"load1\":$load}" >> "$results"
-  echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %-28s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d non-2xx %d" % (r["label"], r["rps"], r["p50_us"]/1e3, r["p99_us"]/1e3, r["errors"], r["non2xx"]))'
+  echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %-24s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  server CPU %6.1f us/req  errors %d non-2xx %d" % (r["label"], r["rps"], r["p50_us"]/1e3, r["p99_us"]/1e3, r["server_cpu_s"] * 1e6 / max(r["requests"], 1), r["errors"], r["non2xx"]))'
 }
 
 for n in $NAMES; do
@@ -153,17 +161,20 @@ for n in $NAMES; do
   done
   [[ "$LEDGER" == half-full ]] && fill_half "$n"
   declare -A url=([vramd]="http://127.0.0.1:$vport")
+  declare -A spids=([vramd]="$vpid $(cat "$OUT/redis.pid")")  # vramd's cost includes its epoch reads
   bpids=()
   for parser in simdjson nlohmann; do
     bport=$(free_port)
     "$BUILD_DIR/bin/baseline_server" --parser "$parser" --listen "127.0.0.1:$bport" > "$OUT/baseline-$parser-$n.log" 2>&1 &
-    bpids+=($!); pids+=($!)
+    bpid=$!; bpids+=("$bpid"); pids+=("$bpid")
     url[$parser]="http://127.0.0.1:$bport"
+    spids[$parser]=$bpid
     wait_http "http://127.0.0.1:$bport/healthz" 10
   done
   for verb in $VERBS; do
     for server in $SERVERS; do
-      run_wrk "$server-$verb-$n" "${url[$server]}" "/scheduler/$verb" "$OUT/$verb-$n.json"
+      # shellcheck disable=SC2086
+      run_wrk "$server-$verb-$n" "${url[$server]}" "/scheduler/$verb" "$OUT/$verb-$n.json" ${spids[$server]}
     done
   done
   # Resident memory of each server after its runs.

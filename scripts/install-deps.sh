@@ -9,7 +9,8 @@ pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev lib
       libspdlog-dev libsimdjson-dev libssl-dev redis-server redis-tools libgtest-dev libgmock-dev
       libbenchmark-dev curl ca-certificates)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus npm clang libclang-rt-14-dev gdb)
+  pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus npm clang libclang-rt-14-dev gdb
+        redis-sentinel)
 fi
 
 missing=()

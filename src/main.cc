@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vramd/app/api.h"
+#include "vramd/app/logging.h"
 #include "vramd/clock.h"
 #include "vramd/config/config.h"
 #include "vramd/extender/extender.h"
@@ -34,7 +35,9 @@ Usage: vramd [--config FILE] [flags]
 
 Common flags (every config key has a flag and a VRAMD_* variable; see --help-config):
   --listen HOST:PORT        serve the extender, /v1 API, /metrics (default 127.0.0.1:8080)
-  --valkey URL              redis://host:port[/db] of the ledger (default redis://127.0.0.1:6379)
+  --valkey URL              the ledger's Valkey: redis://host:port[/db] (default redis://127.0.0.1:6379)
+                            or through Sentinel (docs/valkey-ha.md):
+                            redis+sentinel://host1:26379,host2:26379[,...]/MASTER[/db]
   --kube-api URL            Kubernetes API server (default: in-cluster service account)
   --kube-token-file FILE    bearer token for the API server
   --kube-ca-file FILE       CA bundle of the API server
@@ -58,17 +61,6 @@ std::string ReadSecretFile(const std::string& path, std::string* error) {
   return s;
 }
 
-void SetupLogging(const vramd::config::Config& cfg) {
-  auto logger = spdlog::stderr_logger_mt("vramd");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  if (cfg.log_json) {
-    spdlog::set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})", spdlog::pattern_time_type::utc);
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  }
-  spdlog::flush_on(spdlog::level::info);
-}
 
 }  // namespace
 
@@ -98,7 +90,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const vramd::config::Config cfg = std::move(loaded).value();
-  SetupLogging(cfg);
+  vramd::app::SetupLogging(cfg.log_level, cfg.log_json);
 
   // Signals are taken synchronously by the main thread only.
   sigset_t sigs;
@@ -125,6 +117,18 @@ int main(int argc, char** argv) {
     }
   } else if (const char* pw = std::getenv("VRAMD_VALKEY_PASSWORD")) {
     vopts.password = pw;  // from a Secret via the environment; never from a flag
+  }
+  vopts.min_replicas_ack = cfg.valkey_min_replicas_ack;
+  vopts.wait_timeout = std::chrono::milliseconds(cfg.valkey_wait_timeout_ms);
+  if (!cfg.valkey_sentinel_password_file.empty()) {
+    std::string err;
+    vopts.sentinel_password = ReadSecretFile(cfg.valkey_sentinel_password_file, &err);
+    if (!err.empty()) {
+      spdlog::critical("valkey.sentinel_password_file: {}", err);
+      return 2;
+    }
+  } else if (const char* pw = std::getenv("VRAMD_VALKEY_SENTINEL_PASSWORD")) {
+    vopts.sentinel_password = pw;
   }
   std::string api_token;
   if (!cfg.api_token_file.empty()) {
@@ -250,7 +254,8 @@ int main(int argc, char** argv) {
     node_sync.Start();
   }
   spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
-               cfg.tls_cert_file.empty() ? "http" : "https", sopts.host, server.port(), cfg.valkey_url,
+               cfg.tls_cert_file.empty() ? "http" : "https", sopts.host, server.port(),
+               vramd::store::RedactValkeyUrl(cfg.valkey_url),
                kube ? "kubernetes" : "standalone", vramd::ledger::ScorePolicyName(cfg.score_policy));
 
   for (;;) {

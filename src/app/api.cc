@@ -46,6 +46,8 @@ http::Reply ExtenderReply(const extender::Response& resp) {
   return r;
 }
 
+}  // namespace
+
 Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
@@ -81,8 +83,6 @@ Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
   }
   return out;
 }
-
-}  // namespace
 
 json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
   std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, usage_max_age_ms);
@@ -198,7 +198,8 @@ void RegisterRoutes(http::Server& server, const ApiServices& svc) {
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     const ledger::Node* n = (*snap)->Find(name);
     if (n == nullptr) return http::ErrorReply(404, "node " + name + " is not in the ledger");
-    for (const auto& [idx, bytes] : *usage) {
+    for (const auto& entry : *usage) {
+      const int idx = entry.first;  // (clang 14 cannot capture a structured binding)
       bool known = std::any_of(n->gpus.begin(), n->gpus.end(), [&](const ledger::Gpu& g) { return g.index == idx; });
       if (!known) return http::ErrorReply(400, "node " + name + " has no GPU " + std::to_string(idx));
     }

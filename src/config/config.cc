@@ -10,6 +10,7 @@
 
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/quantity.h"
+#include "vramd/store/valkey_client.h"
 
 extern char** environ;
 
@@ -76,14 +77,17 @@ Key BytesKey(std::string json, std::string flag, std::string env, std::string he
   return k;
 }
 
+// `shown` is how a rejected value is echoed in the error (a URL's password
+// is redacted); the value itself when null.
 Key StringKey(std::string json, std::string flag, std::string env, std::string help,
-              std::string Config::*field, std::function<Status(const std::string&)> check = nullptr) {
+              std::string Config::*field, std::function<Status(const std::string&)> check = nullptr,
+              std::function<std::string(const std::string&)> shown = nullptr) {
   Key k;
   k.info = {json, flag, env, "", std::move(help)};
-  k.set = [json, field, check](Config* c, const std::string& v) -> Status {
+  k.set = [json, field, check, shown](Config* c, const std::string& v) -> Status {
     if (check) {
       Status s = check(v);
-      if (!s.ok()) return BadValue(json, v, s.message());
+      if (!s.ok()) return BadValue(json, shown ? shown(v) : v, s.message());
     }
     c->*field = v;
     return Status::Ok();
@@ -114,10 +118,14 @@ Status CheckHostPort(const std::string& v) {
 }
 
 Status CheckValkeyUrl(const std::string& v) {
-  if (v.rfind("redis://", 0) == 0 || v.rfind("valkey://", 0) == 0 || v.rfind("redis+sentinel://", 0) == 0) {
-    return Status::Ok();
+  if (v.rfind("redis://", 0) != 0 && v.rfind("valkey://", 0) != 0 && v.rfind("redis+sentinel://", 0) != 0 &&
+      v.rfind("valkey+sentinel://", 0) != 0) {
+    return InvalidArgument(
+        "expected redis://[user:password@]host:port[/db] or "
+        "redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]");
   }
-  return InvalidArgument("expected redis://[user:password@]host:port[/db]");
+  // The same parser the client uses (the message redacts the password).
+  return store::ValidateValkeyUrl(v);
 }
 
 Status CheckLogLevel(const std::string& v) {
@@ -150,8 +158,11 @@ std::vector<Key> BuildKeys() {
                         "require client certificates signed by this CA", &Config::tls_client_ca_file));
   k.push_back(StringKey("api_token_file", "--api-token-file", "VRAMD_API_TOKEN_FILE",
                         "bearer token required by mutating /v1 calls", &Config::api_token_file));
-  k.push_back(StringKey("valkey.url", "--valkey", "VRAMD_VALKEY", "Valkey/Redis URL (no password here)",
-                        &Config::valkey_url, CheckValkeyUrl));
+  k.push_back(StringKey("valkey.url", "--valkey", "VRAMD_VALKEY",
+                        "Valkey URL, redis://host:port[/db] or redis+sentinel://host:port,.../master[/db] "
+                        "(no password here)",
+                        &Config::valkey_url, CheckValkeyUrl,
+                        [](const std::string& v) { return store::RedactValkeyUrl(v); }));
   k.push_back(StringKey("valkey.username", "--valkey-username", "VRAMD_VALKEY_USERNAME", "Valkey ACL user",
                         &Config::valkey_username));
   k.push_back(StringKey("valkey.password_file", "--valkey-password-file", "VRAMD_VALKEY_PASSWORD_FILE",
@@ -162,6 +173,16 @@ std::vector<Key> BuildKeys() {
                      "Valkey connections", &Config::valkey_pool_size, 1, 128));
   k.push_back(IntKey("valkey.timeout_ms", "--valkey-timeout-ms", "VRAMD_VALKEY_TIMEOUT_MS",
                      "connect and command timeout", &Config::valkey_timeout_ms, 10, 60'000));
+  k.push_back(StringKey("valkey.sentinel_password_file", "--valkey-sentinel-password-file",
+                        "VRAMD_VALKEY_SENTINEL_PASSWORD_FILE",
+                        "file holding the sentinels' own password (redis+sentinel:// only; empty: no AUTH)",
+                        &Config::valkey_sentinel_password_file));
+  k.push_back(IntKey("valkey.min_replicas_ack", "--valkey-min-replicas-ack", "VRAMD_VALKEY_MIN_REPLICAS_ACK",
+                     "replicas that must acknowledge a reservation (WAIT) before bind goes on; 0: none",
+                     &Config::valkey_min_replicas_ack, 0, 64));
+  k.push_back(IntKey("valkey.wait_timeout_ms", "--valkey-wait-timeout-ms", "VRAMD_VALKEY_WAIT_TIMEOUT_MS",
+                     "how long a write waits for valkey.min_replicas_ack replicas", &Config::valkey_wait_timeout_ms,
+                     1, 60'000));
   k.push_back(StringKey("resource_name", "--resource-name", "VRAMD_RESOURCE_NAME",
                         "extended resource that carries a pod's VRAM request", &Config::resource_name,
                         CheckNotEmpty));
@@ -371,10 +392,12 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
       }
     }
     // Variables of the project's scripts, tests and vramctl share the prefix;
-    // VRAMD_VALKEY_PASSWORD is read by main (secrets are not config keys).
+    // VRAMD_VALKEY_PASSWORD and VRAMD_VALKEY_SENTINEL_PASSWORD are read by main
+    // (secrets are not config keys).
     // Any other unknown VRAMD_* name is a typo and is rejected.
     static const std::set<std::string> kOthers = {"VRAMD_CACHE", "VRAMD_KEEP_TESTBED", "VRAMD_BIN_DIR",
-                                                  "VRAMD_SERVER", "VRAMD_TOKEN_FILE", "VRAMD_VALKEY_PASSWORD"};
+                                                  "VRAMD_SERVER", "VRAMD_TOKEN_FILE", "VRAMD_VALKEY_PASSWORD",
+                                                  "VRAMD_VALKEY_SENTINEL_PASSWORD"};
     bool tooling = name.rfind("VRAMD_TEST_", 0) == 0 || kOthers.count(name) > 0;
     if (!known && !tooling) return InvalidArgument("unknown environment variable " + name);
   }

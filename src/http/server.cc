@@ -9,6 +9,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sys/stat.h>
+#include <condition_variable>
 
 namespace vramd::http {
 
@@ -36,6 +38,12 @@ bool BearerMatches(const std::string& authorization, const std::string& token) {
   return CRYPTO_memcmp(authorization.data() + kPrefix.size(), token.data(), token.size()) == 0;
 }
 
+namespace {
+thread_local std::string current_request_id;
+}  // namespace
+
+const std::string& CurrentRequestId() { return current_request_id; }
+
 Reply ErrorReply(int status, const std::string& message) {
   Reply r;
   r.status = status;
@@ -52,7 +60,19 @@ struct Server::Impl {
   std::thread thread;
   std::atomic<uint64_t> next_id{1};
   std::mutex tls_mu;
+  std::jthread tls_watch;  // reloads the certificate when its files change
+  std::condition_variable_any tls_cv;
 };
+
+namespace {
+
+int64_t MtimeNs(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
 
 Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
@@ -138,8 +158,13 @@ void Server::Route(const std::string& method, const std::string& pattern, const 
     for (const auto& [k, v] : req.params) r.query.emplace(k, v);
     r.authorization = req.get_header_value("Authorization");
     r.request_id = req.get_header_value("X-Request-Id");
+    if (r.request_id.size() > 128) r.request_id.resize(128);
     if (r.request_id.empty()) r.request_id = std::to_string(im->next_id.fetch_add(1));
     Reply out;
+    current_request_id = r.request_id;
+    struct ClearId {
+      ~ClearId() { current_request_id.clear(); }
+    } clear_id;
     try {
       out = h(r);
     } catch (const std::exception& e) {
@@ -177,10 +202,38 @@ Status Server::Start() {
     port_ = impl_->opts.port;
   }
   impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
+  if (!impl_->opts.tls_cert_file.empty() && impl_->opts.tls_reload_check_ms > 0) {
+    impl_->tls_watch = std::jthread([this](std::stop_token st) {
+      int64_t cert = MtimeNs(impl_->opts.tls_cert_file), key = MtimeNs(impl_->opts.tls_key_file);
+      std::mutex m;
+      while (!st.stop_requested()) {
+        {
+          std::unique_lock<std::mutex> lock(m);
+          impl_->tls_cv.wait_for(lock, st, std::chrono::milliseconds(impl_->opts.tls_reload_check_ms),
+                                 [] { return false; });
+        }
+        int64_t c = MtimeNs(impl_->opts.tls_cert_file), k = MtimeNs(impl_->opts.tls_key_file);
+        if (c == cert && k == key) continue;
+        Status s = ReloadTls();
+        if (s.ok()) {
+          cert = c;
+          key = k;
+          spdlog::info("TLS certificate files changed: reloaded");
+        } else {
+          spdlog::warn("{} (keeping the previous certificate; will retry)", s.message());
+        }
+      }
+    });
+  }
   return Status::Ok();
 }
 
 void Server::Stop() {
+  if (impl_ && impl_->tls_watch.joinable()) {
+    impl_->tls_watch.request_stop();
+    impl_->tls_cv.notify_all();
+    impl_->tls_watch.join();
+  }
   if (impl_ && impl_->thread.joinable()) {
     impl_->server->stop();  // closes the listener; the pool drains in-flight requests
     impl_->thread.join();

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <numeric>
+#include <optional>
 
 #include "vramd/ledger/metrics.h"
 #include "vramd/ledger/quantity.h"
@@ -23,12 +26,64 @@ bool ParseScorePolicy(std::string_view s, ScorePolicy* out) {
 
 int64_t FreeBytes(const Vectors& v) { return v.capacity - std::max(v.allocated, v.used); }
 
+// The compact copy of a snapshot that Filter and Prioritize read (built by
+// IndexSnapshot). Per node: its GPUs' capacity and allocation side by side,
+// usage only for nodes that reported any, the models that make it warm, and
+// a flat open-addressing table from name to node.
+struct PlacementIndex {
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct NodeRec {
+    const Node* node = nullptr;
+    uint32_t name_off = 0, name_len = 0;  // in `names`
+    uint32_t gpu_begin = 0, gpu_count = 0;  // in `gpus` and `gpu_index`
+    uint32_t usage_begin = kNone;  // in `usage` (gpu_count records); kNone: no report on any GPU
+    uint32_t models_begin = 0, models_count = 0;  // in `models`
+  };
+  struct GpuRec {
+    int64_t capacity = 0;
+    int64_t allocated = 0;
+  };
+  struct UsageRec {
+    int64_t used = 0;
+    int64_t used_ts_ms = 0;
+  };
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t node = 0;  // position in `nodes` + 1; 0 = empty
+  };
+
+  size_t node_count = 0;  // snap.nodes.size() when built
+  std::vector<NodeRec> nodes;
+  std::vector<GpuRec> gpus;
+  std::vector<int> gpu_index;  // Gpu::index, parallel to `gpus`
+  std::vector<UsageRec> usage;
+  std::vector<std::pair<uint32_t, uint32_t>> models;  // (offset, length) in `names`
+  std::vector<Slot> slots;
+  uint64_t mask = 0;
+  std::string names;  // node names and model names
+
+  std::string_view Str(uint32_t off, uint32_t len) const { return std::string_view(names).substr(off, len); }
+
+  const NodeRec* Find(std::string_view name, uint64_t hash) const {
+    for (uint64_t i = hash & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots[i];
+      if (s.node == 0) return nullptr;
+      if (s.hash == hash) {
+        const NodeRec& r = nodes[s.node - 1];
+        if (Str(r.name_off, r.name_len) == name) return &r;
+      }
+    }
+  }
+};
+
 // Filter and Prioritize run over thousands of nodes per call, so the per-node
-// work allocates nothing unless it must: the GPU vectors live in a buffer on
-// the stack (nodes with up to kInlineGpus GPUs), the pod-level part of a
-// reason is formatted once per call, and only a node that does not fit pays
-// for its reason string. The results are the same as computing each node
-// with GpuVectors and plain string concatenation (docs/performance.md).
+// work reads the snapshot's index when it has one (a few contiguous arrays
+// instead of a hash-node, GPU vector and entry vectors per node) and
+// allocates nothing unless it must: the GPU vectors live in a buffer on the
+// stack (nodes with up to kInlineGpus GPUs), the pod-level part of a reason
+// is formatted once per call, and only a node that does not fit pays for its
+// reason string. The results are the same as computing each node with
+// GpuVectors and plain string concatenation (docs/performance.md).
 namespace {
 
 constexpr size_t kInlineGpus = 16;
@@ -36,15 +91,9 @@ constexpr size_t kInlineGpus = 16;
 // A node's per-GPU vectors: on the stack for up to kInlineGpus GPUs.
 class NodeVectors {
  public:
+  // From the node itself (GpuVectors without allocating).
   NodeVectors(const Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
-    const size_t n = node.gpus.size();
-    if (n > kInlineGpus) {
-      heap_.resize(n);
-      v_ = heap_.data();
-    } else {
-      v_ = inline_;
-    }
-    size_ = n;
+    const size_t n = Init(node.gpus.size());
     // Same sums as AllocatedPerGpu: an entry's GPU index is looked up among
     // node.gpus (sorted by index); unknown indices count nowhere. Indices
     // are almost always 0..n-1, where the position is the index itself.
@@ -66,10 +115,14 @@ class NodeVectors {
     }
     for (size_t i = 0; i < n; ++i) {
       const Gpu& g = node.gpus[i];
-      bool fresh = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
-      v_[i].used = fresh ? g.used : v_[i].allocated;
+      v_[i].used = Fresh(g.used_ts_ms, now_ms, usage_max_age_ms) ? g.used : v_[i].allocated;
     }
   }
+
+  // From a snapshot index (see PlacementIndex below).
+  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
+              int64_t usage_max_age_ms);
+
   NodeVectors(const NodeVectors&) = delete;
   NodeVectors& operator=(const NodeVectors&) = delete;
 
@@ -86,10 +139,43 @@ class NodeVectors {
   }
 
  private:
+  static bool Fresh(int64_t ts, int64_t now_ms, int64_t max_age) { return ts > 0 && now_ms - ts <= max_age; }
+
+  size_t Init(size_t n) {
+    if (n > kInlineGpus) {
+      heap_.resize(n);
+      v_ = heap_.data();
+    } else {
+      v_ = inline_;
+    }
+    size_ = n;
+    return n;
+  }
+
   Vectors inline_[kInlineGpus];
   std::vector<Vectors> heap_;
   Vectors* v_ = nullptr;
   size_t size_ = 0;
+};
+
+NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
+                         int64_t usage_max_age_ms) {
+  const size_t n = Init(rec.gpu_count);
+  const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
+  for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
+  if (rec.usage_begin != PlacementIndex::kNone) {
+    const PlacementIndex::UsageRec* u = ix.usage.data() + rec.usage_begin;
+    for (size_t i = 0; i < n; ++i) {
+      if (Fresh(u[i].used_ts_ms, now_ms, usage_max_age_ms)) v_[i].used = u[i].used;
+    }
+  }
+}
+
+// Gpu::index of a node's i-th GPU, from the node or from the index.
+struct GpuIndices {
+  const Gpu* gpus = nullptr;
+  const int* index = nullptr;
+  int operator()(size_t i) const { return gpus != nullptr ? gpus[i].index : index[i]; }
 };
 
 void AppendGpuWord(int n, std::string* out) {
@@ -107,9 +193,9 @@ std::string Needs(const VramRequest& req) {
   return s + " on each of " + std::to_string(req.gpu_count) + " GPUs";
 }
 
-void AppendDescribe(const Gpu& g, const Vectors& v, std::string* out) {
+void AppendDescribe(int gpu_index, const Vectors& v, std::string* out) {
   *out += "GPU ";
-  *out += std::to_string(g.index);
+  *out += std::to_string(gpu_index);
   *out += " (capacity ";
   *out += FormatBytes(v.capacity);
   *out += ", allocated ";
@@ -128,6 +214,16 @@ bool IsWarm(const Node& node, const std::string& model) {
                      [&](const Entry& e) { return e.model == model; });
 }
 
+// IsWarm over the index: the node's models and its entries' models.
+bool IsWarm(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const std::string& model) {
+  if (model.empty()) return false;
+  for (uint32_t k = 0; k < rec.models_count; ++k) {
+    const auto& [off, len] = ix.models[rec.models_begin + k];
+    if (ix.Str(off, len) == model) return true;
+  }
+  return false;
+}
+
 constexpr const char* kUnknownNodeReason =
     // Reasons carry no node name so kube-scheduler groups identical ones
     // ("0/N nodes are available: 12 no GPU capacity known to vramd ...").
@@ -135,30 +231,64 @@ constexpr const char* kUnknownNodeReason =
     "or GPU Feature Discovery labels)";
 
 // What one call knows about the pod, computed once for all its nodes.
+// The last few reasons one call built, by what they say: in a cluster of
+// alike nodes most nodes that do not fit give one of a handful of reasons,
+// and copying one is cheaper than formatting it again.
+class ReasonMemo {
+ public:
+  struct Key {
+    int kind = -1;  // -1: empty slot
+    int gpu = 0;
+    int count = 0;
+    int64_t a = 0, b = 0, c = 0;
+    bool operator==(const Key&) const = default;
+  };
+  const std::string* Find(const Key& k) const {
+    for (const Slot& s : slots_) {
+      if (s.key == k) return &s.reason;
+    }
+    return nullptr;
+  }
+  void Add(const Key& k, const std::string& reason) {
+    Slot& s = slots_[next_++ % kSlots];
+    s.key = k;
+    s.reason = reason;
+  }
+
+ private:
+  static constexpr size_t kSlots = 8;
+  struct Slot {
+    Key key;
+    std::string reason;
+  };
+  Slot slots_[kSlots];
+  size_t next_ = 0;
+};
+
 struct PodContext {
   const VramRequest& req;
   const Policy& policy;
   int64_t now_ms;
   std::string needs;  // Needs(req), the start of every capacity reason
+  mutable ReasonMemo memo{};  // one call, one thread
 };
 
-// Decides one node. Fills d->choice only when `choose` (Filter and
-// Prioritize need the verdict, bind needs the GPUs). `vec` must be the
-// node's vectors.
-void Decide(const Node& node, const NodeVectors& vec, const PodContext& pc, bool choose, NodeDecision* d) {
+// Decides one node from its vectors. Fills d->choice only when `choose`
+// (Filter and Prioritize need the verdict, bind needs the GPUs).
+void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, bool choose, NodeDecision* d) {
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
-  if (node.gpus.empty()) {
+  if (vec.size() == 0) {
     d->verdict = Verdict::kUnresolvable;
     d->reason = "node has no GPUs";
     return;
   }
-  if (static_cast<size_t>(want) > node.gpus.size()) {
+  if (static_cast<size_t>(want) > vec.size()) {
     d->verdict = Verdict::kUnresolvable;
     d->reason.reserve(pc.needs.size() + 32);
     d->reason = pc.needs;
     d->reason += "; node has only ";
-    AppendGpuWord(static_cast<int>(node.gpus.size()), &d->reason);
+    AppendGpuWord(static_cast<int>(vec.size()), &d->reason);
     return;
   }
 
@@ -167,31 +297,51 @@ void Decide(const Node& node, const NodeVectors& vec, const PodContext& pc, bool
   size_t largest_cap = 0;
   int room = 0;
   size_t largest_free = 0;
+  int64_t max_cap = vec[0].capacity, max_free = FreeBytes(vec[0]);
   for (size_t i = 0; i < n; ++i) {
-    if (vec[i].capacity >= req.per_gpu) ++big_enough;
-    if (vec[i].capacity > vec[largest_cap].capacity) largest_cap = i;
-    if (FreeBytes(vec[i]) >= req.per_gpu) ++room;
-    if (FreeBytes(vec[i]) > FreeBytes(vec[largest_free])) largest_free = i;
+    const int64_t cap = vec[i].capacity, free = FreeBytes(vec[i]);
+    if (cap >= req.per_gpu) ++big_enough;
+    if (cap > max_cap) {
+      max_cap = cap;
+      largest_cap = i;
+    }
+    if (free >= req.per_gpu) ++room;
+    if (free > max_free) {
+      max_free = free;
+      largest_free = i;
+    }
   }
   if (big_enough < want) {
     d->verdict = Verdict::kUnresolvable;
+    const ReasonMemo::Key key{1, gpu_index(largest_cap), want > 1 ? big_enough : 0, max_cap, 0, 0};
+    if (const std::string* known = pc.memo.Find(key)) {
+      d->reason = *known;
+      return;
+    }
     std::string& r = d->reason;
     r.reserve(pc.needs.size() + 80);
     r = pc.needs;
     r += "; largest GPU capacity is ";
     r += FormatBytes(vec[largest_cap].capacity);
     r += " (GPU ";
-    r += std::to_string(node.gpus[largest_cap].index);
+    r += std::to_string(gpu_index(largest_cap));
     r += ')';
     if (want > 1) {
       r += ", ";
       AppendGpuWord(big_enough, &r);
       r += " large enough";
     }
+    pc.memo.Add(key, r);
     return;
   }
   if (room < want) {
     d->verdict = Verdict::kNoRoomNow;
+    const Vectors& lf = vec[largest_free];
+    const ReasonMemo::Key key{2, gpu_index(largest_free), want > 1 ? room : 0, lf.capacity, lf.allocated, lf.used};
+    if (const std::string* known = pc.memo.Find(key)) {
+      d->reason = *known;
+      return;
+    }
     std::string& r = d->reason;
     r.reserve(pc.needs.size() + 112);
     r = pc.needs;
@@ -203,7 +353,8 @@ void Decide(const Node& node, const NodeVectors& vec, const PodContext& pc, bool
     r += "largest free is ";
     r += FormatBytes(std::max<int64_t>(0, FreeBytes(vec[largest_free])));
     r += " on ";
-    AppendDescribe(node.gpus[largest_free], vec[largest_free], &r);
+    AppendDescribe(gpu_index(largest_free), lf, &r);
+    pc.memo.Add(key, r);
     return;
   }
   d->verdict = Verdict::kFits;
@@ -235,7 +386,7 @@ void Decide(const Node& node, const NodeVectors& vec, const PodContext& pc, bool
   }
   d->choice.per_gpu = req.per_gpu;
   d->choice.gpus.reserve(static_cast<size_t>(want));
-  for (int k = 0; k < want; ++k) d->choice.gpus.push_back(node.gpus[order[k]].index);
+  for (int k = 0; k < want; ++k) d->choice.gpus.push_back(gpu_index(order[k]));
   std::sort(d->choice.gpus.begin(), d->choice.gpus.end());
 }
 
@@ -249,9 +400,9 @@ class NameSet {
     slots_.assign(cap, nullptr);
     mask_ = cap - 1;
   }
-  // False when `name` was inserted before.
-  bool Insert(const std::string_view* name) {
-    size_t i = std::hash<std::string_view>{}(*name) & mask_;
+  // False when `name` (whose std::hash is `hash`) was inserted before.
+  bool Insert(const std::string_view* name, uint64_t hash) {
+    size_t i = hash & mask_;
     while (slots_[i] != nullptr) {
       if (*slots_[i] == *name) return false;
       i = (i + 1) & mask_;
@@ -273,7 +424,73 @@ const Node* FindNode(const Snapshot& snap, std::string_view name, std::string* k
   return it == snap.nodes.end() ? nullptr : &it->second;
 }
 
+// The index when it is usable (built for this snapshot's node set).
+const PlacementIndex* IndexOf(const Snapshot& snap) {
+  const PlacementIndex* ix = snap.index.get();
+  return ix != nullptr && ix->node_count == snap.nodes.size() ? ix : nullptr;
+}
+
+uint64_t HashName(std::string_view name) { return std::hash<std::string_view>{}(name); }
+
 }  // namespace
+
+void IndexSnapshot(Snapshot* snap) {
+  auto ix = std::make_shared<PlacementIndex>();
+  const size_t n = snap->nodes.size();
+  ix->node_count = n;
+  ix->nodes.reserve(n);
+  size_t total_gpus = 0;
+  for (const auto& [name, node] : snap->nodes) total_gpus += node.gpus.size();
+  ix->gpus.reserve(total_gpus);
+  ix->gpu_index.reserve(total_gpus);
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  ix->slots.assign(cap, PlacementIndex::Slot{});
+  ix->mask = cap - 1;
+  std::vector<std::string_view> node_models;
+  for (const auto& [name, node] : snap->nodes) {
+    PlacementIndex::NodeRec rec;
+    rec.node = &node;
+    rec.name_off = static_cast<uint32_t>(ix->names.size());
+    rec.name_len = static_cast<uint32_t>(name.size());
+    ix->names += name;
+    rec.gpu_begin = static_cast<uint32_t>(ix->gpus.size());
+    rec.gpu_count = static_cast<uint32_t>(node.gpus.size());
+    // Allocation sums exactly as the node path computes them (usage aside).
+    NodeVectors vec(node, /*now_ms=*/0, /*usage_max_age_ms=*/0);
+    bool reported = false;
+    for (size_t i = 0; i < node.gpus.size(); ++i) {
+      ix->gpus.push_back({vec[i].capacity, vec[i].allocated});
+      ix->gpu_index.push_back(node.gpus[i].index);
+      reported = reported || node.gpus[i].used_ts_ms > 0;
+    }
+    if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
+      rec.usage_begin = static_cast<uint32_t>(ix->usage.size());
+      for (const Gpu& g : node.gpus) ix->usage.push_back({g.used, g.used_ts_ms});
+    }
+    node_models.clear();
+    for (const auto& [model, ms] : node.models) {
+      if (!model.empty()) node_models.push_back(model);
+    }
+    for (const Entry& e : node.entries) {
+      if (!e.model.empty()) node_models.push_back(e.model);
+    }
+    std::sort(node_models.begin(), node_models.end());
+    node_models.erase(std::unique(node_models.begin(), node_models.end()), node_models.end());
+    rec.models_begin = static_cast<uint32_t>(ix->models.size());
+    rec.models_count = static_cast<uint32_t>(node_models.size());
+    for (std::string_view m : node_models) {
+      ix->models.emplace_back(static_cast<uint32_t>(ix->names.size()), static_cast<uint32_t>(m.size()));
+      ix->names += m;
+    }
+    const uint64_t h = HashName(name);
+    uint64_t i = h & ix->mask;
+    while (ix->slots[i].node != 0) i = (i + 1) & ix->mask;
+    ix->nodes.push_back(rec);
+    ix->slots[i] = {h, static_cast<uint32_t>(ix->nodes.size())};
+  }
+  snap->index = std::move(ix);
+}
 
 NodeDecision DecideNode(const Node* node, std::string_view node_name, const VramRequest& req,
                         const Policy& policy, int64_t now_ms) {
@@ -285,32 +502,131 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
   }
   PodContext pc{req, policy, now_ms, Needs(req)};
   NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
-  Decide(*node, vec, pc, /*choose=*/true, &d);
+  Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d);
   return d;
 }
+
+namespace {
+
+// Looks up the candidate names in the index a block at a time, with the
+// block's memory accesses overlapped: hash every name and prefetch its slot,
+// then read the slots and prefetch the node records, then prefetch each
+// node's name and GPU records, and only then compare and hand them out. One
+// lookup at a time would wait for each of those cache misses in turn; at
+// thousands of nodes the index does not fit in L2 and that waiting was most
+// of the time of a call.
+class IndexLookup {
+ public:
+  IndexLookup(const PlacementIndex& ix, const std::vector<std::string_view>& names) : ix_(ix), names_(names) {}
+
+  // The record of names[i] or null; i must not decrease between calls.
+  const PlacementIndex::NodeRec* Get(size_t i) {
+    if (i >= end_) Fill(i);
+    return recs_[i - begin_];
+  }
+
+ private:
+  static constexpr size_t kBlock = 16;
+
+  void Fill(size_t begin) {
+    begin_ = begin;
+    end_ = std::min(begin + kBlock, names_.size());
+    const size_t m = end_ - begin_;
+    uint64_t hash[kBlock];
+    uint32_t cand[kBlock];
+    for (size_t k = 0; k < m; ++k) {
+      hash[k] = HashName(names_[begin_ + k]);
+      __builtin_prefetch(&ix_.slots[hash[k] & ix_.mask]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      // The first slot with this hash (or the empty one ending the run).
+      uint64_t i = hash[k] & ix_.mask;
+      while (ix_.slots[i].node != 0 && ix_.slots[i].hash != hash[k]) i = (i + 1) & ix_.mask;
+      cand[k] = ix_.slots[i].node;
+      if (cand[k] != 0) __builtin_prefetch(&ix_.nodes[cand[k] - 1]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      if (cand[k] == 0) continue;
+      const PlacementIndex::NodeRec& r = ix_.nodes[cand[k] - 1];
+      __builtin_prefetch(ix_.names.data() + r.name_off);
+      const char* g = reinterpret_cast<const char*>(ix_.gpus.data() + r.gpu_begin);
+      const size_t bytes = r.gpu_count * sizeof(PlacementIndex::GpuRec);
+      for (size_t off = 0; off < bytes && off < 4 * 64; off += 64) __builtin_prefetch(g + off);
+      if (bytes > 0) __builtin_prefetch(g + bytes - 1);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const std::string_view name = names_[begin_ + k];
+      if (cand[k] == 0) {
+        recs_[k] = nullptr;
+        continue;
+      }
+      const PlacementIndex::NodeRec& r = ix_.nodes[cand[k] - 1];
+      // Equal hashes of different names: the full probe decides.
+      recs_[k] = ix_.Str(r.name_off, r.name_len) == name ? &r : ix_.Find(name, hash[k]);
+    }
+  }
+
+  const PlacementIndex& ix_;
+  const std::vector<std::string_view>& names_;
+  size_t begin_ = 0, end_ = 0;
+  const PlacementIndex::NodeRec* recs_[kBlock];
+};
+
+void AddDecision(std::string_view name, NodeDecision* d, FilterResult* out) {
+  switch (d->verdict) {
+    case Verdict::kFits: out->fits.push_back(name); break;
+    case Verdict::kNoRoomNow: out->failed.emplace_back(name, std::move(d->reason)); break;
+    case Verdict::kUnresolvable: out->unresolvable.emplace_back(name, std::move(d->reason)); break;
+  }
+}
+
+}  // namespace
 
 FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
   const PodContext pc{req, policy, now_ms, Needs(req)};
-  NameSet seen(names.size());
-  std::string key;
-  for (const std::string_view& name : names) {
-    if (!seen.Insert(&name)) continue;
-    const Node* node = FindNode(snap, name, &key);
-    if (node == nullptr) {
-      out.unresolvable.emplace_back(name, kUnknownNodeReason);
+  const PlacementIndex* ix = IndexOf(snap);
+  if (ix == nullptr) {
+    NameSet seen(names.size());
+    std::string key;
+    for (const std::string_view& name : names) {
+      if (!seen.Insert(&name, HashName(name))) continue;
+      const Node* node = FindNode(snap, name, &key);
+      if (node == nullptr) {
+        out.unresolvable.emplace_back(name, kUnknownNodeReason);
+        continue;
+      }
+      NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+      NodeDecision d;
+      Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d);
+      AddDecision(name, &d, &out);
+    }
+    return out;
+  }
+  // Duplicates: a known name is a node position (one bit each); unknown
+  // names, rare, go to a name set made on first need.
+  std::vector<uint64_t> seen_nodes((ix->nodes.size() + 63) / 64);
+  std::unique_ptr<NameSet> seen_unknown;
+  IndexLookup lookup(*ix, names);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const PlacementIndex::NodeRec* rec = lookup.Get(i);
+    if (rec == nullptr) {
+      if (!seen_unknown) seen_unknown = std::make_unique<NameSet>(names.size());
+      if (seen_unknown->Insert(&names[i], HashName(names[i]))) {
+        out.unresolvable.emplace_back(names[i], kUnknownNodeReason);
+      }
       continue;
     }
-    NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+    const size_t pos = static_cast<size_t>(rec - ix->nodes.data());
+    const uint64_t bit = uint64_t{1} << (pos & 63);
+    if (seen_nodes[pos >> 6] & bit) continue;
+    seen_nodes[pos >> 6] |= bit;
+    NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
     NodeDecision d;
-    Decide(*node, vec, pc, /*choose=*/false, &d);
-    switch (d.verdict) {
-      case Verdict::kFits: out.fits.push_back(name); break;
-      case Verdict::kNoRoomNow: out.failed.emplace_back(name, std::move(d.reason)); break;
-      case Verdict::kUnresolvable: out.unresolvable.emplace_back(name, std::move(d.reason)); break;
-    }
+    Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d);
+    AddDecision(names[i], &d, &out);
   }
   return out;
 }
@@ -335,21 +651,36 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
   int64_t max_cold_free = 0;
   int64_t max_free_after = 0;
   const PodContext pc{req, policy, now_ms, Needs(req)};
+  const PlacementIndex* ix = IndexOf(snap);
+  const bool headroom = policy.score == ScorePolicy::kHeadroom;
   std::string key;
+  std::optional<IndexLookup> lookup;
+  if (ix != nullptr) lookup.emplace(*ix, names);
   for (size_t i = 0; i < names.size(); ++i) {
-    const Node* node = FindNode(snap, names[i], &key);
-    if (node == nullptr) continue;
-    NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
-    NodeDecision d;
-    Decide(*node, vec, pc, /*choose=*/false, &d);
-    if (d.verdict != Verdict::kFits) continue;
     Cand& c = cands[i];
-    c.fits = true;
-    for (size_t g = 0; g < vec.size(); ++g) c.free += std::max<int64_t>(0, FreeBytes(vec[g]));
-    c.saturation = ComputeMetrics(vec.Sum()).saturation;
-    c.warm = policy.score == ScorePolicy::kHeadroom && IsWarm(*node, req.model);
-    if (!c.warm) max_cold_free = std::max(max_cold_free, c.free);
-    max_free_after = std::max(max_free_after, c.free - req.total);
+    auto score = [&](const NodeVectors& vec, GpuIndices gpu_index, auto&& warm) {
+      NodeDecision d;
+      Decide(vec, gpu_index, pc, /*choose=*/false, &d);
+      if (d.verdict != Verdict::kFits) return;
+      c.fits = true;
+      for (size_t g = 0; g < vec.size(); ++g) c.free += std::max<int64_t>(0, FreeBytes(vec[g]));
+      c.saturation = ComputeMetrics(vec.Sum()).saturation;
+      c.warm = headroom && warm();
+      if (!c.warm) max_cold_free = std::max(max_cold_free, c.free);
+      max_free_after = std::max(max_free_after, c.free - req.total);
+    };
+    if (ix != nullptr) {
+      const PlacementIndex::NodeRec* rec = lookup->Get(i);
+      if (rec == nullptr) continue;
+      NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
+      score(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin},
+            [&] { return IsWarm(*ix, *rec, req.model); });
+    } else {
+      const Node* node = FindNode(snap, names[i], &key);
+      if (node == nullptr) continue;
+      NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+      score(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
+    }
   }
   std::vector<HostScore> out;
   out.reserve(names.size());

@@ -4,6 +4,14 @@
 // write by command_timeout (SO_RCVTIMEO/SO_SNDTIMEO set by redisSetTimeout).
 // A connection that saw a transport error is freed, never reused, and the idle
 // ones are dropped with it (they most likely point at the same dead server).
+//
+// Through Sentinel (store/sentinel.h) the server's address is not fixed: the
+// client keeps the primary the sentinels last named, with a generation number
+// that every connection carries. Whatever suggests the primary moved (a
+// transport error, a failed connect, ROLE saying "slave", a READONLY reply)
+// forgets the address and bumps the generation: connections of an older
+// generation are closed instead of reused, and the next connect asks the
+// sentinels again. Connects keep the fixed-server backoff.
 #include <openssl/sha.h>
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +26,7 @@
 #include <mutex>
 #include <utility>
 
+#include "store/sentinel.h"
 #include "vramd/store/valkey_client.h"
 
 namespace vramd::store {
@@ -26,12 +35,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// The deleter also carries the connection's route generation (see above):
+// hiredis 0.14's context has no user data field.
 struct ContextFree {
+  uint64_t gen = 0;
   void operator()(redisContext* c) const {
     if (c != nullptr) redisFree(c);
   }
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
+
+uint64_t GenOf(const ContextPtr& c) { return c.get_deleter().gen; }
+
+bool IsReadonly(const Reply& r) { return r.is_error() && r.str.starts_with("READONLY"); }
 
 // Replies are built straight into Reply trees by hiredis's reader, so there
 // is no redisReply tree to copy from: a child is constructed in place in its
@@ -167,13 +183,18 @@ ReplyPtr Run(redisContext* c, const std::vector<std::string>& argv) {
 
 class PooledValkeyClient final : public ValkeyClient {
  public:
-  PooledValkeyClient(ValkeyOptions opts, Result<ValkeyEndpoint> endpoint)
-      : opts_(std::move(opts)), pool_size_(std::max(opts_.pool_size, 1)) {
+  // `endpoint`: the server, or with `sentinel` the credentials and database
+  // of whatever primary the sentinels name (its host and port are unused).
+  PooledValkeyClient(ValkeyOptions opts, Result<ValkeyEndpoint> endpoint,
+                     std::unique_ptr<SentinelResolver> sentinel = nullptr)
+      : opts_(std::move(opts)),
+        pool_size_(std::max(opts_.pool_size, 1)),
+        sentinel_(std::move(sentinel)) {
     if (endpoint.ok()) {
       endpoint_ = std::move(endpoint).value();
       if (!opts_.password.empty()) endpoint_.password = opts_.password;
       if (!opts_.username.empty()) endpoint_.username = opts_.username;
-      display_ = endpoint_.Display();
+      display_ = sentinel_ ? sentinel_->master_name() : endpoint_.Display();
     } else {
       config_error_ = endpoint.status();
       spdlog::error("valkey: {}", config_error_.message());
@@ -194,7 +215,7 @@ class PooledValkeyClient final : public ValkeyClient {
     ContextPtr c = std::move(lease).value();
     ReplyPtr r = Run(c.get(), argv);
     if (!r) return Broken(std::move(c), argv[0]);
-    GiveBack(std::move(c));
+    Done(std::move(c), *r);
     return std::move(*r);
   }
 
@@ -227,6 +248,7 @@ class PooledValkeyClient final : public ValkeyClient {
     if (redisAppendFormattedCommand(c.get(), resp.data(), resp.size()) != REDIS_OK) {
       return Broken(std::move(c), "pipeline");
     }
+    bool readonly = false;
     for (size_t i = 0; i < cmds.size(); ++i) {
       void* raw = nullptr;
       if (redisGetReply(c.get(), &raw) != REDIS_OK || raw == nullptr) {
@@ -234,6 +256,7 @@ class PooledValkeyClient final : public ValkeyClient {
         return Broken(std::move(c), "pipeline");
       }
       ReplyPtr r(static_cast<Reply*>(raw));
+      readonly = readonly || IsReadonly(*r);
       try {
         each(i, *r);
       } catch (...) {
@@ -242,12 +265,82 @@ class PooledValkeyClient final : public ValkeyClient {
         throw;
       }
     }
-    GiveBack(std::move(c));
+    if (readonly && sentinel_) {
+      Demoted(std::move(c));
+    } else {
+      GiveBack(std::move(c));
+    }
     return Status::Ok();
   }
 
   Result<Reply> Eval(const Script& script, const std::vector<std::string>& keys,
                      const std::vector<std::string>& args) override {
+    auto lease = Borrow();
+    if (!lease.ok()) return lease.status();
+    ContextPtr c = std::move(lease).value();
+    auto r = RunScript(&c, script, keys, args);
+    if (!r.ok()) return r.status();
+    Done(std::move(c), *r);
+    return r;
+  }
+
+  Result<ReplicatedReply> EvalReplicated(const Script& script, const std::vector<std::string>& keys,
+                                         const std::vector<std::string>& args) override {
+    auto lease = Borrow();
+    if (!lease.ok()) return lease.status();
+    ContextPtr c = std::move(lease).value();
+    auto r = RunScript(&c, script, keys, args);
+    if (!r.ok()) return r.status();
+    ReplicatedReply out{std::move(r).value(), Status::Ok()};
+    if (opts_.min_replicas_ack <= 0 || out.reply.is_error()) {
+      Done(std::move(c), out.reply);
+      return out;
+    }
+    // WAIT blocks up to wait_timeout on the server: the socket may wait
+    // that much longer than for other replies.
+    const auto wait = std::max(opts_.wait_timeout, milliseconds(1));
+    const std::string need = std::to_string(opts_.min_replicas_ack);
+    redisSetTimeout(c.get(), ToTimeval(opts_.command_timeout + wait));
+    ReplyPtr w = Run(c.get(), {"WAIT", need, std::to_string(wait.count())});
+    if (!w) {
+      out.replication = Broken(std::move(c), "WAIT");
+      return out;
+    }
+    if (redisSetTimeout(c.get(), ToTimeval(opts_.command_timeout)) != REDIS_OK) {
+      out.replication = Broken(std::move(c), "WAIT");
+      return out;
+    }
+    if (w->type == Reply::Type::kInteger && w->integer >= opts_.min_replicas_ack) {
+      if (short_of_replicas_.exchange(false)) {
+        spdlog::info("valkey {}: writes reach {} replica(s) again", Display(), w->integer);
+      }
+    } else {
+      std::string msg = "valkey " + Display() + ": ";
+      msg += w->is_error() ? "WAIT failed: " + w->str
+                           : "the write reached " + std::to_string(w->integer) + " of the " + need +
+                                 " replica(s) valkey.min_replicas_ack asks for within " +
+                                 std::to_string(wait.count()) + "ms";
+      if (!short_of_replicas_.exchange(true)) {
+        spdlog::warn("{}", msg);
+      } else {
+        spdlog::debug("{}", msg);
+      }
+      out.replication = Unavailable(std::move(msg));
+    }
+    GiveBack(std::move(c));
+    return out;
+  }
+
+  const std::string& prefix() const override { return opts_.key_prefix; }
+
+ private:
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<bool> short_of_replicas_{false};  // the last WAIT fell short
+
+  // EVALSHA, then EVAL when the server answers NOSCRIPT. On a transport
+  // error the connection is gone (*c is empty) and the status says why.
+  Result<Reply> RunScript(ContextPtr* c, const Script& script, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args) {
     std::vector<std::string> argv;
     argv.reserve(3 + keys.size() + args.size());
     argv.emplace_back("EVALSHA");
@@ -256,27 +349,28 @@ class PooledValkeyClient final : public ValkeyClient {
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
 
-    auto lease = Borrow();
-    if (!lease.ok()) return lease.status();
-    ContextPtr c = std::move(lease).value();
-    ReplyPtr r = Run(c.get(), argv);
-    if (!r) return Broken(std::move(c), "EVALSHA");
+    ReplyPtr r = Run(c->get(), argv);
+    if (!r) return Broken(std::move(*c), "EVALSHA");
     if (r->is_error() && r->str.starts_with("NOSCRIPT")) {
       // The server does not have the script cached (first use, restart,
       // SCRIPT FLUSH): send the source, which also caches it.
       argv[0] = "EVAL";
       argv[1] = script.source();
-      r = Run(c.get(), argv);
-      if (!r) return Broken(std::move(c), "EVAL");
+      r = Run(c->get(), argv);
+      if (!r) return Broken(std::move(*c), "EVAL");
     }
-    GiveBack(std::move(c));
     return std::move(*r);
   }
 
-  const std::string& prefix() const override { return opts_.key_prefix; }
-
- private:
-  std::atomic<uint64_t> errors_{0};
+  // Returns a connection after a reply: to the pool, or, when the reply says
+  // the server is a replica now (through Sentinel), away with the pool.
+  void Done(ContextPtr c, const Reply& r) {
+    if (sentinel_ && IsReadonly(r)) {
+      Demoted(std::move(c));
+    } else {
+      GiveBack(std::move(c));
+    }
+  }
 
   // Takes an idle connection (checked with PING when it sat unused for a
   // while: the server or a middlebox may have dropped it), opens a new one
@@ -290,12 +384,25 @@ class PooledValkeyClient final : public ValkeyClient {
       if (!idle_.empty()) {
         Idle idle = std::move(idle_.back());
         idle_.pop_back();
+        if (sentinel_ && GenOf(idle.c) != CurrentGen()) {
+          idle.c.reset();  // made for a primary that has been forgotten since
+          --open_;
+          continue;
+        }
         if (Clock::now() - idle.since < kIdleCheckAfter) return std::move(idle.c);
         lk.unlock();
-        ReplyPtr pong = Run(idle.c.get(), {"PING"});
-        if (pong && !pong->is_error()) return std::move(idle.c);
-        spdlog::debug("valkey {}: dropped a stale pooled connection", display_);
+        // Through Sentinel, ROLE rather than PING: a primary demoted while
+        // the connection sat idle still answers, but as a replica.
+        ReplyPtr pong = Run(idle.c.get(), {sentinel_ ? "ROLE" : "PING"});
+        if (pong && !pong->is_error() &&
+            (!sentinel_ || (pong->type == Reply::Type::kArray && !pong->elements.empty() &&
+                            pong->elements[0].str == "master"))) {
+          return std::move(idle.c);
+        }
+        spdlog::debug("valkey {}: dropped a stale pooled connection", Display());
+        const uint64_t gen = GenOf(idle.c);
         idle.c.reset();
+        if (sentinel_ && pong && !pong->is_error()) Forget(gen);  // demoted: ask the sentinels
         lk.lock();
         --open_;
         continue;
@@ -314,7 +421,7 @@ class PooledValkeyClient final : public ValkeyClient {
           backoff_ = milliseconds(0);
           if (failing_) {
             failing_ = false;
-            spdlog::info("valkey {} reachable again", display_);
+            spdlog::info("valkey {} reachable again", Display());
           }
           return c;
         }
@@ -340,7 +447,7 @@ class PooledValkeyClient final : public ValkeyClient {
       }
       if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && idle_.empty() &&
           open_ >= pool_size_) {
-        return CountError("valkey " + display_ + ": all " + std::to_string(pool_size_) +
+        return CountError("valkey " + Display() + ": all " + std::to_string(pool_size_) +
                            " connections stayed busy for " +
                            std::to_string((opts_.connect_timeout + opts_.command_timeout).count()) +
                            "ms");
@@ -351,7 +458,7 @@ class PooledValkeyClient final : public ValkeyClient {
   void GiveBack(ContextPtr c) {
     {
       std::lock_guard lk(mu_);
-      if (c->err != 0) {
+      if (c->err != 0 || (sentinel_ && GenOf(c) != CurrentGen())) {
         c.reset();
         --open_;
       } else {
@@ -359,6 +466,22 @@ class PooledValkeyClient final : public ValkeyClient {
       }
     }
     cv_.notify_one();
+  }
+
+  // Frees a connection and the idle ones; through Sentinel, forgets the
+  // primary too, so the next connect asks the sentinels.
+  void DropAll(ContextPtr c) {
+    const uint64_t gen = GenOf(c);
+    std::vector<Idle> dropped;
+    {
+      std::lock_guard lk(mu_);
+      c.reset();
+      --open_;
+      open_ -= static_cast<int>(idle_.size());
+      dropped.swap(idle_);
+    }
+    cv_.notify_all();
+    if (sentinel_) Forget(gen);
   }
 
   // Frees a connection that saw a transport error (and the idle ones with
@@ -370,18 +493,19 @@ class PooledValkeyClient final : public ValkeyClient {
          reason.find("timed out") != std::string::npos)) {
       reason = "no reply within " + std::to_string(opts_.command_timeout.count()) + "ms";
     }
-    std::vector<Idle> dropped;
-    {
-      std::lock_guard lk(mu_);
-      c.reset();
-      --open_;
-      open_ -= static_cast<int>(idle_.size());
-      dropped.swap(idle_);
-    }
-    cv_.notify_all();
-    std::string msg = "valkey " + display_ + ": " + std::string(what) + " failed: " + reason;
+    std::string msg = "valkey " + Display() + ": " + std::string(what) + " failed: " + reason;
+    DropAll(std::move(c));
     spdlog::warn("{}", msg);
     return CountError(std::move(msg));
+  }
+
+  // The server answered READONLY: it is a replica now (failover). Nothing
+  // was written; the pool is dropped and the sentinels are asked again.
+  void Demoted(ContextPtr c) {
+    spdlog::warn("valkey {}: the server answered READONLY (it is a replica now); asking the "
+                 "sentinels for the primary",
+                 Display());
+    DropAll(std::move(c));
   }
 
   // Every transport failure a caller sees is counted (vramd_valkey_errors_total).
@@ -392,14 +516,107 @@ class PooledValkeyClient final : public ValkeyClient {
 
   std::string Unreachable(const std::string& err, Clock::duration retry_in) const {
     const auto ms = std::chrono::ceil<milliseconds>(retry_in).count();
-    return "valkey " + display_ + " unreachable: " + err + " (retrying in " + std::to_string(ms) +
+    return "valkey " + Display() + " unreachable: " + err + " (retrying in " + std::to_string(ms) +
            "ms)";
   }
 
-  // Opens, authenticates and selects the database. Never logs the password.
+  // "host:port", or through Sentinel "master (host:port)" with the primary
+  // last named ("master" alone when none is known).
+  std::string Display() const {
+    if (!sentinel_) return display_;
+    std::lock_guard lk(route_mu_);
+    return primary_known_ ? display_ + " (" + primary_.Display() + ")" : display_;
+  }
+
+  uint64_t CurrentGen() const {
+    std::lock_guard lk(route_mu_);
+    return gen_;
+  }
+
+  // Connections of generation `gen` failed: unless that was already
+  // handled, the primary's address is forgotten and the generation moves on.
+  void Forget(uint64_t gen) {
+    std::lock_guard lk(route_mu_);
+    if (gen != gen_) return;
+    ++gen_;
+    if (primary_known_) sentinel_->Distrust();
+    primary_known_ = false;
+  }
+
+  // Through Sentinel: the primary's address and generation, asking the
+  // sentinels when none is known (one thread asks; the others wait for it).
+  // A thread that waited while another asked in vain takes that answer
+  // rather than asking every sentinel again.
+  bool Primary(ValkeyEndpoint* ep, uint64_t* gen, std::string* err) {
+    const uint64_t asked_before = resolves_.load();
+    std::lock_guard resolving(resolve_mu_);
+    {
+      std::lock_guard lk(route_mu_);
+      if (primary_known_) {
+        ep->host = primary_.host;
+        ep->port = primary_.port;
+        *gen = gen_;
+        return true;
+      }
+    }
+    if (resolves_.load() != asked_before && !resolve_error_.empty()) {
+      *err = resolve_error_;
+      return false;
+    }
+    resolves_.fetch_add(1);
+    Result<ValkeyEndpoint> r = sentinel_->Resolve();
+    if (!r.ok()) {
+      resolve_error_ = r.status().message();
+      *err = resolve_error_;
+      return false;
+    }
+    resolve_error_.clear();
+    std::lock_guard lk(route_mu_);
+    primary_ = *r;
+    primary_known_ = true;
+    if (r->host != last_named_.host || r->port != last_named_.port) {
+      spdlog::info("valkey: the sentinels name {} as the primary of '{}'{}", r->Display(), display_,
+                   last_named_.host.empty() ? "" : " (was " + last_named_.Display() + ")");
+      last_named_ = *r;
+    }
+    ep->host = r->host;
+    ep->port = r->port;
+    *gen = gen_;
+    return true;
+  }
+
+  // Opens, authenticates and selects the database; through Sentinel, also
+  // checks with ROLE that the server is the primary. Never logs the password.
   ContextPtr Connect(std::string* err) {
-    ContextPtr c(redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port,
-                                         ToTimeval(opts_.connect_timeout)));
+    ValkeyEndpoint ep = endpoint_;
+    uint64_t gen = 0;
+    if (sentinel_ && !Primary(&ep, &gen, err)) return nullptr;
+    ContextPtr c = Open(ep, err);
+    if (sentinel_) {
+      if (!c) {
+        *err = "primary " + ep.Display() + " named by the sentinels: " + *err;
+        Forget(gen);
+        return nullptr;
+      }
+      ReplyPtr role = Run(c.get(), {"ROLE"});
+      if (!role || role->type != Reply::Type::kArray || role->elements.empty() ||
+          role->elements[0].str != "master") {
+        *err = "server " + ep.Display() + " named by the sentinels is not the primary (ROLE: " +
+               (!role                ? std::string(c->err != 0 ? c->errstr : "no reply")
+                : role->is_error()   ? role->str
+                : role->elements.empty() ? std::string("?")
+                                         : role->elements[0].str) +
+               "); asking the sentinels again";
+        Forget(gen);
+        return nullptr;
+      }
+      c.get_deleter().gen = gen;
+    }
+    return c;
+  }
+
+  ContextPtr Open(const ValkeyEndpoint& ep, std::string* err) {
+    ContextPtr c(redisConnectWithTimeout(ep.host.c_str(), ep.port, ToTimeval(opts_.connect_timeout)));
     if (!c) {
       *err = "cannot allocate a connection";
       return nullptr;
@@ -429,14 +646,14 @@ class PooledValkeyClient final : public ValkeyClient {
       }
       return true;
     };
-    if (!endpoint_.password.empty()) {
+    if (!ep.password.empty()) {
       std::vector<std::string> auth{"AUTH"};
-      if (!endpoint_.username.empty()) auth.push_back(endpoint_.username);
-      auth.push_back(endpoint_.password);
+      if (!ep.username.empty()) auth.push_back(ep.username);
+      auth.push_back(ep.password);
       if (!run(auth, "AUTH")) return nullptr;
     }
-    if (endpoint_.db != 0) {
-      if (!run({"SELECT", std::to_string(endpoint_.db)}, "SELECT")) return nullptr;
+    if (ep.db != 0) {
+      if (!run({"SELECT", std::to_string(ep.db)}, "SELECT")) return nullptr;
     }
     return c;
   }
@@ -444,8 +661,9 @@ class PooledValkeyClient final : public ValkeyClient {
   const ValkeyOptions opts_;
   const int pool_size_;
   ValkeyEndpoint endpoint_;
-  std::string display_;
+  std::string display_;  // host:port, or the master's name through Sentinel
   Status config_error_;
+  const std::unique_ptr<SentinelResolver> sentinel_;  // null: a fixed server
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -461,6 +679,17 @@ class PooledValkeyClient final : public ValkeyClient {
   milliseconds backoff_{0};            // last backoff applied; guarded by mu_
   std::string last_error_;             // guarded by mu_
   bool failing_ = false;               // last connect failed; guarded by mu_
+
+  // Through Sentinel. Lock order: resolve_mu_, then mu_ or route_mu_;
+  // route_mu_ is innermost (taken under mu_, never the other way).
+  std::mutex resolve_mu_;              // held while asking the sentinels
+  std::atomic<uint64_t> resolves_{0};  // times the sentinels were asked
+  std::string resolve_error_;          // guarded by resolve_mu_; the last failure, if the last ask failed
+  mutable std::mutex route_mu_;
+  ValkeyEndpoint primary_;             // guarded by route_mu_; valid if primary_known_
+  bool primary_known_ = false;         // guarded by route_mu_
+  uint64_t gen_ = 1;                   // guarded by route_mu_
+  ValkeyEndpoint last_named_;          // guarded by route_mu_; for the log
 };
 
 }  // namespace
@@ -555,8 +784,33 @@ Script::Script(std::string source) : source_(std::move(source)) {
   }
 }
 
+Status ValidateValkeyUrl(std::string_view url) {
+  if (IsSentinelUrl(url)) {
+    auto s = ParseSentinelUrl(url);
+    return s.ok() ? Status::Ok() : s.status();
+  }
+  auto ep = ParseValkeyUrl(url);
+  return ep.ok() ? Status::Ok() : ep.status();
+}
+
 std::shared_ptr<ValkeyClient> NewValkeyClient(const ValkeyOptions& opts) {
-  return std::make_shared<PooledValkeyClient>(opts, ParseValkeyUrl(opts.url));
+  if (!IsSentinelUrl(opts.url)) {
+    return std::make_shared<PooledValkeyClient>(opts, ParseValkeyUrl(opts.url));
+  }
+  Result<SentinelUrl> url = ParseSentinelUrl(opts.url);
+  if (!url.ok()) return std::make_shared<PooledValkeyClient>(opts, url.status());
+  ValkeyEndpoint primary;  // credentials and database; the address comes from the sentinels
+  primary.username = url->username;
+  primary.password = url->password;
+  primary.db = url->db;
+  SentinelOptions so;
+  so.sentinels = url->sentinels;
+  so.master_name = url->master_name;
+  so.username = opts.sentinel_username;
+  so.password = opts.sentinel_password;
+  so.timeout = opts.connect_timeout;
+  return std::make_shared<PooledValkeyClient>(opts, std::move(primary),
+                                              std::make_unique<SentinelResolver>(std::move(so)));
 }
 
 }  // namespace vramd::store

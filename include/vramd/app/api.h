@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -33,5 +34,10 @@ void RegisterRoutes(http::Server& server, const ApiServices& services);
 // The JSON view of a node: vectors, the six metrics, per GPU and per pod.
 // Ratios that are infinite are rendered as the string "+Inf".
 nlohmann::json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms);
+
+// Decodes the body of PUT /v1/nodes/{node}/usage: {"gpus": {"<index>": bytes
+// or quantity string, ...}}, at least one GPU, indices 0..9999, amounts 0..2^63-1.
+// kInvalidArgument with a message that names the offending part.
+Result<std::map<int, int64_t>> DecodeUsage(const std::string& body);
 
 }  // namespace vramd::app

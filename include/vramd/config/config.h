@@ -41,6 +41,9 @@ struct Config {
   std::string key_prefix = "vramd";
   int valkey_pool_size = 8;
   int valkey_timeout_ms = 1000;
+  std::string valkey_sentinel_password_file;  // the sentinels' requirepass; never on the command line
+  int valkey_min_replicas_ack = 0;           // WAIT for this many replicas after a reservation
+  int valkey_wait_timeout_ms = 500;
 
   // Scheduling.
   std::string resource_name = "vramd.io/vram";

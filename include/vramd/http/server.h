@@ -42,6 +42,7 @@ struct ServerOptions {
   std::string tls_cert_file;       // HTTPS when set (with tls_key_file)
   std::string tls_key_file;
   std::string tls_client_ca_file;  // require client certificates when set
+  int tls_reload_check_ms = 2000;  // how often the cert/key files are checked for changes
 };
 
 class Server {
@@ -73,6 +74,10 @@ Status ParseListen(const std::string& listen, std::string* host, int* port);
 // Compares a presented Authorization header with "Bearer <token>" in
 // constant time. An empty configured token accepts everything.
 bool BearerMatches(const std::string& authorization, const std::string& token);
+
+// The id of the request the calling thread is serving ("" outside a request);
+// set by the server around each handler, read by the log formatter.
+const std::string& CurrentRequestId();
 
 // A JSON error body: {"error": message}.
 Reply ErrorReply(int status, const std::string& message);

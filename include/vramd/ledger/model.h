@@ -47,11 +47,29 @@ struct Node {
   std::map<std::string, int64_t> models;  // model -> last time it was placed here (ms)
 };
 
+struct PlacementIndex;  // placement.h
+
 // An immutable view of the whole ledger at one epoch. Shared read-only
 // between threads (held by shared_ptr<const Snapshot>).
 struct Snapshot {
   uint64_t epoch = 0;
   std::unordered_map<std::string, Node> nodes;
+  // Optional compact copy of what Filter and Prioritize read, built by
+  // ledger::IndexSnapshot once `nodes` is complete (the store does so before
+  // sharing a snapshot). Changing `nodes` afterwards requires indexing again.
+  // A copy of a snapshot starts without one (the copy may then be changed).
+  std::shared_ptr<const PlacementIndex> index;
+
+  Snapshot() = default;
+  Snapshot(const Snapshot& o) : epoch(o.epoch), nodes(o.nodes) {}
+  Snapshot& operator=(const Snapshot& o) {
+    epoch = o.epoch;
+    nodes = o.nodes;
+    index.reset();
+    return *this;
+  }
+  Snapshot(Snapshot&&) = default;
+  Snapshot& operator=(Snapshot&&) = default;
 
   const Node* Find(std::string_view name) const;
 };

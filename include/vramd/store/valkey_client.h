@@ -48,6 +48,11 @@ class Script {
 // window fail at once with kUnavailable ("valkey H:P unreachable: REASON
 // (retrying in Nms)"). A connection that saw a transport error is closed, not
 // reused. A bad URL makes every call fail with kInvalidArgument.
+// With a redis+sentinel:// URL the server is the primary the sentinels name:
+// every new connection is checked with ROLE (a replica is never used), and a
+// transport error, a failed connect or a READONLY reply (the primary was
+// demoted) drops the pool and makes the next connect ask the sentinels again,
+// under the same backoff. A READONLY reply is still returned to its caller.
 // The client must outlive the calls made on it (hold the shared_ptr).
 class ValkeyClient {
  public:
@@ -80,6 +85,26 @@ class ValkeyClient {
   virtual Result<Reply> Eval(const Script& script, const std::vector<std::string>& keys,
                              const std::vector<std::string>& args) = 0;
 
+  // Eval for writes that must survive a failover: when
+  // ValkeyOptions::min_replicas_ack is N > 0 and the script did not answer
+  // an error, WAIT N wait_timeout follows on the same connection, and
+  // `replication` says whether N replicas acknowledged everything this
+  // connection wrote (kUnavailable, saying how many did, when not: the
+  // write may then be on the primary only). The script's reply is returned
+  // either way, so the caller can tell whether it wrote and undo it.
+  // Transport failures before the script's reply are kUnavailable as for Eval.
+  struct ReplicatedReply {
+    Reply reply;
+    Status replication;
+  };
+  virtual Result<ReplicatedReply> EvalReplicated(const Script& script,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::string>& args) {
+    auto r = Eval(script, keys, args);
+    if (!r.ok()) return r.status();
+    return ReplicatedReply{std::move(r).value(), Status::Ok()};
+  }
+
   // Prefix for every key ("vramd").
   virtual const std::string& prefix() const = 0;
 
@@ -106,6 +131,11 @@ Result<ValkeyEndpoint> ParseValkeyUrl(std::string_view url);
 
 // The URL with its password replaced by "***", for logs and messages.
 std::string RedactValkeyUrl(std::string_view url);
+
+// Checks either URL form (redis://... or redis+sentinel://..., see
+// ValkeyOptions::url) as NewValkeyClient will read it, so that configuration
+// can reject a bad one at startup. The message never holds the password.
+Status ValidateValkeyUrl(std::string_view url);
 
 // Never fails: connections are opened lazily, on the first call. Options are
 // copied; opts.password / opts.username override the URL's.

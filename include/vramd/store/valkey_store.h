@@ -11,9 +11,17 @@
 namespace vramd::store {
 
 struct ValkeyOptions {
-  std::string url = "redis://127.0.0.1:6379";  // redis://[user:password@]host:port[/db]
+  // redis://[user:password@]host:port[/db], or through Sentinel
+  // redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]
+  // (docs/valkey-ha.md): the client asks the sentinels for the primary,
+  // verifies it with ROLE and asks again after an error or a READONLY reply.
+  std::string url = "redis://127.0.0.1:6379";
   std::string password;                        // overrides the URL's password when set
   std::string username;                        // ACL user (optional)
+  // The sentinels' own credentials (requirepass on the sentinels); empty: the
+  // sentinels are asked without AUTH. The data nodes' are the two above.
+  std::string sentinel_password;
+  std::string sentinel_username;
   std::string key_prefix = "vramd";
   int pool_size = 8;
   std::chrono::milliseconds connect_timeout{500};
@@ -22,6 +30,11 @@ struct ValkeyOptions {
   // backoff has passed (doubling up to max); calls fail fast with kUnavailable.
   std::chrono::milliseconds backoff_initial{100};
   std::chrono::milliseconds backoff_max{2000};
+  // Durability of ledger writes (ValkeyClient::EvalReplicated): with N > 0,
+  // a reservation counts as written only once N replicas acknowledged it
+  // (WAIT N wait_timeout on the same connection); fewer is kUnavailable.
+  int min_replicas_ack = 0;
+  std::chrono::milliseconds wait_timeout{500};
 };
 
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang + ASan + UBSan) into a cached
+# build directory and runs each for a bounded time, starting from the seed
+# corpus in fuzz/corpus/<target>/. Any crash, leak, sanitizer report, timeout
+# or out-of-memory fails the run; the input is kept and its path printed.
+#   scripts/fuzz.sh                          every target, 20 s each
+#   FUZZ_SECONDS=600 scripts/fuzz.sh         longer runs (docs/fuzzing.md)
+#   FUZZ_TARGETS="quantity lock" scripts/fuzz.sh
+#   FUZZ_BUILD_DIR=build-fuzz (default)      FUZZ_JOBS=1 parallel workers per target
+# New inputs that reach new code go to $FUZZ_BUILD_DIR/corpus/<target>/ (kept
+# between runs, not committed); fuzz/corpus/ is only read.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+SECONDS_EACH=${FUZZ_SECONDS:-20}
+TARGETS=${FUZZ_TARGETS:-"quantity extender bind config usage lock kube_pod"}
+JOBS=${FUZZ_JOBS:-1}
+
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing (scripts/install-deps.sh --test)"; exit 1; }
+
+# Configure once; later runs only rebuild what changed.
+if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DVRAMD_BUILD_FUZZ=ON -DVRAMD_BUILD_TESTS=OFF -DVRAMD_BUILD_BENCH=OFF >/dev/null
+fi
+build_targets=()
+for t in $TARGETS; do build_targets+=("fuzz_$t"); done
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${build_targets[@]}" | grep -v -e '^\[' -e '^gmake' || true
+for t in $TARGETS; do
+  [[ -x "$BUILD_DIR/bin/fuzz_$t" ]] || { echo "fuzz.sh: $BUILD_DIR/bin/fuzz_$t did not build"; exit 1; }
+done
+built=$(date +%s)
+root=$(pwd)
+bdir=$(cd "$BUILD_DIR" && pwd)
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+logs="$bdir/fuzz-logs"
+mkdir -p "$logs"
+failed=()
+summary=()
+for t in $TARGETS; do
+  corpus="$bdir/corpus/$t"
+  artifacts="$bdir/artifacts/$t/"
+  mkdir -p "$corpus" "$artifacts"
+  dict="$root/fuzz/dict/json.dict"
+  [[ "$t" == quantity ]] && dict="$root/fuzz/dict/quantity.dict"
+  log="$logs/$t.log"
+  args=(-max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=5 -max_len=8192 -print_final_stats=1
+        -dict="$dict" -artifact_prefix="$artifacts")
+  ((JOBS > 1)) && args+=(-jobs="$JOBS" -workers="$JOBS")
+  rc=0
+  # With -jobs, each worker writes fuzz-N.log in the working directory.
+  (cd "$logs" && rm -f fuzz-*.log && "$bdir/bin/fuzz_$t" "${args[@]}" "$corpus" "$root/fuzz/corpus/$t") \
+    >"$log" 2>&1 || rc=$?
+  if ((JOBS > 1)); then
+    cat "$logs"/fuzz-*.log >>"$log" 2>/dev/null || true
+    rm -f "$logs"/fuzz-*.log
+  fi
+  execs=$(awk '/stat::number_of_executed_units:/ {s += $2} END {print s + 0}' "$log")
+  rate=$(awk '/stat::average_exec_per_sec:/ {s += $2} END {print s + 0}' "$log")
+  cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
+  entries=$(find "$corpus" -type f | wc -l)
+  if ((rc != 0)); then
+    failed+=("$t")
+    echo "== fuzz_$t FAILED (exit $rc): last lines of $log"
+    grep -v -e '^#[0-9]' "$log" | tail -40
+    ls -1 "$artifacts" 2>/dev/null | sed "s|^|   kept input: $artifacts|"
+    summary+=("$(printf '%-10s %12s %9s %6s %8s  %s' "$t" "$execs" "$rate" "${cov:-?}" "$entries" FAILED)")
+  else
+    summary+=("$(printf '%-10s %12s %9s %6s %8s  %s' "$t" "$execs" "$rate" "${cov:-?}" "$entries" ok)")
+  fi
+done
+
+echo
+echo "== fuzzing: ${SECONDS_EACH} s per target, build $((built - start)) s =="
+printf '%-10s %12s %9s %6s %8s  %s\n' target execs exec/s cov corpus result
+printf '%s\n' "${summary[@]}"
+echo "fuzz.sh: took $(( $(date +%s) - start )) s"
+if ((${#failed[@]})); then
+  echo "fuzz.sh: FAILED: ${failed[*]} (reproduce: $BUILD_DIR/bin/fuzz_TARGET INPUT)"
+  exit 1
+fi

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The unit and integration tiers under sanitizers, with zero reports allowed:
+#   asan  AddressSanitizer (+ LeakSanitizer) and UndefinedBehaviorSanitizer:
+#         every unit and integration test (build-asan/)
+#   tsan  ThreadSanitizer: the concurrency tests (build-tsan/): racing
+#         reservations and snapshots, lock contention and the lock API, the
+#         vramctl lock CLI, the Kubernetes client's connection pool, and the
+#         HTTP server under bad clients
+# The integration tests spawn vramd and vramctl from the same sanitized build,
+# so the daemon runs under the sanitizer too. Every process writes its reports
+# to files (log_path); the run fails on any report and on any failed test.
+#   scripts/sanitize.sh                      both
+#   SANITIZERS=tsan scripts/sanitize.sh      one of them
+#   TSAN_FILTER='*Concurrent*' scripts/sanitize.sh   another gtest filter for tsan
+# Needs a Valkey-compatible server at VRAMD_TEST_VALKEY_URL (scripts/test.sh
+# exports it); when unset, a redis-server is started on a free loopback port.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+SANITIZERS=${SANITIZERS:-"asan tsan"}
+TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:*Contention*:GpuLockTest.*:LockRoutes*:LockCliTest.*:RestClientTest.*:WatchStream*:BadInput*"}
+TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
+
+work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
+cleanup() {
+  if [[ -f "$work/redis.pid" ]]; then kill "$(cat "$work/redis.pid")" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize yes \
+    --pidfile "$work/redis.pid" --logfile "$work/redis.log" --dir "$work"
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$port" ping >/dev/null || { echo "sanitize.sh: redis-server did not start"; cat "$work/redis.log"; exit 1; }
+  export VRAMD_TEST_VALKEY_URL="redis://127.0.0.1:$port"
+fi
+
+# build DIR SANITIZE: configure once (cached), build only the tiers' binaries.
+build() {
+  local dir=$1 san=$2
+  if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMD_SANITIZE="$san" \
+      -DVRAMD_BUILD_BENCH=OFF -DVRAMD_BUILD_TESTS=ON >/dev/null
+  fi
+  cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl | grep -v -e '^\[' -e '^gmake' || true
+  for b in unit_tests integration_tests vramd vramctl; do
+    [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
+  done
+}
+
+# run NAME REPORT_DIR BINARY [gtest args]: the tests must pass and no process
+# (the test binary, or a vramd/vramctl it started) may leave a report.
+status=0
+summary=()
+run() {
+  local name=$1 reports=$2
+  shift 2
+  local t0 rc=0 log="$work/$name.log"
+  t0=$(date +%s)
+  timeout "$TEST_TIMEOUT" "$@" >"$log" 2>&1 || rc=$?
+  local n
+  n=$(find "$reports" -type f | wc -l)
+  local passed
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?.*/\1/p' "$log" | tail -1)
+  if ((rc != 0 || n != 0)); then
+    status=1
+    echo "== $name FAILED (exit $rc, $n sanitizer report(s))"
+    grep -E '^\[  FAILED  \]|Failure$' "$log" | head -40 || true
+    ((rc != 0 && n == 0)) && tail -30 "$log"
+    for f in $(find "$reports" -type f | head -5); do
+      echo "--- $f"
+      head -60 "$f"
+    done
+    summary+=("$(printf '%-18s %6s tests  %4ss  exit %s, %s report(s)  FAILED' "$name" "${passed:-?}" \
+      "$(( $(date +%s) - t0 ))" "$rc" "$n")")
+  else
+    summary+=("$(printf '%-18s %6s tests  %4ss  0 reports  ok' "$name" "${passed:-?}" "$(( $(date +%s) - t0 ))")")
+  fi
+}
+
+for s in $SANITIZERS; do
+  reports="$work/reports-$s"
+  mkdir -p "$reports"
+  case $s in
+    asan)
+      t0=$(date +%s)
+      build build-asan address,undefined
+      echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
+      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:log_path=$reports/asan"
+      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
+      export LSAN_OPTIONS="log_path=$reports/lsan"
+      run asan.unit "$reports" build-asan/bin/unit_tests
+      run asan.integration "$reports" build-asan/bin/integration_tests
+      unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+      ;;
+    tsan)
+      t0=$(date +%s)
+      build build-tsan thread
+      echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
+      export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan"
+      run tsan.unit "$reports" build-tsan/bin/unit_tests --gtest_filter="$TSAN_FILTER"
+      run tsan.integration "$reports" build-tsan/bin/integration_tests --gtest_filter="$TSAN_FILTER"
+      unset TSAN_OPTIONS
+      ;;
+    *) echo "sanitize.sh: unknown sanitizer $s (asan, tsan)"; exit 2 ;;
+  esac
+done
+
+echo
+echo "== sanitizers =="
+printf '%s\n' "${summary[@]}"
+echo "sanitize.sh: took $(( $(date +%s) - start )) s"
+exit $status
