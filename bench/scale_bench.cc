@@ -10,6 +10,7 @@
 // so that the measuring process holds nothing but what vramd would hold.
 // Keys go under a fresh prefix, deleted at the end unless --keep.
 #include <malloc.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -63,6 +65,27 @@ std::string NodeName(int i) {
 }
 
 double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// CPU seconds (user + system) of this process.
+double SelfCpuS() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU seconds of the Valkey/Redis server (INFO cpu), or -1.
+double ServerCpuS(vramd::store::ValkeyClient& client) {
+  auto r = client.Command({"INFO", "cpu"});
+  if (!r.ok() || r->type != vramd::store::Reply::Type::kString) return -1;
+  double total = 0;
+  for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+    size_t p = r->str.find(field);
+    if (p == std::string::npos) return -1;
+    total += std::atof(r->str.c_str() + p + std::strlen(field));
+  }
+  return total;
+}
 
 vramd::store::ValkeyOptions ClientOptions(const Options& o, const std::string& prefix) {
   vramd::store::ValkeyOptions v;
@@ -166,6 +189,7 @@ int main(int argc, char** argv) {
 
   // Reloads: bump the epoch, then Snapshot() must reload everything.
   std::vector<double> reload_ms;
+  const double self0 = SelfCpuS(), server0 = ServerCpuS(*client);
   for (int r = 0; r < o.reloads; ++r) {
     (void)client->Command({"INCR", prefix + ":epoch"});
     auto t = SteadyClock::now();
@@ -173,6 +197,8 @@ int main(int argc, char** argv) {
     reload_ms.push_back(Ms(SteadyClock::now() - t));
     if (!s.ok()) return 1;
   }
+  const double self_ms = (SelfCpuS() - self0) * 1000 / o.reloads;
+  const double server_ms = (ServerCpuS(*client) - server0) * 1000 / o.reloads;
   const long rss_after_reloads = ProcStatusKb("VmRSS");
   const long hwm = ProcStatusKb("VmHWM");
 
@@ -188,6 +214,7 @@ int main(int argc, char** argv) {
   std::printf("cold snapshot load: %.1f ms\n", cold_ms);
   std::printf("snapshot reload (%d runs): min %.1f ms, median %.1f ms, max %.1f ms\n", o.reloads, reload_ms.front(),
               reload_ms[reload_ms.size() / 2], reload_ms.back());
+  std::printf("CPU per reload: %.1f ms in this process, %.1f ms in the server\n", self_ms, server_ms);
   std::printf("Snapshot() with an unchanged epoch: %.1f us per call (mean of %d)\n", check_us, kChecks);
   std::printf("RSS: %.1f MiB before, %.1f MiB with the snapshot held, %.1f MiB after %d reloads; peak (VmHWM) %.1f MiB\n",
               rss_before / 1024.0, rss_held / 1024.0, rss_after_reloads / 1024.0, o.reloads, hwm / 1024.0);

@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.usage_max_age_ms = cfg.usage_max_age_ms;
   api.api_token = api_token;
+  api.kube = kube.get();
+  api.resource_name = cfg.resource_name;
+  api.policy = eopts.policy;
   vramd::reconcile::LeaderElector* leader_ptr = leader.get();
   vramd::reconcile::Reconciler* reconciler_ptr = reconciler.get();
   vramd::reconcile::PodWatcher* watcher_ptr = watcher.get();

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "vramd/kube/decode.h"
 #include "vramd/ledger/metrics.h"
+#include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/metrics/ledger_metrics.h"
 
@@ -79,9 +81,62 @@ Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
     } else {
       return InvalidArgument("usage of GPU " + k + " must be a byte count or a quantity string");
     }
-    out[idx] = bytes;
+    if (!out.emplace(idx, bytes).second) {
+      return InvalidArgument("GPU index " + std::to_string(idx) + " is given more than once");
+    }
   }
   return out;
+}
+
+// Per node of the ledger: would this pod fit now, and if not, why.
+static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
+                           int64_t now) {
+  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec);
+  json out = {{"pod", {{"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}}}};
+  if (!req.ok()) {
+    out["error"] = "invalid VRAM request: " + req.status().message();
+    return JsonReply(200, out);
+  }
+  out["request"] = {{"total_bytes", req->total},
+                    {"gpu_count", req->gpu_count},
+                    {"per_gpu_bytes", req->per_gpu},
+                    {"peak_per_gpu_bytes", req->peak_per_gpu},
+                    {"model", req->model}};
+  if (!pod.node_name.empty()) out["bound_to"] = pod.node_name;
+  Result<ledger::SnapshotPtr> snap = store->Snapshot();
+  if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
+  std::vector<const ledger::Node*> nodes;
+  for (const auto& [name, n] : (*snap)->nodes) nodes.push_back(&n);
+  std::sort(nodes.begin(), nodes.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::vector<std::string_view> names;
+  for (const ledger::Node* n : nodes) names.push_back(n->name);
+  std::vector<ledger::HostScore> scores = ledger::Prioritize(**snap, names, *req, policy, now);
+  json arr = json::array();
+  int fits = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ledger::NodeDecision d = ledger::DecideNode(nodes[i], nodes[i]->name, *req, policy, now);
+    json row = {{"node", nodes[i]->name}};
+    switch (d.verdict) {
+      case ledger::Verdict::kFits:
+        ++fits;
+        row["verdict"] = "fits";
+        row["gpus"] = d.choice.gpus;
+        row["score"] = scores[i].score;
+        break;
+      case ledger::Verdict::kNoRoomNow:
+        row["verdict"] = "no_room_now";
+        row["reason"] = d.reason;
+        break;
+      case ledger::Verdict::kUnresolvable:
+        row["verdict"] = "never_fits";
+        row["reason"] = d.reason;
+        break;
+    }
+    arr.push_back(std::move(row));
+  }
+  out["fits_on"] = fits;
+  out["nodes"] = std::move(arr);
+  return JsonReply(200, out);
 }
 
 json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
@@ -184,6 +239,28 @@ void RegisterRoutes(http::Server& server, const ApiServices& svc) {
     const ledger::Node* n = (*snap)->Find(r.params.at("node"));
     if (n == nullptr) return http::ErrorReply(404, "node " + r.params.at("node") + " is not in the ledger");
     return JsonReply(200, NodeView(*n, clock->NowMs(), max_age));
+  });
+
+  kube::KubeClient* kube = svc.kube;
+  std::string resource = svc.resource_name;
+  ledger::Policy policy = svc.policy;
+  server.Route("GET", "/v1/explain", "v1_explain", [=](const http::Request& r) {
+    auto ns = r.query.find("namespace");
+    auto name = r.query.find("pod");
+    if (name == r.query.end() || name->second.empty()) {
+      return http::ErrorReply(400, "use GET /v1/explain?namespace=NS&pod=NAME, or POST a Pod object");
+    }
+    if (kube == nullptr) return http::ErrorReply(400, "standalone mode: POST the Pod object to /v1/explain");
+    Result<kube::PodInfo> pod = kube->GetPod(ns == r.query.end() ? "default" : ns->second, name->second);
+    if (!pod.ok()) {
+      return http::ErrorReply(pod.status().code() == Code::kNotFound ? 404 : 503, pod.status().message());
+    }
+    return Explain(*pod, store, policy, clock->NowMs());
+  });
+  server.Route("POST", "/v1/explain", "v1_explain", [=](const http::Request& r) {
+    Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
+    if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
+    return Explain(*pod, store, policy, clock->NowMs());
   });
 
   std::string token = svc.api_token;

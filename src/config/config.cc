@@ -316,6 +316,9 @@ Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config*
           }
         }
         if (sn.name.empty()) return InvalidArgument(where + ": name is required");
+        for (const StaticNode& other : cfg->nodes) {
+          if (other.name == sn.name) return InvalidArgument(where + ": node " + sn.name + " is listed twice");
+        }
         cfg->nodes.push_back(std::move(sn));
       }
       continue;

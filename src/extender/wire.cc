@@ -215,7 +215,7 @@ Status ArgsDecoder::Decode(std::string_view body, const std::string& resource, E
   if (im.body.size() < body.size() || im.body.size() > body.size() * 4 + 4096) {
     im.body = simdjson::padded_string(body.size());
   }
-  std::memcpy(im.body.data(), body.data(), body.size());
+  if (!body.empty()) std::memcpy(im.body.data(), body.data(), body.size());
   std::memset(im.body.data() + body.size(), ' ', im.body.size() - body.size());
 
   od::document doc;
@@ -346,10 +346,51 @@ Result<BindArgs> DecodeBindArgs(std::string_view body) {
   return a;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence that starts at s[i] (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) n = 3;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (s.size() - i < n) return 0;
+  const auto c1 = static_cast<unsigned char>(s[i + 1]);
+  if (c1 < lo || c1 > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    const auto ck = static_cast<unsigned char>(s[i + k]);
+    if (ck < 0x80 || ck > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
 void AppendJsonString(std::string_view s, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      // Text echoed from a request (a quantity cut at 64 bytes) may not be
+      // UTF-8; the answer stays valid JSON.
+      size_t n = Utf8Length(s, i);
+      if (n == 0) {
+        *out += "\\ufffd";
+      } else {
+        out->append(s.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': *out += "\\\""; break;
       case '\\': *out += "\\\\"; break;

@@ -44,10 +44,20 @@ thread_local std::string current_request_id;
 
 const std::string& CurrentRequestId() { return current_request_id; }
 
+namespace {
+
+// {"error": message}; bytes of the message that are not UTF-8 (an echoed
+// path segment or field name) become U+FFFD instead of an exception.
+std::string ErrorJson(const std::string& message) {
+  return nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
 Reply ErrorReply(int status, const std::string& message) {
   Reply r;
   r.status = status;
-  r.body = nlohmann::json{{"error", message}}.dump();
+  r.body = ErrorJson(message);
   return r;
 }
 
@@ -109,7 +119,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     }
     spdlog::error("unhandled exception serving {} {}: {}", req.method, req.path, what);
     res.status = 500;
-    res.set_content(nlohmann::json{{"error", "internal error: " + what}}.dump(), "application/json");
+    res.set_content(ErrorJson("internal error: " + what), "application/json");
   });
   // Errors httplib produces itself (404 route, 413 payload, 400 parse) get a JSON body.
   s.set_error_handler([im](const httplib::Request& req, httplib::Response& res) {
@@ -122,7 +132,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
       case 405: msg = "method not allowed"; break;
       default: msg = "HTTP error " + std::to_string(res.status); break;
     }
-    res.set_content(nlohmann::json{{"error", msg}}.dump(), "application/json");
+    res.set_content(ErrorJson(msg), "application/json");
     im->requests->With({"other", std::to_string(res.status)}).Inc();
   });
 }
@@ -235,6 +245,11 @@ void Server::Stop() {
     impl_->tls_watch.join();
   }
   if (impl_ && impl_->thread.joinable()) {
+    // httplib ignores stop() until its listener loop runs: wait for it (it
+    // starts right after Start(); bounded in case the thread already ended).
+    for (int i = 0; i < 200 && !impl_->server->is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     impl_->server->stop();  // closes the listener; the pool drains in-flight requests
     impl_->thread.join();
   }

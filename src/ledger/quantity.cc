@@ -147,11 +147,16 @@ std::string FormatBytes(int64_t bytes) {
     ++unit;
   }
   if (mag % div == 0) return sign + std::to_string(mag / div) + kUnits[unit];
+  // Not a whole number of units: the decimal stays, so that the text never
+  // reads as an exact amount ("2.0Ki" for 2000 bytes, not "2Ki").
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(mag) / static_cast<double>(div));
-  std::string s(buf);
-  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
-  return sign + s + kUnits[unit];
+  double v = static_cast<double>(mag) / static_cast<double>(div);
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  if (std::string_view(buf) == "1024.0" && unit < 5) {
+    ++unit;
+    std::snprintf(buf, sizeof buf, "%.1f", v / 1024);
+  }
+  return sign + buf + kUnits[unit];
 }
 
 }  // namespace vramd::ledger

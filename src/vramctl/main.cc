@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@ Commands:
   nodes [NODE]        per node and GPU: capacity, allocation, usage and the six metrics
   nodes -o json       the same as JSON
   pods [NODE]         reservations per pod: node, GPUs, VRAM per GPU, state
+  explain NS/POD      per node: does the pod fit now, on which GPUs, and if not, why
+  explain -f POD.json the same for a Pod manifest (JSON) that is not created yet
   lock ...            GPU locks: acquire, heartbeat, release, list, run (see `vramctl lock --help`)
 
 Options:
@@ -136,6 +140,58 @@ int Pods(const Target& t, const std::vector<std::string>& args) {
   return 0;
 }
 
+int Explain(const Target& t, const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] == "-f" && args.size() < 2)) {
+    return Fail("usage: vramctl explain NAMESPACE/POD | -f POD.json");
+  }
+  httplib::Client cli(t.scheme_host_port);
+  cli.set_connection_timeout(3, 0);
+  cli.set_read_timeout(10, 0);
+  httplib::Result res = [&]() {
+    if (args[0] != "-f") {
+      std::string ns = "default", pod = args[0];
+      if (auto slash = pod.find('/'); slash != std::string::npos) {
+        ns = pod.substr(0, slash);
+        pod = pod.substr(slash + 1);
+      }
+      return cli.Get("/v1/explain?namespace=" + httplib::detail::encode_query_param(ns) +
+                     "&pod=" + httplib::detail::encode_query_param(pod));
+    }
+    std::ifstream in(args[1]);
+    std::stringstream body;
+    body << in.rdbuf();
+    return cli.Post("/v1/explain", body.str(), "application/json");
+  }();
+  if (!res) return Fail("cannot reach vramd at " + t.scheme_host_port + ": " + httplib::to_string(res.error()));
+  json j = json::parse(res->body, nullptr, false);
+  if (j.is_discarded()) return Fail("HTTP " + std::to_string(res->status) + ": not JSON");
+  if (res->status != 200) return Fail("HTTP " + std::to_string(res->status) + ": " + j.value("error", ""));
+  std::printf("pod %s/%s", j["pod"].value("namespace", "").c_str(), j["pod"].value("name", "").c_str());
+  if (j.contains("error")) {
+    std::printf(": %s\n", j["error"].get<std::string>().c_str());
+    return 1;
+  }
+  const json& r = j["request"];
+  std::printf(" needs %s", Bytes(r["total_bytes"]).c_str());
+  if (r.value("gpu_count", 1) > 1) {
+    std::printf(" (%s on each of %d GPUs)", Bytes(r["per_gpu_bytes"]).c_str(), r.value("gpu_count", 1));
+  }
+  if (j.contains("bound_to")) std::printf("; bound to %s", j["bound_to"].get<std::string>().c_str());
+  std::printf("; fits on %d of %zu nodes now\n", j.value("fits_on", 0), j["nodes"].size());
+  for (const json& n : j["nodes"]) {
+    std::string v = n.value("verdict", "");
+    if (v == "fits") {
+      std::string g;
+      for (const json& x : n["gpus"]) g += (g.empty() ? "" : ",") + std::to_string(x.get<int>());
+      std::printf("  %-24s fits on GPU %s (score %d)\n", n.value("node", "").c_str(), g.c_str(), n.value("score", 0));
+    } else {
+      std::printf("  %-24s %s: %s\n", n.value("node", "").c_str(), v == "no_room_now" ? "no room now" : "never fits",
+                  n.value("reason", "").c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,6 +234,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(rest.begin() + 1, rest.end());
   if (cmd == "nodes") return Nodes(t, args);
   if (cmd == "pods") return Pods(t, args);
+  if (cmd == "explain") return Explain(t, args);
   if (cmd == "lock") return vramctl::LockCommand(t, args);
   return Fail("unknown command " + cmd + " (see --help)");
 }

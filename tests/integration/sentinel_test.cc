@@ -141,7 +141,6 @@ class Process {
     pid_ = -1;
   }
 
-  bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
   const std::string& log() const { return log_; }
 
  private:
@@ -649,7 +648,12 @@ TEST_F(SentinelClientTest, FollowsTheSentinelsWhenThePrimaryIsDemoted) {
   ASSERT_TRUE(b->Command({"REPLICAOF", "NO", "ONE"}).ok());
   ASSERT_TRUE(a->Command({"REPLICAOF", "127.0.0.1", std::to_string(replica_port_)}).ok());
   s.Answer(replica_port_);
-  ASSERT_TRUE(WaitFor([&] { return Role(*a) == "slave" && Role(*b) == "master"; }, milliseconds(5000)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Role(*b) == "master" && Role(*a) == "slave" &&
+               InfoField(*a, "replication", "master_link_status") == "up";
+      },
+      milliseconds(10'000)));
 
   // The pooled connection still points at the demoted server.
   auto refused = store->Reserve(Pod("p1", 0, kMi));

@@ -11,6 +11,7 @@
 #include "vramd/clock.h"
 #include "vramd/extender/extender.h"
 #include "vramd/http/server.h"
+#include "vramd/kube/kube_client.h"
 #include "vramd/ledger/model.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/store/ledger_store.h"
@@ -24,6 +25,9 @@ struct ApiServices {
   const Clock* clock = nullptr;
   int64_t usage_max_age_ms = 60'000;
   std::string api_token;  // required on mutating /v1 calls when non-empty
+  kube::KubeClient* kube = nullptr;  // for GET /v1/explain?namespace=&pod= (null: standalone)
+  std::string resource_name = "vramd.io/vram";
+  ledger::Policy policy;
   // Adds readiness conditions beyond Valkey (leader, first reconcile); sets
   // *ready=false when one is not met and explains it in `details`.
   std::function<void(nlohmann::json& details, bool* ready)> readiness;

@@ -55,7 +55,8 @@ class ArgsDecoder {
 // Decodes ExtenderBindingArgs.
 Result<BindArgs> DecodeBindArgs(std::string_view body);
 
-// Appends s as a JSON string literal (with quotes) to out.
+// Appends s as a JSON string literal (with quotes) to out. Bytes that are
+// not well-formed UTF-8 become U+FFFD, so the result is always valid JSON.
 void AppendJsonString(std::string_view s, std::string* out);
 
 // ExtenderFilterResult. In cache mode the kept names go to NodeNames; in
