@@ -6,6 +6,7 @@ by the Helm chart's rendered ClusterRole/ClusterRoleBinding (least privilege). N
 """
 
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -99,6 +100,16 @@ class Scheduling(unittest.TestCase):
         self.assertLessEqual(node["allocated_bytes"], node["capacity_bytes"])
         self.assertEqual(node["allocated_bytes"], 6 * GI)
         self.assertEqual(sorted(p["name"] for p in node["pods"]), sorted(bound))
+
+
+    def test_every_metric_the_chart_uses_is_exported(self):
+        # The PrometheusRule and the Grafana dashboard name these metrics
+        # (tests/deploy/metrics-used.txt, kept in sync by tests/deploy/helm_test.sh).
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy")
+        out = subprocess.run([sys.executable, os.path.join(root, "check_metrics_used.py"),
+                              self.vramd.url + "/metrics"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        print("\n" + out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "")
 
 
 if __name__ == "__main__":
