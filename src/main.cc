@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   const int64_t started_ms = clock.NowMs();
   std::unique_ptr<vramd::reconcile::LeaderElector> leader;
   std::unique_ptr<vramd::reconcile::PodWatcher> watcher;
+  std::unique_ptr<vramd::reconcile::NodeWatcher> node_watcher;
   std::unique_ptr<vramd::reconcile::Reconciler> reconciler;
   vramd::reconcile::Reconciler* rec_ptr = nullptr;  // outlives the watcher's callback
   if (kube) {
@@ -206,6 +207,9 @@ int main(int argc, char** argv) {
         cfg, store.get(), kube.get(), leader.get(), watcher.get(), &node_sync, &clock, &registry,
         [&locks](const std::function<bool(const std::string&)>& exists) { (void)locks.ReapLocksOfMissingPods(exists); });
     rec_ptr = reconciler.get();
+    node_watcher = std::make_unique<vramd::reconcile::NodeWatcher>(kube.get(), [&rec_ptr] {
+      if (rec_ptr) rec_ptr->Poke();
+    });
   }
   registry.AddCollector([&valkey](vramd::metrics::TextWriter& w) {
     w.Header("vramd_valkey_errors_total", "Valkey transport failures (unreachable, timeouts) seen by callers.",
@@ -252,6 +256,7 @@ int main(int argc, char** argv) {
   if (kube) {
     leader->Start();
     watcher->Start();
+    node_watcher->Start();
     reconciler->Start();
   } else {
     node_sync.Start();
@@ -277,6 +282,7 @@ int main(int argc, char** argv) {
   server.Stop();     // stop accepting, finish in-flight requests
   if (kube) {        // then the loops
     reconciler->Stop();
+    node_watcher->Stop();
     watcher->Stop();
     leader->Stop();  // gives the lease up: a standby takes over at once
   }

@@ -149,4 +149,57 @@ void PodWatcher::Loop(std::stop_token st) {
   }
 }
 
+NodeWatcher::NodeWatcher(kube::KubeClient* kube, std::function<void()> on_change)
+    : kube_(kube), on_change_(std::move(on_change)) {}
+
+NodeWatcher::~NodeWatcher() { Stop(); }
+
+void NodeWatcher::Start() {
+  stop_flag_ = false;
+  thread_ = std::jthread([this](std::stop_token st) { Loop(st); });
+}
+
+void NodeWatcher::Stop() {
+  if (!thread_.joinable()) return;
+  stop_flag_ = true;
+  thread_.request_stop();
+  cv_.notify_all();
+  thread_.join();
+}
+
+void NodeWatcher::Loop(std::stop_token st) {
+  int backoff_ms = 200;
+  std::string rv;
+  auto pause = [&] {
+    std::mutex m;
+    std::unique_lock<std::mutex> lock(m);
+    cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+    backoff_ms = std::min(backoff_ms * 2, 5000);
+  };
+  while (!st.stop_requested()) {
+    if (rv.empty()) {
+      Result<kube::List<kube::NodeInfo>> list = kube_->ListNodes();
+      if (!list.ok()) {
+        spdlog::warn("listing nodes failed: {} (retrying in {} ms)", list.status().message(), backoff_ms);
+        pause();
+        continue;
+      }
+      rv = list->resource_version;
+      backoff_ms = 200;
+      if (on_change_) on_change_();
+    }
+    Status s = kube_->WatchNodes(rv, stop_flag_, [&](const kube::WatchEvent<kube::NodeInfo>& ev) {
+      if (!ev.object.resource_version.empty()) rv = ev.object.resource_version;
+      if (ev.type != kube::WatchEventType::kBookmark && on_change_) on_change_();
+    });
+    if (st.stop_requested()) break;
+    if (s.ok()) continue;
+    if (s.code() != Code::kConflict) {
+      spdlog::warn("node watch broke: {} (relisting in {} ms)", s.message(), backoff_ms);
+      pause();
+    }
+    rv.clear();  // relist
+  }
+}
+
 }  // namespace vramd::reconcile

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,6 +111,22 @@ class Scheduling(unittest.TestCase):
                               self.vramd.url + "/metrics"], capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         print("\n" + out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "")
+        # And the exposition format is valid (promtool, from Debian's prometheus package).
+        with urllib.request.urlopen(self.vramd.url + "/metrics", timeout=5) as r:
+            text = r.read()
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+        self.assertEqual(lint.returncode, 0, lint.stdout.decode() + lint.stderr.decode())
+
+    def test_node_changes_reach_the_ledger(self):
+        tb = self.tb
+        tb.create_node("late-gpu", labels={"nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "24576"})
+        tb.wait_for(lambda: ledger_nodes(self.vramd).get("late-gpu", {}).get("capacity_bytes") == 48 * GI, 15,
+                    message="the new node in the ledger")
+        tb.api.patch("/api/v1/nodes/late-gpu", {"metadata": {"annotations": {"vramd.io/capacity": "40Gi,40Gi,40Gi"}}})
+        tb.wait_for(lambda: ledger_nodes(self.vramd)["late-gpu"]["capacity_bytes"] == 120 * GI, 15,
+                    message="the annotation to override the labels")
+        tb.delete_node("late-gpu")
+        tb.wait_for(lambda: "late-gpu" not in ledger_nodes(self.vramd), 15, message="the node to leave the ledger")
 
 
 if __name__ == "__main__":

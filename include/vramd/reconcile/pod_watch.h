@@ -59,6 +59,26 @@ class PodWatcher {
   std::jthread thread_;
 };
 
+// NodeWatcher: list, then watch nodes from the list's resourceVersion (410
+// relists, errors reconnect with backoff) and calls `on_change` on every node
+// event, so capacity changes and departed nodes reach the ledger at once.
+// The capacities themselves are read by NodeSync at each reconcile pass.
+class NodeWatcher {
+ public:
+  NodeWatcher(kube::KubeClient* kube, std::function<void()> on_change);
+  ~NodeWatcher();
+  void Start();
+  void Stop();
+
+ private:
+  void Loop(std::stop_token st);
+  kube::KubeClient* kube_;
+  std::function<void()> on_change_;
+  std::atomic<bool> stop_flag_{false};
+  std::condition_variable_any cv_;
+  std::jthread thread_;
+};
+
 // True when the pod asks for VRAM (or its request is invalid: it still matters).
 bool RequestsVram(const kube::PodInfo& pod);
 
