@@ -22,14 +22,18 @@ std::string JoinInts(const std::vector<int>& v) {
   return s;
 }
 
-Response BadRequest(const Status& s) {
+Response ErrorResponse(int status, const std::string& message) {
   Response r;
-  r.status = 400;
+  r.status = status;
   r.body = "{\"Error\":";
-  AppendJsonString(s.message(), &r.body);
+  AppendJsonString(message, &r.body);
   r.body += "}";
   return r;
 }
+
+Response LedgerUnavailable(const Status& s) { return ErrorResponse(503, "vramd: VRAM ledger unavailable: " + s.message()); }
+
+Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 
 // Every candidate node fails for the same pod-level reason.
 ledger::FilterResult AllUnresolvable(const std::vector<std::string_view>& names, const std::string& reason) {
@@ -120,13 +124,7 @@ Response Extender::Prioritize(std::string_view body) {
     return resp;
   }
   Result<ledger::SnapshotPtr> snap = store_->Snapshot();
-  if (!snap.ok()) {
-    resp.status = 503;
-    resp.body = "{\"Error\":";
-    AppendJsonString("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
-    resp.body += "}";
-    return resp;
-  }
+  if (!snap.ok()) return LedgerUnavailable(snap.status());
   scores = ledger::Prioritize(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteHostPriorities(scores, &resp.body);
   return resp;
@@ -327,13 +325,7 @@ Response Extender::Preempt(std::string_view body) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
   if (!req.ok()) return BadRequest(req.status());
   Result<ledger::SnapshotPtr> snap = store_->Snapshot();
-  if (!snap.ok()) {
-    resp.status = 503;
-    resp.body = "{\"Error\":";
-    AppendJsonString("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
-    resp.body += "}";
-    return resp;
-  }
+  if (!snap.ok()) return LedgerUnavailable(snap.status());
   nlohmann::json kept = nlohmann::json::object();
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();
