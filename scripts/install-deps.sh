@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libhiredis-dev
       libspdlog-dev libsimdjson-dev libssl-dev redis-server redis-tools libgtest-dev libgmock-dev
-      libbenchmark-dev curl ca-certificates)
+      libbenchmark-dev curl ca-certificates ccache)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
         redis-sentinel)
