@@ -96,6 +96,25 @@ void PlacementArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"nodes", "gpus", "indexed"});
 }
 
+// The same with no node full: every node fits, so no reason is built. The
+// difference to BM_Filter is what the reasons of the full half cost.
+void BM_FilterNoneFull(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), true, /*half_full=*/false);
+  const std::vector<std::string> names = Names(n);
+  const std::vector<std::string_view> views = Views(names);
+  const ledger::VramRequest req = Request32Gi();
+  const ledger::Policy policy;
+  for (auto _ : state) {
+    ledger::FilterResult r = ledger::Filter(snap, views, req, policy, kNowMs);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_FilterNoneFull)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 1})->Args({5000, 8});
+
 // Building the index (the Valkey store does it once per reload).
 void BM_IndexSnapshot(benchmark::State& state) {
   ledger::Snapshot snap = MakeSnapshot(static_cast<int>(state.range(0)), 8, /*index=*/false);

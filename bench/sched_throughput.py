@@ -17,7 +17,7 @@ from scheduler start to the last bind is reported too. Bench only: never run by
 the test command.
 
     python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
-        [--scheduler-qps default|N] [--json FILE]
+        [--scheduler-qps default|N] [--vramd-http-threads N] [--json FILE]
 
 --scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
 with the default (qps 50) the scheduler's own Binding POSTs are throttled,
@@ -30,6 +30,7 @@ import argparse
 import http.client
 import json
 import os
+import socket
 import ssl
 import statistics
 import sys
@@ -68,7 +69,10 @@ class BindWatch:
 
     def _run(self):
         while not self.stop:
-            line = self.resp.readline()
+            try:
+                line = self.resp.readline()
+            except (OSError, ValueError, http.client.HTTPException):
+                return
             if not line:
                 return
             ev = json.loads(line)
@@ -84,6 +88,11 @@ class BindWatch:
 
     def close(self):
         self.stop = True
+        try:  # unblocks the reader thread, which holds the response's lock
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.thread.join(timeout=5)
         self.conn.close()
 
 
@@ -134,6 +143,21 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     return r
 
 
+def verb_latency(vramd_url: str) -> dict:
+    """Mean latency (ms) and count per verb from vramd's request histogram."""
+    import re
+    import urllib.request
+    text = urllib.request.urlopen(vramd_url + "/metrics", timeout=10).read().decode()
+    out = {}
+    for verb in ("filter", "prioritize", "bind"):
+        m_sum = re.search(r'vramd_http_request_duration_seconds_sum\{verb="%s"\} (\S+)' % verb, text)
+        m_cnt = re.search(r'vramd_http_request_duration_seconds_count\{verb="%s"\} (\S+)' % verb, text)
+        if m_sum and m_cnt and float(m_cnt.group(1)) > 0:
+            out[verb] = {"count": int(float(m_cnt.group(1))),
+                         "mean_ms": 1000 * float(m_sum.group(1)) / float(m_cnt.group(1))}
+    return out
+
+
 def delete_namespace_pods(tb: Testbed, namespace: str):
     tb.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
                    body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
@@ -148,6 +172,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--scheduler-qps", default="default")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--vramd-http-threads", type=int, default=0,
+                    help="vramd's http_threads (default: vramd's own default)")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
 
@@ -167,22 +193,39 @@ def main() -> int:
         tb.create_nodes(names, labels={"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"},
                         capacity={"vramd.io/vram": str(640 * GI), "pods": "250"})
         print(f"{a.nodes} nodes created in {time.monotonic() - t0:.1f} s", flush=True)
-        vramd = start_vramd(tb, config={"log": {"level": "warn"}})
+        vcfg = {"log": {"level": "warn"}}
+        if a.vramd_http_threads:
+            vcfg["http_threads"] = a.vramd_http_threads
+        vramd = start_vramd(tb, config=vcfg)
         wait_ledger_nodes(tb, vramd, names, timeout=60)
         ext = [vramd.url + "/scheduler"]
         for rnd in range(a.rounds):
             for label, extenders in (("without", []), ("with", ext)):
                 ns = f"{label}-{rnd}"
-                results.append(run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout))
+                before = verb_latency(vramd.url) if extenders else {}
+                r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout)
+                if extenders:
+                    after = verb_latency(vramd.url)
+                    r["vramd_verbs"] = {}
+                    for verb, v in after.items():
+                        b = before.get(verb, {"count": 0, "mean_ms": 0})
+                        n = v["count"] - b["count"]
+                        if n > 0:
+                            mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
+                            r["vramd_verbs"][verb] = {"count": n, "mean_ms": round(mean, 3)}
+                    print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
+                results.append(r)
                 delete_namespace_pods(tb, ns)
     by = {k: [r["pods_per_s"] for r in results if r["label"] == k] for k in ("with", "without")}
     med = {k: statistics.median(v) for k, v in by.items()}
     ratio = med["with"] / med["without"]
     print(f"median pods/s: with vramd {med['with']:.1f}, without {med['without']:.1f}; ratio {ratio:.2f} "
-          f"(target >= 0.7); scheduler qps {a.scheduler_qps}")
+          f"(target >= 0.7); scheduler qps {a.scheduler_qps}; vramd http_threads "
+          f"{a.vramd_http_threads or 'default'}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rounds": results, "median": med, "ratio": ratio, "scheduler_qps": a.scheduler_qps,
+                       "vramd_http_threads": a.vramd_http_threads or "default",
                        "nodes": a.nodes, "pods": a.pods}, f, indent=1)
     return 0
 

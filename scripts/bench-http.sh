@@ -18,6 +18,8 @@
 #   SERVERS     which servers to load (default "vramd simdjson nlohmann")
 #   VERBS       default "filter prioritize"
 #   STORE_BENCH 1 to run bench/store_bench too (default 1)
+#   BIND_NAMES  ledger sizes (nodes) for the standalone filter+bind run with
+#               bench/bind_http.py, 8 clients (default "100 5000"; "" skips it)
 #   OUT         results directory (default a new /tmp/vramd-bench-http.XXXX)
 # Everything listens on 127.0.0.1 on free ports; every process started here is
 # stopped on exit, and the Redis server is a throwaway one.
@@ -34,6 +36,7 @@ LEDGER=${LEDGER:-half-full}
 SERVERS=${SERVERS:-"vramd simdjson nlohmann"}
 VERBS=${VERBS:-"filter prioritize"}
 STORE_BENCH=${STORE_BENCH:-1}
+BIND_NAMES=${BIND_NAMES-"100 5000"}
 OUT=${OUT:-$(mktemp -d /tmp/vramd-bench-http.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -181,6 +184,29 @@ for n in $NAMES; do
   for s in vramd; do echo "  vramd RSS after the runs: $(( $(awk '/VmRSS/{print $2}' /proc/$vpid/status) / 1024 )) MiB"; done
   kill "$vpid" "${bpids[@]}" 2>/dev/null || true
   wait "$vpid" "${bpids[@]}" 2>/dev/null || true
+done
+
+for n in $BIND_NAMES; do
+  echo "== standalone filter + bind over HTTP, ledger of $n nodes, 8 clients"
+  redis-cli -p "$redis_port" flushall >/dev/null
+  # GPUs large enough that the run never fills the ledger.
+  python3 -c "import json,sys; n=int(sys.argv[1]); json.dump({'nodes': [{'name': 'gpu-node-%05d' % i, 'gpus': ['10Ti'] * 8} for i in range(n)], 'log': {'level': 'error'}, 'node_sync_interval_ms': 600000}, open(sys.argv[2], 'w'))" "$n" "$OUT/vramd-bind-$n.json"
+  [[ -f "$OUT/filter-100.json" ]] || python3 -c "import json,sys; b=json.load(open(sys.argv[1])); json.dump(b, open(sys.argv[2], 'w'))" \
+    tests/data/extender/filter-multicontainer-initcontainer.json "$OUT/filter-100.json"
+  vport=$(free_port)
+  "$BUILD_DIR/bin/vramd" --no-kube --config "$OUT/vramd-bind-$n.json" --listen "127.0.0.1:$vport" \
+    --valkey "$redis_url" > "$OUT/vramd-bind-$n.log" 2>&1 &
+  vpid=$!; pids+=("$vpid")
+  wait_http "http://127.0.0.1:$vport/healthz" 30
+  for _ in $(seq 600); do
+    [[ "$(redis-cli -p "$redis_port" scard vramd:nodes)" == "$n" ]] && break
+    sleep 0.1
+  done
+  echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  python3 bench/bind_http.py --url "http://127.0.0.1:$vport" --body "$OUT/filter-100.json" --nodes "$n" \
+    --clients 8 --seconds "$DURATION" | tee "$OUT/bind-$n.txt" | sed 's/^/  /'
+  kill "$vpid" 2>/dev/null || true
+  wait "$vpid" 2>/dev/null || true
 done
 
 if [[ "$STORE_BENCH" == 1 ]]; then

@@ -26,10 +26,12 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
 fi
 build_targets=()
 for t in $TARGETS; do build_targets+=("fuzz_$t"); done
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${build_targets[@]}" | grep -v -e '^\[' -e '^gmake' || true
-for t in $TARGETS; do
-  [[ -x "$BUILD_DIR/bin/fuzz_$t" ]] || { echo "fuzz.sh: $BUILD_DIR/bin/fuzz_$t did not build"; exit 1; }
-done
+mkdir -p "$BUILD_DIR"
+if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${build_targets[@]}" >"$BUILD_DIR/fuzz-build.log" 2>&1; then
+  grep -v -e '^\[' -e '^gmake' -e '^-- ' "$BUILD_DIR/fuzz-build.log" | tail -60
+  echo "fuzz.sh: building the fuzz targets failed (log: $BUILD_DIR/fuzz-build.log)"
+  exit 1
+fi
 built=$(date +%s)
 root=$(pwd)
 bdir=$(cd "$BUILD_DIR" && pwd)

@@ -4,8 +4,8 @@
 #         every unit and integration test (build-asan/)
 #   tsan  ThreadSanitizer: the concurrency tests (build-tsan/): racing
 #         reservations and snapshots, lock contention and the lock API, the
-#         vramctl lock CLI, the Kubernetes client's connection pool, and the
-#         HTTP server under bad clients
+#         vramctl lock CLI, the Kubernetes client's connection pool, the Valkey
+#         client's pool and Sentinel failover, and the HTTP server under bad clients
 # The integration tests spawn vramd and vramctl from the same sanitized build,
 # so the daemon runs under the sanitizer too. Every process writes its reports
 # to files (log_path); the run fails on any report and on any failed test.
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 SANITIZERS=${SANITIZERS:-"asan tsan"}
-TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:*Contention*:GpuLockTest.*:LockRoutes*:LockCliTest.*:RestClientTest.*:WatchStream*:BadInput*"}
+TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:GpuLock*:LockRoutesTest.*:LockCliTest.*:BadInput.*:RestClientTest.*:SentinelClientTest.*:SentinelFailoverTest.*:ValkeyStoreTest.A*Connection*:ValkeyClientTest.*"}
 TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
 
 work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
@@ -43,7 +43,11 @@ build() {
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMD_SANITIZE="$san" \
       -DVRAMD_BUILD_BENCH=OFF -DVRAMD_BUILD_TESTS=ON >/dev/null
   fi
-  cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl | grep -v -e '^\[' -e '^gmake' || true
+  if ! cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl >"$dir/sanitize-build.log" 2>&1; then
+    grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
+    echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
+    return 1
+  fi
   for b in unit_tests integration_tests vramd vramctl; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
@@ -66,7 +70,8 @@ run() {
   if ((rc != 0 || n != 0)); then
     status=1
     echo "== $name FAILED (exit $rc, $n sanitizer report(s))"
-    grep -E '^\[  FAILED  \]|Failure$' "$log" | head -40 || true
+    grep -A12 'Failure$' "$log" | head -80 || true
+    grep -E '^\[  FAILED  \]' "$log" | head -20 || true
     ((rc != 0 && n == 0)) && tail -30 "$log"
     for f in $(find "$reports" -type f | head -5); do
       echo "--- $f"

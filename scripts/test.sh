@@ -6,11 +6,14 @@
 #                Debian's kubernetes source package and cached) and redis-server
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
 #                rendered scheduler config against the real kube-scheduler, image libs
+#   sanitize     unit and integration tiers under ASan+UBSan, the concurrency tests
+#                under TSan, zero reports (scripts/sanitize.sh; build-asan, build-tsan)
+#   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-fuzz)
 # Options: TIERS="unit integration" scripts/test.sh   (default: all tiers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-TIERS=${TIERS:-"unit integration e2e deploy"}
+TIERS=${TIERS:-"unit integration e2e deploy sanitize fuzz"}
 
 scripts/install-deps.sh --test
 scripts/build.sh
@@ -38,11 +41,30 @@ status=0
 ctest --test-dir build -L "^($labels)\$" --output-on-failure -j2 --timeout 900 \
   --output-junit "$work/junit.xml" | tee "$work/ctest.log" || status=$?
 
+# Tiers that are scripts of their own (their own build directories).
+sanitize_result="not run"
+fuzz_result="not run"
+if [[ " $TIERS " == *" sanitize "* ]]; then
+  echo
+  if scripts/sanitize.sh 2>&1 | tee "$work/sanitize.log"; then sanitize_result=ok; else sanitize_result=FAILED; status=1; fi
+fi
+if [[ " $TIERS " == *" fuzz "* ]]; then
+  echo
+  if scripts/fuzz.sh 2>&1 | tee "$work/fuzz.log"; then fuzz_result=ok; else fuzz_result=FAILED; status=1; fi
+fi
+
 echo
 echo "== tests per tier =="
 for tier in $TIERS; do
-  n=$(ctest --test-dir build -N -L "^$tier\$" | sed -n 's/^Total Tests: //p')
-  echo "$tier: ${n:-0} tests"
+  case $tier in
+    sanitize) echo "sanitize: $sanitize_result ($(grep -c ' ok$' "$work/sanitize.log" || true) runs clean, $(grep -c ' FAILED$' "$work/sanitize.log" || true) failed)" ;;
+    fuzz) echo "fuzz: $fuzz_result ($(grep -c ' ok$' "$work/fuzz.log" || true) targets clean, $(grep -c ' FAILED$' "$work/fuzz.log" || true) failed)" ;;
+    *)
+      n=$(ctest --test-dir build -N -L "^$tier\$" | sed -n 's/^Total Tests: //p')
+      echo "$tier: ${n:-0} tests"
+      ;;
+  esac
 done
+grep -E '^[0-9]+% tests passed' "$work/ctest.log" | tail -1 | sed 's/^/ctest: /' || true
 echo "test.sh: took $(( $(date +%s) - start )) s"
 exit $status

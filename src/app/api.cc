@@ -66,12 +66,13 @@ Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
     }
     int idx = std::stoi(k);
     int64_t bytes = 0;
-    if (it->is_number_unsigned() || it->is_number_integer()) {
-      if (it->is_number_integer() && it->get<int64_t>() < 0) {
-        return InvalidArgument("usage of GPU " + k + " is negative");
-      }
+    if (it->is_number_integer()) {  // signed or unsigned
+      // 2^63..2^64-1 parse as unsigned: read as int64_t they look negative.
       if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
         return InvalidArgument("usage of GPU " + k + " is larger than 2^63-1 bytes");
+      }
+      if (!it->is_number_unsigned() && it->get<int64_t>() < 0) {
+        return InvalidArgument("usage of GPU " + k + " is negative");
       }
       bytes = it->get<int64_t>();
     } else if (it->is_string()) {

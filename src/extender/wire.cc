@@ -2,7 +2,9 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <unordered_map>
 
 namespace vramd::extender {
@@ -212,7 +214,9 @@ Status ArgsDecoder::Decode(std::string_view body, const std::string& resource, E
   Impl& im = *impl_;
   im.node_name_storage.clear();
   // simdjson needs SIMDJSON_PADDING readable bytes after the document.
-  if (im.body.size() < body.size() || im.body.size() > body.size() * 4 + 4096) {
+  // (A default-constructed padded_string has no buffer: an empty first body
+  // must allocate one too.)
+  if (im.body.data() == nullptr || im.body.size() < body.size() || im.body.size() > body.size() * 4 + 4096) {
     im.body = simdjson::padded_string(body.size());
   }
   if (!body.empty()) std::memcpy(im.body.data(), body.data(), body.size());
@@ -374,21 +378,55 @@ size_t Utf8Length(std::string_view s, size_t i) {
 
 }  // namespace
 
+namespace {
+
+// Whether any of the 8 bytes in x needs attention in a JSON string: a
+// control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence.
+bool AnySpecialByte(uint64_t x) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  const auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+  return ((x - kOnes * 0x20) & ~x & kHigh) | has_zero(x ^ (kOnes * '"')) | has_zero(x ^ (kOnes * '\\')) |
+         (x & kHigh);
+}
+
+}  // namespace
+
 void AppendJsonString(std::string_view s, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  for (size_t i = 0; i < s.size(); ++i) {
+  // Runs of printable ASCII other than '"' and '\\' are appended in one go,
+  // found 8 bytes at a time: node names and reasons are nearly all such
+  // bytes, and a byte at a time was most of the cost of writing a
+  // 5,000-node filter result.
+  size_t run = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s.size() - i >= 8) {
+      uint64_t x;
+      std::memcpy(&x, s.data() + i, 8);
+      if (!AnySpecialByte(x)) {
+        i += 8;
+        continue;
+      }
+    }
     const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    out->append(s.data() + run, i - run);
     if (c >= 0x80) {
       // Text echoed from a request (a quantity cut at 64 bytes) may not be
       // UTF-8; the answer stays valid JSON.
       size_t n = Utf8Length(s, i);
       if (n == 0) {
         *out += "\\ufffd";
+        i += 1;
       } else {
         out->append(s.substr(i, n));
-        i += n - 1;
+        i += n;
       }
+      run = i;
       continue;
     }
     switch (c) {
@@ -398,15 +436,13 @@ void AppendJsonString(std::string_view s, std::string* out) {
       case '\r': *out += "\\r"; break;
       case '\t': *out += "\\t"; break;
       default:
-        if (c < 0x20) {
-          *out += "\\u00";
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 15]);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+        *out += "\\u00";
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
     }
+    run = ++i;
   }
+  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 

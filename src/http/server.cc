@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -102,7 +103,13 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
   httplib::Server& s = *impl_->server;
   s.set_tcp_nodelay(true);  // no 40 ms delayed-ACK stalls on keep-alive connections
   s.set_keep_alive_max_count(100000);
-  s.set_keep_alive_timeout(30);
+  // httplib serves a connection on one worker thread, also while it idles
+  // between requests: an idle or stalled client holds a worker until this
+  // passes. As long as read_timeout_ms (rounded up to seconds), not longer, so
+  // that a client that connects and sends nothing is cut off like one that
+  // stalls mid-request. (Go clients such as kube-scheduler retry a request on
+  // an idle connection the server closed.)
+  s.set_keep_alive_timeout(std::max(1, (impl_->opts.read_timeout_ms + 999) / 1000));
   s.set_payload_max_length(impl_->opts.max_body_bytes);
   s.set_read_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
   s.set_write_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
@@ -120,6 +127,18 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     spdlog::error("unhandled exception serving {} {}: {}", req.method, req.path, what);
     res.status = 500;
     res.set_content(ErrorJson("internal error: " + what), "application/json");
+  });
+  // httplib 0.11 applies the body limit only to bodies sent with a
+  // Content-Length: a chunked body would be read into memory whatever its
+  // size. No client needs one (kube-scheduler, vramctl and curl send a length),
+  // so any Transfer-Encoding is refused before the body is read.
+  s.set_pre_routing_handler([im](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("Transfer-Encoding")) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 411;
+    res.set_content(ErrorJson("send the request body with a Content-Length (Transfer-Encoding is not accepted)"),
+                    "application/json");
+    im->requests->With({"other", "411"}).Inc();
+    return httplib::Server::HandlerResponse::Handled;
   });
   // Errors httplib produces itself (404 route, 413 payload, 400 parse) get a JSON body.
   s.set_error_handler([im](const httplib::Request& req, httplib::Response& res) {

@@ -146,13 +146,18 @@ class NodeVectors {
       heap_.resize(n);
       v_ = heap_.data();
     } else {
-      v_ = inline_;
+      v_ = inline_.v;
     }
     size_ = n;
     return n;
   }
 
-  Vectors inline_[kInlineGpus];
+  // Left uninitialised (every used element is written before it is read):
+  // zeroing the whole buffer for each node cost as much as filling it.
+  union InlineBuffer {
+    InlineBuffer() {}
+    Vectors v[kInlineGpus];
+  } inline_;
   std::vector<Vectors> heap_;
   Vectors* v_ = nullptr;
   size_t size_ = 0;

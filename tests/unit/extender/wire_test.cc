@@ -202,5 +202,15 @@ TEST(Wire, ResultsAreValidJsonWithExactKeys) {
   EXPECT_TRUE(j["NodeNames"].is_null());
 }
 
+// Found by fuzz/bind_fuzz.cc: a message that echoes request bytes cut in the
+// middle of a UTF-8 sequence ("invalid quantity" quotes 64 bytes) made the
+// answer invalid JSON.
+TEST(Wire, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  std::string out;
+  AppendJsonString("caf\xc3\xa9 \xc3 \xff \xed\xa0\x80 \xf0\x9f\x98\x80", &out);
+  EXPECT_EQ(out, "\"caf\xc3\xa9 \\ufffd \\ufffd \\ufffd\\ufffd\\ufffd \xf0\x9f\x98\x80\"");
+  EXPECT_EQ(nlohmann::json::parse(out), "caf\u00e9 \ufffd \ufffd \ufffd\ufffd\ufffd \U0001F600");
+}
+
 }  // namespace
 }  // namespace vramd::extender

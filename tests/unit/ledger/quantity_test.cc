@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace vramd::ledger {
 namespace {
 
@@ -80,6 +82,17 @@ TEST(FormatBytes, UsesExactBinaryUnitsWhenWhole) {
   EXPECT_EQ(FormatBytes(3 * kGi / 2), "1.5Gi");
   EXPECT_EQ(FormatBytes(-2 * kGi), "-2Gi");
   EXPECT_EQ(FormatBytes(1024), "1Ki");
+}
+
+// Found by fuzz/quantity_fuzz.cc: 2000 bytes was rendered "2Ki", which reads
+// (and parses) as exactly 2048.
+TEST(FormatBytes, AnInexactAmountKeepsItsDecimal) {
+  EXPECT_EQ(FormatBytes(2000), "2.0Ki");
+  EXPECT_EQ(FormatBytes(2047), "2.0Ki");
+  EXPECT_EQ(FormatBytes(kGi - 1), "1.0Gi");  // 1023.99...Mi rounds up a unit
+  EXPECT_EQ(FormatBytes(-2000), "-2.0Ki");
+  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::max()), "8.0Ei");
+  for (int64_t x : {int64_t{2048}, 5 * kGi, 3 * kGi / 2}) EXPECT_EQ(*ParseBytes(FormatBytes(x)), x);
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+// IndexSnapshot: Filter and Prioritize answer exactly the same with the
+// snapshot's index as without it (the index is only a faster layout).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "vramd/ledger/placement.h"
+
+namespace vramd::ledger {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+constexpr int64_t kNow = 10'000'000;
+
+Entry Hold(const std::string& uid, std::vector<int> gpus, int64_t per_gpu, std::string model = "") {
+  Entry e;
+  e.pod_uid = uid;
+  e.name = uid;
+  e.gpus = std::move(gpus);
+  e.per_gpu = per_gpu;
+  e.model = std::move(model);
+  return e;
+}
+
+Node MakeNode(const std::string& name, std::vector<int> indices, int64_t cap) {
+  Node n;
+  n.name = name;
+  for (int i : indices) n.gpus.push_back(Gpu{i, "", cap});
+  return n;
+}
+
+// Every case the fast path treats specially: full and partly used nodes,
+// sparse GPU indices, fresh / stale / missing usage, warm models (from the
+// models map and from entries), no GPUs, more than the inline 16 GPUs, and a
+// name longer than the small-string buffer.
+Snapshot Mixed() {
+  Snapshot s;
+  Node full = MakeNode("full", {0, 1}, 80 * kGi);
+  full.entries = {Hold("a", {0}, 80 * kGi), Hold("b", {1}, 80 * kGi, "llama")};
+  Node part = MakeNode("part", {0, 1, 2, 3}, 80 * kGi);
+  part.entries = {Hold("c", {0, 1}, 40 * kGi), Hold("d", {7}, 8 * kGi)};  // GPU 7 unknown: counts nowhere
+  Node sparse = MakeNode("sparse", {1, 4, 6}, 48 * kGi);
+  sparse.entries = {Hold("e", {4}, 30 * kGi), Hold("f", {6}, 10 * kGi)};
+  Node used = MakeNode("a-node-name-longer-than-sso-buffers", {0, 1}, 96 * kGi);
+  used.gpus[0].used = 90 * kGi;
+  used.gpus[0].used_ts_ms = kNow - 1000;      // fresh: counts
+  used.gpus[1].used = 90 * kGi;
+  used.gpus[1].used_ts_ms = kNow - 3'600'000;  // stale: U = A
+  used.models["qwen"] = kNow - 5000;
+  Node small = MakeNode("small", {0}, 8 * kGi);
+  Node none = MakeNode("cpu", {}, 0);
+  std::vector<int> many;
+  for (int i = 0; i < 20; ++i) many.push_back(i);
+  Node big = MakeNode("big", many, 24 * kGi);
+  big.entries = {Hold("g", {3, 17}, 20 * kGi, "qwen")};
+  for (Node* n : {&full, &part, &sparse, &used, &small, &none, &big}) s.nodes.emplace(n->name, *n);
+  return s;
+}
+
+struct Case {
+  std::string name;
+  VramRequest req;
+  ScorePolicy policy;
+};
+
+VramRequest Want(int64_t per_gpu, int count, std::string model = "") {
+  VramRequest r;
+  r.gpu_count = count;
+  r.per_gpu = per_gpu;
+  r.total = per_gpu * count;
+  r.peak_per_gpu = per_gpu;
+  r.model = std::move(model);
+  return r;
+}
+
+TEST(PlacementIndex, FilterAndPrioritizeAnswerTheSameWithAndWithoutIt) {
+  const Snapshot plain = Mixed();
+  Snapshot indexed = Mixed();
+  IndexSnapshot(&indexed);
+  ASSERT_NE(indexed.index, nullptr);
+  const std::vector<std::string_view> names = {"full", "part",  "sparse", "a-node-name-longer-than-sso-buffers",
+                                               "small", "cpu", "big", "unknown", "part", "unknown"};
+  const std::vector<Case> cases = {
+      {"one GPU", Want(16 * kGi, 1), ScorePolicy::kHeadroom},
+      {"two GPUs warm", Want(20 * kGi, 2, "qwen"), ScorePolicy::kHeadroom},
+      {"warm from an entry", Want(4 * kGi, 1, "llama"), ScorePolicy::kHeadroom},
+      {"too big", Want(90 * kGi, 1), ScorePolicy::kHeadroom},
+      {"more GPUs than most nodes", Want(4 * kGi, 3), ScorePolicy::kBinpack},
+      {"all eight", Want(2 * kGi, 8), ScorePolicy::kBinpack},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Policy p;
+    p.score = c.policy;
+    FilterResult a = Filter(plain, names, c.req, p, kNow);
+    FilterResult b = Filter(indexed, names, c.req, p, kNow);
+    EXPECT_EQ(a.fits, b.fits);
+    EXPECT_EQ(a.failed, b.failed);
+    EXPECT_EQ(a.unresolvable, b.unresolvable);
+    std::vector<HostScore> pa = Prioritize(plain, names, c.req, p, kNow);
+    std::vector<HostScore> pb = Prioritize(indexed, names, c.req, p, kNow);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_EQ(pa[i].host, pb[i].host);
+      EXPECT_EQ(pa[i].score, pb[i].score) << pa[i].host;
+    }
+  }
+}
+
+TEST(PlacementIndex, DuplicateAndUnknownNamesAreReportedOnce) {
+  Snapshot s = Mixed();
+  IndexSnapshot(&s);
+  FilterResult r = Filter(s, {"small", "nope", "small", "nope"}, Want(4 * kGi, 1), Policy{}, kNow);
+  EXPECT_EQ(r.fits, (std::vector<std::string_view>{"small"}));
+  ASSERT_EQ(r.unresolvable.size(), 1u);
+  EXPECT_EQ(r.unresolvable[0].first, "nope");
+}
+
+TEST(PlacementIndex, ACopyOfASnapshotHasNoIndex) {
+  Snapshot s = Mixed();
+  IndexSnapshot(&s);
+  Snapshot copy = s;
+  EXPECT_EQ(copy.index, nullptr);  // the copy may be changed; it is read directly
+  copy.nodes.at("small").entries.push_back(Hold("x", {0}, 8 * kGi));
+  FilterResult r = Filter(copy, {"small"}, Want(4 * kGi, 1), Policy{}, kNow);
+  EXPECT_TRUE(r.fits.empty());
+  Snapshot moved = std::move(s);
+  EXPECT_NE(moved.index, nullptr);
+}
+
+}  // namespace
+}  // namespace vramd::ledger
