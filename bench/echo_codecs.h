@@ -7,6 +7,7 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -16,34 +17,91 @@
 
 namespace vramd::bench {
 
-// Appends s as a JSON string: runs of bytes that need no escape in one go.
+// Appends s as a JSON string: runs of bytes that need no escape in one go,
+// found 8 bytes at a time (as vramd's writer does).
 inline void AppendQuoted(std::string_view s, std::string* out) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  const auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
   out->push_back('"');
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
+  size_t run = 0, i = 0;
+  while (i < s.size()) {
+    if (s.size() - i >= 8) {
+      uint64_t x;
+      std::memcpy(&x, s.data() + i, 8);
+      if (!(((x - kOnes * 0x20) & ~x & kHigh) | has_zero(x ^ (kOnes * '"')) | has_zero(x ^ (kOnes * '\\')))) {
+        i += 8;
+        continue;
+      }
+    }
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
     out->append(s.data() + run, i - run);
     char buf[8];
     std::snprintf(buf, sizeof buf, "\\u%04x", c);
     *out += buf;
-    run = i + 1;
+    run = ++i;
   }
   out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
-// Appends an ExtenderFilterResult that keeps every name.
+// Appends an ExtenderFilterResult that keeps every name. Names that need no
+// escaping (all real node names) are copied straight into a buffer sized
+// once; the others go through AppendQuoted.
 inline void AppendEcho(const std::vector<std::string_view>& names, std::string* out) {
-  size_t bytes = 96;
+  static constexpr std::string_view kHead = "{\"NodeNames\":[";
+  static constexpr std::string_view kTail =
+      "],\"Nodes\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
+  // No control character, '"' or '\\' in n: checked 8 bytes at a time.
+  auto plain = [](std::string_view n) {
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    const auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    const auto special = [&](uint64_t x) {
+      return ((x - kOnes * 0x20) & ~x & kHigh) | has_zero(x ^ (kOnes * '"')) | has_zero(x ^ (kOnes * '\\'));
+    };
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n.size(); i += 8) {
+      uint64_t x;
+      std::memcpy(&x, n.data() + i, 8);
+      acc |= special(x);
+    }
+    if (i < n.size()) {
+      uint64_t x = kOnes * 'a';
+      std::memcpy(&x, n.data() + i, n.size() - i);
+      acc |= special(x);
+    }
+    return acc == 0;
+  };
+  size_t bytes = kHead.size() + kTail.size();
   for (std::string_view n : names) bytes += n.size() + 3;
-  out->reserve(out->size() + bytes);
-  *out += "{\"NodeNames\":[";
+  const size_t start = out->size();
+  out->resize(start + bytes);
+  char* p = out->data() + start;
+  std::memcpy(p, kHead.data(), kHead.size());
+  p += kHead.size();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (i) out->push_back(',');
-    AppendQuoted(names[i], out);
+    if (!plain(names[i])) {  // rare: finish with the escaping writer
+      out->resize(static_cast<size_t>(p - out->data()));
+      for (size_t k = i; k < names.size(); ++k) {
+        if (k) out->push_back(',');
+        AppendQuoted(names[k], out);
+      }
+      out->append(kTail);
+      return;
+    }
+    if (i) *p++ = ',';
+    *p++ = '"';
+    std::memcpy(p, names[i].data(), names[i].size());
+    p += names[i].size();
+    *p++ = '"';
   }
-  *out += "],\"Nodes\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
+  std::memcpy(p, kTail.data(), kTail.size());
+  p += kTail.size();
+  out->resize(static_cast<size_t>(p - out->data()));
 }
 
 // Parses the whole body into a DOM, builds the result as a DOM and dumps it.

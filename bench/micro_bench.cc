@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/reconcile/plan.h"
 
 namespace vramd::bench {
 namespace {
@@ -220,6 +222,56 @@ BENCHMARK(BM_DecodeExtenderArgs)->Apply(WireArgs);
 BENCHMARK(BM_EchoNlohmannDom)->Apply(WireArgs);
 BENCHMARK(BM_EchoNlohmannSax)->Apply(WireArgs);
 BENCHMARK(BM_EchoSimdjson)->Apply(WireArgs);
+
+// --- The pure part of a full reconcile pass at the design size: 5,000
+// nodes x 8 GPUs, 50,000 bound entries and the 50,000 pods they belong to,
+// all consistent (no action). The pass also reads a snapshot (one epoch check,
+// or a reload when the ledger moved: see scale_bench) and the binds in flight.
+void BM_ReconcilePlan(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int entries = static_cast<int>(state.range(1));
+  ledger::Snapshot snap = MakeSnapshot(nodes, 8, /*index=*/false, /*half_full=*/false);
+  for (auto& [name, node] : snap.nodes) node.entries.clear();
+  std::vector<kube::PodInfo> pods;
+  pods.reserve(static_cast<size_t>(entries));
+  for (int k = 0; k < entries; ++k) {
+    ledger::Entry e;
+    e.pod_uid = "5c1e0b7a-0000-4000-8000-" + std::to_string(100000000000 + k);
+    e.ns = "team-" + std::to_string(k % 40);
+    e.name = "inference-" + std::to_string(k);
+    e.gpus = {k % 8};
+    e.per_gpu = 8 * kGi;
+    e.peak_per_gpu = 8 * kGi;
+    e.state = ledger::EntryState::kBound;
+    e.created_ms = kNowMs - 3'600'000;
+    kube::PodInfo p;
+    p.name = e.name;
+    p.ns = e.ns;
+    p.uid = e.pod_uid;
+    p.node_name = NodeName(k % nodes);
+    p.phase = "Running";
+    p.scheduler_name = "default-scheduler";
+    p.annotations = {{"vramd.io/gpus", std::to_string(k % 8)}, {"vramd.io/vram-per-gpu", std::to_string(8 * kGi)}};
+    p.spec.uid = p.uid;
+    p.spec.ns = p.ns;
+    p.spec.name = p.name;
+    p.spec.containers.push_back({std::string("8Gi"), std::string("8Gi"), false});
+    pods.push_back(std::move(p));
+    snap.nodes.at(NodeName(k % nodes)).entries.push_back(std::move(e));
+  }
+  const std::set<std::string> in_flight;
+  reconcile::PlanOptions opts;
+  opts.now_ms = kNowMs;
+  size_t actions = 0;
+  for (auto _ : state) {
+    reconcile::PlanResult r = reconcile::Plan(snap, pods, in_flight, opts);
+    actions = r.actions.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["actions"] = static_cast<double>(actions);
+}
+BENCHMARK(BM_ReconcilePlan)->ArgNames({"nodes", "entries"})->Args({100, 1000})->Args({5000, 50000})
+    ->Unit(benchmark::kMillisecond);
 
 // --- A whole verb in process: decode + snapshot + placement + response, the
 // store being an in-memory snapshot (what an HTTP handler costs minus HTTP

@@ -186,8 +186,8 @@ def main() -> int:
         print(f"testbed up in {tb.startup_seconds:.1f} s ({tb.dir}); {os.cpu_count()} CPUs, "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
         if overrides:
-            tb._ensure_scheduler_kubeconfig()
-            overrides["clientConnection"] = {"kubeconfig": tb.scheduler_kubeconfig, "qps": q, "burst": 2 * q}
+            kubeconfig = tb.scheduler_config()["clientConnection"]["kubeconfig"]
+            overrides["clientConnection"] = {"kubeconfig": kubeconfig, "qps": q, "burst": 2 * q}
         names = [f"gpu-node-{i:05d}" for i in range(a.nodes)]
         t0 = time.monotonic()
         tb.create_nodes(names, labels={"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"},

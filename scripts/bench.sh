@@ -18,7 +18,10 @@ OUT=${OUT:-$(mktemp -d /tmp/vramd-bench.XXXXXX)}
 mkdir -p "$OUT"
 
 cmake -S . -B "$BUILD_DIR" -DVRAMD_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target vramd micro_bench baseline_server store_bench scale_bench
+kernels=""
+[[ "$(uname -m)" == x86_64 ]] && kernels="simdjson_kernels_fallback simdjson_kernels_westmere simdjson_kernels_haswell"
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target vramd micro_bench baseline_server store_bench scale_bench $kernels
 
 echo "machine: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p'); load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/machine.txt"
 
@@ -28,6 +31,7 @@ for part in $PARTS; do
     micro)
       "$BUILD_DIR/bin/micro_bench" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
         --benchmark_report_aggregates_only=true --benchmark_out="$OUT/micro.json" --benchmark_out_format=json
+      for k in $kernels; do "$BUILD_DIR/bin/$k"; done | tee "$OUT/simdjson-kernels.txt"
       ;;
     http)
       BUILD_DIR=$BUILD_DIR OUT="$OUT/http" scripts/bench-http.sh

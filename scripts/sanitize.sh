@@ -18,12 +18,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 SANITIZERS=${SANITIZERS:-"asan tsan"}
-TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:GpuLock*:LockRoutesTest.*:LockCliTest.*:BadInput.*:RestClientTest.*:SentinelClientTest.*:SentinelFailoverTest.*:ValkeyStoreTest.A*Connection*:ValkeyClientTest.*"}
+TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:GpuLock*:LockRoutesTest.*:LockCliTest.*:BadInput.*:RestClientTest.*:SentinelFailoverTest.*:ValkeyStoreTest.A*Connection*:ValkeyClientTest.*"}
 TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
 
 work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
 cleanup() {
-  if [[ -f "$work/redis.pid" ]]; then kill "$(cat "$work/redis.pid")" 2>/dev/null || true; fi
+  if [[ -f "$work/redis.pid" ]]; then
+    pid=$(cat "$work/redis.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,9 +74,12 @@ run() {
   if ((rc != 0 || n != 0)); then
     status=1
     echo "== $name FAILED (exit $rc, $n sanitizer report(s))"
-    grep -A12 'Failure$' "$log" | head -80 || true
-    grep -E '^\[  FAILED  \]' "$log" | head -20 || true
-    ((rc != 0 && n == 0)) && tail -30 "$log"
+    if grep -q 'Failure$' "$log"; then
+      grep -A12 'Failure$' "$log" | head -80
+    elif ((rc != 0 && n == 0)); then
+      tail -30 "$log"  # no test failed: a crash, a hang (exit 124) or a bad exit
+    fi
+    grep -E '^\[  FAILED  \]' "$log" | sort -u | head -20 || true
     for f in $(find "$reports" -type f | head -5); do
       echo "--- $f"
       head -60 "$f"
@@ -85,28 +92,29 @@ run() {
 }
 
 for s in $SANITIZERS; do
-  reports="$work/reports-$s"
-  mkdir -p "$reports"
   case $s in
     asan)
       t0=$(date +%s)
       build build-asan address,undefined
       echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
-      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:log_path=$reports/asan"
-      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
-      export LSAN_OPTIONS="log_path=$reports/lsan"
-      run asan.unit "$reports" build-asan/bin/unit_tests
-      run asan.integration "$reports" build-asan/bin/integration_tests
-      unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+      for tier in unit integration; do
+        r="$work/reports-asan.$tier"
+        mkdir -p "$r"
+        run "asan.$tier" "$r" env ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:log_path=$r/asan" \
+          UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$r/ubsan" LSAN_OPTIONS="log_path=$r/lsan" \
+          "build-asan/bin/${tier}_tests"
+      done
       ;;
     tsan)
       t0=$(date +%s)
       build build-tsan thread
       echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
-      export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan"
-      run tsan.unit "$reports" build-tsan/bin/unit_tests --gtest_filter="$TSAN_FILTER"
-      run tsan.integration "$reports" build-tsan/bin/integration_tests --gtest_filter="$TSAN_FILTER"
-      unset TSAN_OPTIONS
+      for tier in unit integration; do
+        r="$work/reports-tsan.$tier"
+        mkdir -p "$r"
+        run "tsan.$tier" "$r" env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$r/tsan" \
+          "build-tsan/bin/${tier}_tests" --gtest_filter="$TSAN_FILTER"
+      done
       ;;
     *) echo "sanitize.sh: unknown sanitizer $s (asan, tsan)"; exit 2 ;;
   esac

@@ -147,6 +147,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     switch (res.status) {
       case 404: msg = "no such endpoint: " + req.method + " " + req.path; break;
       case 413: msg = "request body larger than the limit of " + std::to_string(im->opts.max_body_bytes) + " bytes"; break;
+      case 414: msg = "request URI longer than the limit of 8192 bytes"; break;
       case 400: msg = "malformed HTTP request"; break;
       case 405: msg = "method not allowed"; break;
       default: msg = "HTTP error " + std::to_string(res.status); break;

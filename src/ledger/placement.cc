@@ -38,6 +38,17 @@ struct PlacementIndex {
     uint32_t gpu_begin = 0, gpu_count = 0;  // in `gpus` and `gpu_index`
     uint32_t usage_begin = kNone;  // in `usage` (gpu_count records); kNone: no report on any GPU
     uint32_t models_begin = 0, models_count = 0;  // in `models`
+    // Without usage reports a node's vectors do not depend on the time, so
+    // whether a one-GPU pod fits is known in advance: it fits when some GPU
+    // is large enough and some GPU has that much free (`settled` nodes only).
+    bool settled = false;
+    int64_t max_capacity = 0;
+    int64_t max_free = 0;
+  };
+  // Prioritize's inputs of a settled node (parallel to `nodes`).
+  struct NodeSums {
+    Vectors sum;           // of the GPUs' vectors (U = A)
+    int64_t free_sum = 0;  // sum over GPUs of max(0, free)
   };
   struct GpuRec {
     int64_t capacity = 0;
@@ -54,6 +65,7 @@ struct PlacementIndex {
 
   size_t node_count = 0;  // snap.nodes.size() when built
   std::vector<NodeRec> nodes;
+  std::vector<NodeSums> sums;
   std::vector<GpuRec> gpus;
   std::vector<int> gpu_index;  // Gpu::index, parallel to `gpus`
   std::vector<UsageRec> usage;
@@ -235,7 +247,6 @@ constexpr const char* kUnknownNodeReason =
     "no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation "
     "or GPU Feature Discovery labels)";
 
-// What one call knows about the pod, computed once for all its nodes.
 // The last few reasons one call built, by what they say: in a cluster of
 // alike nodes most nodes that do not fit give one of a handful of reasons,
 // and copying one is cheaper than formatting it again.
@@ -270,11 +281,13 @@ class ReasonMemo {
   size_t next_ = 0;
 };
 
+// What one call knows about the pod, computed once for all its nodes.
 struct PodContext {
   const VramRequest& req;
   const Policy& policy;
   int64_t now_ms;
   std::string needs;  // Needs(req), the start of every capacity reason
+  bool reasons = true;  // false: the verdict is enough (Prioritize)
   mutable ReasonMemo memo{};  // one call, one thread
 };
 
@@ -290,6 +303,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   }
   if (static_cast<size_t>(want) > vec.size()) {
     d->verdict = Verdict::kUnresolvable;
+    if (!pc.reasons) return;
     d->reason.reserve(pc.needs.size() + 32);
     d->reason = pc.needs;
     d->reason += "; node has only ";
@@ -318,6 +332,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   }
   if (big_enough < want) {
     d->verdict = Verdict::kUnresolvable;
+    if (!pc.reasons) return;
     const ReasonMemo::Key key{1, gpu_index(largest_cap), want > 1 ? big_enough : 0, max_cap, 0, 0};
     if (const std::string* known = pc.memo.Find(key)) {
       d->reason = *known;
@@ -341,6 +356,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   }
   if (room < want) {
     d->verdict = Verdict::kNoRoomNow;
+    if (!pc.reasons) return;
     const Vectors& lf = vec[largest_free];
     const ReasonMemo::Key key{2, gpu_index(largest_free), want > 1 ? room : 0, lf.capacity, lf.allocated, lf.used};
     if (const std::string* known = pc.memo.Find(key)) {
@@ -469,9 +485,23 @@ void IndexSnapshot(Snapshot* snap) {
       ix->gpu_index.push_back(node.gpus[i].index);
       reported = reported || node.gpus[i].used_ts_ms > 0;
     }
+    PlacementIndex::NodeSums sums;
     if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
       rec.usage_begin = static_cast<uint32_t>(ix->usage.size());
       for (const Gpu& g : node.gpus) ix->usage.push_back({g.used, g.used_ts_ms});
+    } else if (!node.gpus.empty()) {
+      rec.settled = true;
+      rec.max_capacity = vec[0].capacity;
+      rec.max_free = vec[0].capacity - vec[0].allocated;
+      for (size_t i = 0; i < node.gpus.size(); ++i) {
+        const int64_t cap = vec[i].capacity, alloc = vec[i].allocated;
+        rec.max_capacity = std::max(rec.max_capacity, cap);
+        rec.max_free = std::max(rec.max_free, cap - alloc);
+        sums.sum.capacity += cap;
+        sums.sum.allocated += alloc;
+        sums.sum.used += alloc;
+        sums.free_sum += std::max<int64_t>(0, cap - alloc);
+      }
     }
     node_models.clear();
     for (const auto& [model, ms] : node.models) {
@@ -492,6 +522,7 @@ void IndexSnapshot(Snapshot* snap) {
     uint64_t i = h & ix->mask;
     while (ix->slots[i].node != 0) i = (i + 1) & ix->mask;
     ix->nodes.push_back(rec);
+    ix->sums.push_back(sums);
     ix->slots[i] = {h, static_cast<uint32_t>(ix->nodes.size())};
   }
   snap->index = std::move(ix);
@@ -577,6 +608,13 @@ class IndexLookup {
   const PlacementIndex::NodeRec* recs_[kBlock];
 };
 
+// Whether a one-GPU request fits a settled node, known without its vectors
+// (what Decide concludes for such a node: some GPU large enough, some GPU
+// with that much free). False means "decide the long way", not "no".
+bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
+  return req.gpu_count == 1 && rec.settled && rec.max_capacity >= req.per_gpu && rec.max_free >= req.per_gpu;
+}
+
 void AddDecision(std::string_view name, NodeDecision* d, FilterResult* out) {
   switch (d->verdict) {
     case Verdict::kFits: out->fits.push_back(name); break;
@@ -628,6 +666,10 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
+    if (SettledFit(*rec, req)) {
+      out.fits.push_back(names[i]);
+      continue;
+    }
     NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
     NodeDecision d;
     Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d);
@@ -655,7 +697,7 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
   std::vector<Cand> cands(names.size());
   int64_t max_cold_free = 0;
   int64_t max_free_after = 0;
-  const PodContext pc{req, policy, now_ms, Needs(req)};
+  const PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/false};
   const PlacementIndex* ix = IndexOf(snap);
   const bool headroom = policy.score == ScorePolicy::kHeadroom;
   std::string key;
@@ -663,28 +705,40 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
   if (ix != nullptr) lookup.emplace(*ix, names);
   for (size_t i = 0; i < names.size(); ++i) {
     Cand& c = cands[i];
-    auto score = [&](const NodeVectors& vec, GpuIndices gpu_index, auto&& warm) {
-      NodeDecision d;
-      Decide(vec, gpu_index, pc, /*choose=*/false, &d);
-      if (d.verdict != Verdict::kFits) return;
+    // A node where the pod fits: its free bytes (sum over GPUs of the
+    // positive free), the saturation of its summed vectors, warm or not.
+    auto accept = [&](int64_t free, const Vectors& sum, auto&& warm) {
       c.fits = true;
-      for (size_t g = 0; g < vec.size(); ++g) c.free += std::max<int64_t>(0, FreeBytes(vec[g]));
-      c.saturation = ComputeMetrics(vec.Sum()).saturation;
+      c.free = free;
+      c.saturation = ComputeMetrics(sum).saturation;
       c.warm = headroom && warm();
       if (!c.warm) max_cold_free = std::max(max_cold_free, c.free);
       max_free_after = std::max(max_free_after, c.free - req.total);
     };
+    auto decide = [&](const NodeVectors& vec, GpuIndices gpu_index, auto&& warm) {
+      NodeDecision d;
+      Decide(vec, gpu_index, pc, /*choose=*/false, &d);
+      if (d.verdict != Verdict::kFits) return;
+      int64_t free = 0;
+      for (size_t g = 0; g < vec.size(); ++g) free += std::max<int64_t>(0, FreeBytes(vec[g]));
+      accept(free, vec.Sum(), warm);
+    };
     if (ix != nullptr) {
       const PlacementIndex::NodeRec* rec = lookup->Get(i);
       if (rec == nullptr) continue;
+      auto warm = [&] { return IsWarm(*ix, *rec, req.model); };
+      if (SettledFit(*rec, req)) {
+        const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
+        accept(sums.free_sum, sums.sum, warm);
+        continue;
+      }
       NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
-      score(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin},
-            [&] { return IsWarm(*ix, *rec, req.model); });
+      decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, warm);
     } else {
       const Node* node = FindNode(snap, names[i], &key);
       if (node == nullptr) continue;
       NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
-      score(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
+      decide(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
     }
   }
   std::vector<HostScore> out;

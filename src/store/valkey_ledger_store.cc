@@ -800,8 +800,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     });
     if (!s.ok()) return s;
     ReportProblems(problems, snap->epoch);
-    // Filter and prioritize read the compact index, not the nodes (about
-    // 10x faster at 5,000 nodes; docs/performance.md).
+    // Filter and prioritize read the compact index, not the nodes: at 5,000
+    // nodes x 8 GPUs a filter call takes ~0.25 ms instead of 1-2 ms (the
+    // index costs ~1.5 ms here, once per reload; docs/performance.md).
     ledger::IndexSnapshot(snap.get());
     return ledger::SnapshotPtr(std::move(snap));
   }

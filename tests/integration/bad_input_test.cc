@@ -15,7 +15,6 @@
 // Needs VRAMD_TEST_VALKEY_URL and the vramd binary in VRAMD_BIN_DIR.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,7 +26,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -430,7 +431,7 @@ std::vector<Case> Cases() {
   add(h, "DELETE /v1/nodes", Req("DELETE", "/v1/nodes"), 404, "no such endpoint: DELETE /v1/nodes");
   add(h, "unknown method", Req("BREW", "/healthz"), 400, "malformed HTTP request");
   add(h, "not HTTP", "hello\r\n\r\n", 400, "malformed HTTP request");
-  add(h, "URI of 10000 bytes", Req("GET", "/v1/nodes/" + std::string(10000, 'a')), 414, "HTTP error 414");
+  add(h, "URI of 10000 bytes", Req("GET", "/v1/nodes/" + std::string(10000, 'a')), 414, "request URI longer than the limit");
   add(h, "header line of 10000 bytes", Req("GET", "/healthz", "", Auth::kNone, "X-Big: " + std::string(10000, 'b') + "\r\n"),
       400, "malformed HTTP request");
   add(h, "body over the limit (Content-Length)", Req("POST", F, std::string(kMaxBody + 1, ' ')), 413,
@@ -481,8 +482,7 @@ std::string AnswerCell(const Case& c, const Answer& a) {
   std::string after = c.send == Send::kStall ? " after `read_timeout_ms`, then the connection is closed" : "";
   std::string msg = Message(a);
   // Valid UTF-8 only in the table (an echoed name may not be).
-  msg = json(msg).dump(-1, ' ', false, json::error_handler_t::replace);
-  msg = msg.substr(1, msg.size() - 2);
+  msg = json::parse(json(msg).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
   return "`" + Cell(msg) + "`" + after;
 }
 
@@ -685,7 +685,7 @@ TEST_F(BadInput, StalledClientsAreCutOffAndDoNotStopTheServer) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   double took = 0;
   EXPECT_TRUE(Healthy(&took));
-  EXPECT_LT(took, 0.5) << "a stalled client held up another one";
+  EXPECT_LT(took, 0.9) << "a stalled client held up another one";
   // Each stalled connection gets a 400 after the read timeout and is closed
   // one idle keep-alive period later.
   for (int fd : stalled) {
