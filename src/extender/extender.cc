@@ -94,6 +94,9 @@ Response Extender::Filter(std::string_view body) {
                       &resp.body);
     return resp;
   }
+  // Bind takes the pod's request from here instead of reading the pod again
+  // (kube-scheduler filters a pod on this replica right before binding it).
+  Remember(args.pod.uid, args.pod.ns, args.pod.name, *req);
   if (!req->wants_vram()) {
     ledger::FilterResult all;
     all.fits = args.node_names;
@@ -105,7 +108,6 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
     return resp;
   }
-  if (kube_ == nullptr) Remember(args.pod.uid, args.pod.ns, args.pod.name, *req);
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteFilterResult(result, args, &resp.body);
   return resp;
@@ -146,7 +148,14 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
                               const std::string& node) {
   const std::string pod_ref = ns + "/" + name;
   ledger::VramRequest req;
-  if (kube_ != nullptr) {
+  Cached seen;
+  const bool filtered_here = Recall(uid, &seen) && seen.ns == ns && seen.name == name;
+  if (kube_ != nullptr && filtered_here) {
+    // The request this replica's filter computed for the pod. Whether the pod
+    // was replaced or bound meanwhile, the Binding itself checks (UID
+    // precondition, 409 when assigned); a conflict is examined below.
+    req = seen.req;
+  } else if (kube_ != nullptr) {
     Result<kube::PodInfo> pod = kube_->GetPod(ns, name);
     if (!pod.ok()) {
       bind_results_->With({"failed"}).Inc();
@@ -171,12 +180,11 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
     }
     req = *r;
   } else {
-    Cached c;
-    if (!Recall(uid, &c)) {
+    if (!filtered_here) {
       bind_results_->With({"rejected"}).Inc();
       return "standalone mode: pod " + pod_ref + " (UID " + uid + ") was not seen by filter on this replica";
     }
-    req = c.req;
+    req = seen.req;
   }
 
   // While this bind runs, no replica's reconcile may free its reservation
@@ -269,8 +277,9 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
   };
 
   if (kube_ != nullptr) {
+    // One API call: the annotations travel in the Binding.
+    std::map<std::string, std::string> ann;
     if (req.wants_vram()) {
-      std::map<std::string, std::optional<std::string>> ann;
       ann[kAnnotationGpus] = JoinInts(gpus);
       ann[kAnnotationVramPerGpu] = std::to_string(req.per_gpu);
       if (uuids.size() == gpus.size() && !uuids.empty()) {
@@ -278,18 +287,24 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         for (size_t i = 0; i < uuids.size(); ++i) u += (i ? "," : "") + uuids[i];
         ann[kAnnotationGpuUuids] = u;
       }
-      if (Status s = kube_->PatchPodAnnotations(ns, name, ann); !s.ok()) {
-        bind_results_->With({"failed"}).Inc();
-        return release("writing the GPU annotations of pod " + pod_ref + " failed: " + s.message());
-      }
     }
-    if (Status s = kube_->Bind(ns, name, uid, node); !s.ok()) {
+    if (Status s = kube_->Bind(ns, name, uid, node, ann); !s.ok()) {
       if (s.code() == Code::kConflict) {
-        Result<kube::PodInfo> again = kube_->GetPod(ns, name);
-        if (again.ok() && again->uid == uid && again->node_name == node) {
+        // Already assigned (perhaps by an earlier attempt of this bind whose
+        // answer was lost), or replaced by a pod of the same name.
+        Result<kube::PodInfo> now = kube_->GetPod(ns, name);
+        if (now.ok() && now->uid == uid && now->node_name == node) {
           bind_results_->With({"already_bound"}).Inc();
-          (void)store_->SetEntryState(node, uid, ledger::EntryState::kBound);
+          if (req.wants_vram()) (void)store_->SetEntryState(node, uid, ledger::EntryState::kBound);
           return "";
+        }
+        if (now.ok() && now->uid != uid) {
+          bind_results_->With({"rejected"}).Inc();
+          return release("pod " + pod_ref + " now has UID " + now->uid + ", not " + uid + " (it was replaced)");
+        }
+        if (now.ok() && !now->node_name.empty()) {
+          bind_results_->With({"rejected"}).Inc();
+          return release("pod " + pod_ref + " is already bound to node " + now->node_name);
         }
       }
       bind_results_->With({"failed"}).Inc();

@@ -186,13 +186,15 @@ class RestClient final : public KubeClient {
                          "patch node " + name + " labels");
   }
 
-  Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
-              const std::string& node) override {
+  Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override {
     const std::string what = "bind " + ns + "/" + name + " to " + node;
+    json meta = {{"name", name}, {"namespace", ns}, {"uid", uid}};
+    if (!annotations.empty()) meta["annotations"] = annotations;
     json body = {
         {"apiVersion", "v1"},
         {"kind", "Binding"},
-        {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
+        {"metadata", std::move(meta)},
         {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}},
     };
     Result<HttpReply> r = Send(Method::kPost, PodPath(ns, name) + "/binding", Dump(body), "application/json", what);

@@ -87,10 +87,14 @@ class KubeClient {
   virtual Status PatchPodAnnotations(const std::string& ns, const std::string& name,
                                      const std::map<std::string, std::optional<std::string>>& annotations) = 0;
 
-  // POST .../pods/{name}/binding. kConflict when the pod is already bound
-  // (409) — the caller checks where; kNotFound when the pod is gone.
+  // POST .../pods/{name}/binding with metadata.uid = uid (the API server's
+  // precondition: a replaced pod is not bound) and `annotations` in the
+  // Binding's metadata, which the API server copies onto the pod in the same
+  // update that sets spec.nodeName: one call, no window in which the pod is
+  // bound without them. kConflict when the pod is already bound or its UID
+  // differs (409) — the caller checks which; kNotFound when the pod is gone.
   virtual Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
-                      const std::string& node) = 0;
+                      const std::string& node, const std::map<std::string, std::string>& annotations = {}) = 0;
 
   virtual Result<List<NodeInfo>> ListNodes() = 0;
   // All pods in all namespaces (optionally a fieldSelector such as spec.nodeName!=).

@@ -154,29 +154,53 @@ class KubeExtender : public ::testing::Test {
   Extender ext{Options{}, &store, &kube, &clock, &registry};
 };
 
-TEST_F(KubeExtender, BindWritesAnnotationsBeforeTheBinding) {
+TEST_F(KubeExtender, BindReadsThePodOnceAndAnnotatesInTheBinding) {
   EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
-  ASSERT_EQ(kube.calls, (std::vector<std::string>{"get default/p-u1", "patch default/p-u1", "bind default/p-u1 big"}));
+  // Not filtered on this replica: the pod is read, then one Binding carries
+  // the annotations (no separate PATCH).
+  ASSERT_EQ(kube.calls, (std::vector<std::string>{"get default/p-u1", "bind default/p-u1 big"}));
   const auto& ann = kube.pods["default/p-u1"].annotations;
   EXPECT_EQ(ann.at("vramd.io/gpus"), "0");
   EXPECT_EQ(ann.at("vramd.io/vram-per-gpu"), std::to_string(32 * kGi));
+  EXPECT_EQ(kube.pods["default/p-u1"].node_name, "big");
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
 }
 
-TEST_F(KubeExtender, FailedBindingReleasesTheReservation) {
+TEST_F(KubeExtender, BindAfterFilterOnThisReplicaMakesOneApiCall) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(kube.calls, (std::vector<std::string>{"bind default/p-u1 big"}));
+  EXPECT_EQ(kube.pods["default/p-u1"].annotations.at("vramd.io/gpus"), "0");
+  EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+TEST_F(KubeExtender, FailedBindingReleasesTheReservationAndAnnotatesNothing) {
   kube.fail_bind = Unavailable("apiserver down");
   std::string err = json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"];
   EXPECT_NE(err.find("apiserver down"), std::string::npos);
   EXPECT_TRUE(store.Entries("big").empty());
   EXPECT_EQ(store.releases, 1);
+  EXPECT_TRUE(kube.pods["default/p-u1"].annotations.empty());
+  EXPECT_TRUE(kube.pods["default/p-u1"].node_name.empty());
 }
 
-TEST_F(KubeExtender, FailedAnnotationPatchReleasesAndNeverBinds) {
-  kube.fail_patch = Internal("forbidden");
+TEST_F(KubeExtender, PodReplacedAfterFilterIsRefusedByTheBindingAndReleased) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  kube.pods["default/p-u1"].uid = "u1-new";  // deleted and created again
   std::string err = json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"];
-  EXPECT_NE(err.find("forbidden"), std::string::npos);
+  EXPECT_NE(err.find("now has UID u1-new, not u1 (it was replaced)"), std::string::npos) << err;
   EXPECT_TRUE(store.Entries("big").empty());
-  for (const auto& c : kube.calls) EXPECT_EQ(c.rfind("bind", 0), std::string::npos) << c;
+  EXPECT_EQ(store.releases, 1);
+  EXPECT_TRUE(kube.pods["default/p-u1"].node_name.empty());
+}
+
+TEST_F(KubeExtender, PodBoundElsewhereAfterFilterIsRefusedAndReleased) {
+  store.AddNode("other", {96 * kGi});
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  kube.pods["default/p-u1"].node_name = "other";
+  std::string err = json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"];
+  EXPECT_NE(err.find("already bound to node other"), std::string::npos) << err;
+  EXPECT_TRUE(store.Entries("big").empty());
 }
 
 TEST_F(KubeExtender, PodAlreadyBoundToTheSameNodeIsSuccess) {

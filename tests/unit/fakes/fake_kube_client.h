@@ -37,8 +37,10 @@ class FakeKubeClient : public kube::KubeClient {
     }
     return Status::Ok();
   }
-  Status Bind(const std::string& ns, const std::string& name, const std::string& uid,
-              const std::string& node) override {
+  // Like the API server: the UID is a precondition, an assigned pod is not
+  // assigned again, and the Binding's annotations land with the node name.
+  Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override {
     std::lock_guard<std::mutex> l(mu_);
     calls.push_back("bind " + ns + "/" + name + " " + node);
     if (bind_conflict_then_bound) {
@@ -46,7 +48,12 @@ class FakeKubeClient : public kube::KubeClient {
       return Conflict("pod is already assigned to node");
     }
     if (!fail_bind.ok()) return fail_bind;
-    pods[ns + "/" + name].node_name = node;
+    auto it = pods.find(ns + "/" + name);
+    if (it == pods.end()) return NotFound("pods \"" + name + "\" not found");
+    if (it->second.uid != uid) return Conflict("Precondition failed: UID in precondition: " + uid);
+    if (!it->second.node_name.empty()) return Conflict("pod " + name + " is already assigned to node");
+    it->second.node_name = node;
+    for (const auto& [k, v] : annotations) it->second.annotations[k] = v;
     return Status::Ok();
   }
   Result<kube::List<kube::NodeInfo>> ListNodes() override {
