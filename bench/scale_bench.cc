@@ -1,7 +1,9 @@
 // Scale (issue 6, item 4): a ledger of 5,000 nodes x 8 GPUs and 50,000
-// entries in a real Valkey/Redis; the time of a full snapshot reload, the
-// cost of Snapshot() when nothing changed (the per-call epoch check), and
-// the process's memory once the snapshot is held.
+// entries in a real Valkey/Redis; the time of a full snapshot reload, of an
+// incremental refresh after 1, 10 and 100 node changes (usage reports
+// written through the store, as vramd's writes are), the cost of Snapshot()
+// when nothing changed (the per-call epoch check), and the process's memory
+// once the snapshot is held.
 //
 //   scale_bench --valkey redis://127.0.0.1:PORT [--nodes 5000] [--gpus 8]
 //               [--entries 50000] [--reloads 10] [--keep]
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -202,6 +205,54 @@ int main(int argc, char** argv) {
   const long rss_after_reloads = ProcStatusKb("VmRSS");
   const long hwm = ProcStatusKb("VmHWM");
 
+  // Incremental refreshes: k nodes change (a usage report each, through a
+  // second store on the same client, which holds no snapshot), then
+  // Snapshot() reads only those k nodes again.
+  // The last run holds the previous snapshot across each refresh, as a
+  // filter call in flight would: the refresh then copies the other nodes
+  // instead of changing the cached snapshot in place.
+  struct Incremental {
+    int changes;
+    bool held;
+    std::vector<double> ms;
+    double self_ms;
+  };
+  std::vector<Incremental> incremental;
+  auto writer = vramd::store::NewValkeyLedgerStore(client);
+  const auto counts0 = store->SnapshotReloads();
+  int next_node = 0, pushes = 0;
+  for (auto [k, held] : {std::pair{1, false}, {10, false}, {100, false}, {1, true}}) {
+    if (2 * k > o.nodes) break;  // more than half the nodes: a full reload
+    Incremental inc{k, held, {}, 0};
+    double cpu = 0;
+    for (int r = 0; r < o.reloads; ++r) {
+      vramd::ledger::SnapshotPtr holder;
+      if (held) {
+        auto h = store->Snapshot();
+        if (!h.ok()) return 1;
+        holder = *h;
+      }
+      for (int c = 0; c < k; ++c) {
+        std::map<int, int64_t> used;
+        for (int g = 0; g < o.gpus; ++g) used[g] = (1 + (pushes + g) % 70) * kGi;
+        ++pushes;
+        if (!writer->PushUsage(NodeName(next_node), used).ok()) return 1;
+        next_node = (next_node + 1) % o.nodes;
+      }
+      const double c0 = SelfCpuS();
+      auto t = SteadyClock::now();
+      auto s = store->Snapshot();
+      inc.ms.push_back(Ms(SteadyClock::now() - t));
+      cpu += SelfCpuS() - c0;
+      if (!s.ok()) return 1;
+    }
+    inc.self_ms = cpu * 1000 / o.reloads;
+    std::sort(inc.ms.begin(), inc.ms.end());
+    incremental.push_back(std::move(inc));
+  }
+  const auto counts1 = store->SnapshotReloads();
+  const long rss_after_incremental = ProcStatusKb("VmRSS");
+
   // The cost of a call when nothing changed: one GET of the epoch.
   const int kChecks = 5000;
   auto c0 = SteadyClock::now();
@@ -215,13 +266,23 @@ int main(int argc, char** argv) {
   std::printf("snapshot reload (%d runs): min %.1f ms, median %.1f ms, max %.1f ms\n", o.reloads, reload_ms.front(),
               reload_ms[reload_ms.size() / 2], reload_ms.back());
   std::printf("CPU per reload: %.1f ms in this process, %.1f ms in the server\n", self_ms, server_ms);
+  for (const auto& inc : incremental) {
+    std::printf("incremental refresh after %d node change(s)%s (%d runs): min %.2f ms, median %.2f ms, max %.2f ms; CPU %.2f ms\n",
+                inc.changes, inc.held ? ", previous snapshot held" : "", o.reloads, inc.ms.front(),
+                inc.ms[inc.ms.size() / 2], inc.ms.back(), inc.self_ms);
+  }
+  std::printf("refreshes above: %llu incremental, %llu full\n",
+              static_cast<unsigned long long>(counts1.incremental - counts0.incremental),
+              static_cast<unsigned long long>(counts1.full - counts0.full));
   std::printf("Snapshot() with an unchanged epoch: %.1f us per call (mean of %d)\n", check_us, kChecks);
   std::printf("RSS: %.1f MiB before, %.1f MiB with the snapshot held, %.1f MiB after %d reloads; peak (VmHWM) %.1f MiB\n",
               rss_before / 1024.0, rss_held / 1024.0, rss_after_reloads / 1024.0, o.reloads, hwm / 1024.0);
+  std::printf("RSS after the incremental refreshes: %.1f MiB; peak (VmHWM) %.1f MiB\n",
+              rss_after_incremental / 1024.0, ProcStatusKb("VmHWM") / 1024.0);
 
   if (!o.keep) {
     for (int n = 0; n < o.nodes; ++n) (void)store->RemoveNode(NodeName(n));
-    (void)client->Command({"DEL", prefix + ":nodes", prefix + ":pods", prefix + ":epoch"});
+    (void)client->Command({"DEL", prefix + ":nodes", prefix + ":pods", prefix + ":epoch", prefix + ":changes"});
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -695,6 +696,394 @@ TEST_F(ValkeyStoreTest, ReloadsAFullClusterLedger) {
   EXPECT_EQ(n7->gpus[3].uuid, "GPU-7-3");
   EXPECT_EQ(n7->gpus[3].used, kGi);
   EXPECT_EQ(Allocated(*n7, 0), 2 * 25769803776);
+}
+
+
+// ---------------------------------------------------------------------------
+// Incremental snapshot refresh: the change log P:changes.
+
+// Everything a snapshot holds but its index, compared field by field.
+void ExpectSameLedger(const ledger::Snapshot& got, const ledger::Snapshot& want) {
+  EXPECT_EQ(got.epoch, want.epoch);
+  std::vector<std::string> got_names, want_names;
+  for (const auto& [name, n] : got.nodes) got_names.push_back(name);
+  for (const auto& [name, n] : want.nodes) want_names.push_back(name);
+  std::sort(got_names.begin(), got_names.end());
+  std::sort(want_names.begin(), want_names.end());
+  ASSERT_EQ(got_names, want_names);
+  ASSERT_NE(got.index, nullptr) << "a published snapshot is indexed";
+  for (const auto& [name, w] : want.nodes) {
+    const ledger::Node& g = got.nodes.at(name);
+    SCOPED_TRACE("node " + name);
+    EXPECT_EQ(g.name, w.name);
+    ASSERT_EQ(g.gpus.size(), w.gpus.size());
+    for (size_t i = 0; i < w.gpus.size(); ++i) {
+      EXPECT_EQ(g.gpus[i].index, w.gpus[i].index);
+      EXPECT_EQ(g.gpus[i].uuid, w.gpus[i].uuid);
+      EXPECT_EQ(g.gpus[i].capacity, w.gpus[i].capacity);
+      EXPECT_EQ(g.gpus[i].used, w.gpus[i].used);
+      EXPECT_EQ(g.gpus[i].used_ts_ms, w.gpus[i].used_ts_ms);
+    }
+    ASSERT_EQ(g.entries.size(), w.entries.size());
+    for (size_t i = 0; i < w.entries.size(); ++i) {
+      const ledger::Entry& a = g.entries[i];
+      const ledger::Entry& b = w.entries[i];
+      EXPECT_EQ(a.pod_uid, b.pod_uid);
+      EXPECT_EQ(a.ns, b.ns);
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.gpus, b.gpus);
+      EXPECT_EQ(a.per_gpu, b.per_gpu);
+      EXPECT_EQ(a.peak_per_gpu, b.peak_per_gpu);
+      EXPECT_EQ(a.model, b.model);
+      EXPECT_EQ(a.state, b.state);
+      EXPECT_EQ(a.created_ms, b.created_ms);
+    }
+    EXPECT_EQ(g.models, w.models);
+  }
+}
+
+// HGETALL calls the server executed so far (INFO commandstats; scripts' calls
+// count too, so measure only around reads).
+int64_t HgetallCalls(ValkeyClient& c) {
+  auto r = c.Command({"INFO", "commandstats"});
+  if (!r.ok() || r->type != Reply::Type::kString) return -1;
+  const std::string key = "cmdstat_hgetall:calls=";
+  const size_t p = r->str.find(key);
+  if (p == std::string::npos) return 0;
+  return std::atoll(r->str.c_str() + p + key.size());
+}
+
+class ValkeyRefreshTest : public ValkeyStoreTest {
+ protected:
+  // `store`'s Snapshot(), checked against a full load by a new store (no
+  // write may run in between), and how it refreshed: 'i' incrementally, 'f'
+  // fully, '-' not at all (cached).
+  char RefreshAndCompare(LedgerStore& store) {
+    const auto before = store.SnapshotReloads();
+    auto got = store.Snapshot();
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok()) return '?';
+    const auto after = store.SnapshotReloads();
+    ledger::SnapshotPtr want = Fresh();
+    ExpectSameLedger(**got, *want);
+    if (after.incremental == before.incremental + 1 && after.full == before.full) return 'i';
+    if (after.full == before.full + 1 && after.incremental == before.incremental) return 'f';
+    if (after.full == before.full && after.incremental == before.incremental) return '-';
+    return '?';
+  }
+
+  void Nodes(int n) {
+    for (int i = 1; i <= n; ++i) {
+      Capacity("n" + std::to_string(i), {{0, 10 * kGi, "GPU-" + std::to_string(i)}, {1, 10 * kGi, ""}});
+    }
+  }
+};
+
+TEST_F(ValkeyRefreshTest, EachKindOfWriteRefreshesIncrementallyToWhatAFullLoadReads) {
+  Nodes(8);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  EXPECT_EQ(RefreshAndCompare(*store_), '-');
+
+  ASSERT_EQ(*store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))), ReserveOutcome::kReserved);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "reserve";
+  ASSERT_EQ(*store_->Reserve(Req("n2", MakeEntry("a", {1}, 2 * kGi))), ReserveOutcome::kMoved);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "reserve that moves";
+  EXPECT_TRUE(store_->Snapshot().value()->Find("n1")->entries.empty());
+  ASSERT_TRUE(*store_->Release("n2", "a"));
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "release";
+
+  ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("b", {0, 1}, kGi))).ok());
+  ASSERT_TRUE(store_->SetEntryState("n3", "b", ledger::EntryState::kBound).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set state";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n3")->entries.at(0).state, ledger::EntryState::kBound);
+
+  ledger::Entry c = MakeEntry("c", {0}, 3 * kGi);
+  c.model = "llama";
+  ASSERT_TRUE(store_->PutEntry("n4", c).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "put entry";
+  c.state = ledger::EntryState::kBound;
+  ASSERT_TRUE(store_->PutEntry("n5", c).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "put entry that moves";
+  EXPECT_TRUE(store_->Snapshot().value()->Find("n4")->entries.empty());
+  EXPECT_EQ(store_->Snapshot().value()->Find("n5")->entries.size(), 1u);
+
+  Capacity("n6", {{0, 20 * kGi, "GPU-x"}});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set capacity";
+  Capacity("n9", {{0, 30 * kGi, ""}});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set capacity of a new node";
+  ASSERT_NE(store_->Snapshot().value()->Find("n9"), nullptr);
+
+  ASSERT_TRUE(store_->PushUsage("n5", {{0, 5 * kGi}, {1, kGi}}).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "push usage";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n5")->gpus[0].used, 5 * kGi);
+
+  ASSERT_TRUE(store_->RemoveNode("n6").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "remove node";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n6"), nullptr);
+
+  // Several writes on several nodes between two reads.
+  ASSERT_TRUE(store_->Reserve(Req("n7", MakeEntry("d", {0}, kGi))).ok());
+  ASSERT_TRUE(store_->Reserve(Req("n8", MakeEntry("e", {1}, kGi))).ok());
+  ASSERT_TRUE(store_->Release("n3", "b").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "three writes";
+
+  // The refresh reads the changed node's four hashes, nothing else.
+  ASSERT_TRUE(store_->Reserve(Req("n7", MakeEntry("f", {1}, kGi))).ok());
+  const int64_t h0 = HgetallCalls(*client_);
+  ASSERT_TRUE(store_->Snapshot().ok());
+  EXPECT_EQ(HgetallCalls(*client_) - h0, 4);
+  EXPECT_EQ(store_->SnapshotReloads().full, 1u);
+}
+
+TEST_F(ValkeyRefreshTest, MoreThanHalfTheNodesChangedReloadsEverything) {
+  Nodes(4);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(store_->Reserve(Req("n" + std::to_string(i), MakeEntry("u" + std::to_string(i), {0}, kGi))).ok());
+  }
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  ASSERT_TRUE(store_->Reserve(Req("n4", MakeEntry("u4", {0}, kGi))).ok());
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("u5", {1}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+}
+
+TEST_F(ValkeyRefreshTest, ALostOrUntrustworthyChangeLogForcesAFullReload) {
+  Nodes(6);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+
+  // The log is deleted between two writes: the first write's node is no
+  // longer named, and the log restarts after it.
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
+  Raw({"DEL", Key("changes")});
+  ASSERT_TRUE(store_->Reserve(Req("n2", MakeEntry("b", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "deleted log";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n1")->entries.size(), 1u);
+  // A log deleted with no write after it: the next write restarts it at the
+  // epoch this reader has, so nothing is missed and the refresh stays small.
+  Raw({"DEL", Key("changes")});
+  ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("c", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "log restarted at the cached epoch";
+
+  // The epoch key is deleted: the next write starts it at the server's time.
+  Raw({"DEL", Key("epoch")});
+  ASSERT_TRUE(store_->Release("n3", "c").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "deleted epoch";
+  ASSERT_TRUE(store_->Release("n2", "b").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "after the restart";
+
+  // Something moves the epoch without logging (an older vramd, by hand).
+  Raw({"HSET", NodeKey("n4", "cap"), "0", std::to_string(4 * kGi)});
+  Raw({"INCR", Key("epoch")});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "unlogged change";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n4")->gpus[0].capacity, 4 * kGi);
+  // ... and a logged write follows it before the reader looks: the writer
+  // sees the gap and restarts the log.
+  Raw({"HSET", NodeKey("n4", "cap"), "0", std::to_string(5 * kGi)});
+  Raw({"INCR", Key("epoch")});
+  ASSERT_TRUE(store_->Reserve(Req("n5", MakeEntry("d", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "unlogged change, then a logged one";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n4")->gpus[0].capacity, 5 * kGi);
+
+  // The whole ledger is gone (a flush), then written anew.
+  TearDown();
+  Capacity("m1", {{0, kGi, ""}});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "flushed ledger";
+  EXPECT_EQ(store_->Snapshot().value()->nodes.size(), 1u);
+}
+
+TEST_F(ValkeyRefreshTest, TheChangeLogIsBoundedAndOldReadersReloadEverything) {
+  Nodes(6);
+  auto old_reader = NewValkeyLedgerStore(client_);
+  EXPECT_EQ(RefreshAndCompare(*old_reader), 'f');
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
+  const uint64_t e1 = Epoch();
+  ASSERT_TRUE(store_->Reserve(Req("n2", MakeEntry("b", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');  // store_ is at e1 + 1 now
+
+  // 100,000 more members, all logged at e1 (as if that many nodes had
+  // changed then). The next write finds the log over its bound.
+  for (int batch = 0; batch < 10; ++batch) {
+    std::vector<std::string> zadd{"ZADD", Key("changes")};
+    for (int i = 0; i < 10000; ++i) {
+      zadd.push_back(std::to_string(e1));
+      zadd.push_back("ghost-" + std::to_string(batch * 10000 + i));
+    }
+    Raw(zadd);
+  }
+  ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("c", {0}, kGi))).ok());
+  const int64_t left = Raw({"ZCARD", Key("changes")}).integer;
+  EXPECT_LE(left, 50001);
+  Reply marker = Raw({"ZSCORE", Key("changes"), ""});
+  ASSERT_FALSE(marker.is_nil());
+  EXPECT_EQ(static_cast<uint64_t>(std::stod(marker.str)), e1);  // exact below 2^53
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "newer than the marker";
+  EXPECT_EQ(RefreshAndCompare(*old_reader), 'f') << "older than the marker";
+}
+
+TEST_F(ValkeyRefreshTest, MalformedFieldsAreCountedAcrossIncrementalRefreshes) {
+  Nodes(6);
+  Raw({"HSET", NodeKey("n1", "alloc"), "bad", "{not json"});
+  Raw({"HSET", NodeKey("n2", "cap"), "7", "lots"});
+  Raw({"INCR", Key("epoch")});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
+  ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("a", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("b", {0}, kGi))).ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
+  ASSERT_TRUE(store_->RemoveNode("n2").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 1u);
+}
+
+// Random writes of every kind from two stores (two clients, as two replicas
+// would), each store's refreshed snapshot checked against a full load every
+// few writes.
+TEST_F(ValkeyRefreshTest, RandomWritesFromTwoStoresKeepIncrementalSnapshotsExact) {
+  constexpr int kNodes = 20, kWrites = 300;
+  // A fixed seed by default; VRAMD_TEST_SEED explores others.
+  const char* seed_env = std::getenv("VRAMD_TEST_SEED");
+  const unsigned seed = seed_env != nullptr ? static_cast<unsigned>(std::atoll(seed_env)) : 12345u;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const auto node = [&] { return "n" + std::to_string(1 + pick(kNodes)); };
+  const auto uid = [&] { return "pod-" + std::to_string(pick(60)); };
+  for (int i = 1; i <= kNodes; ++i) {
+    Capacity("n" + std::to_string(i), {{0, 16 * kGi, ""}, {1, 16 * kGi, "GPU-b"}});
+  }
+  auto other_client = NewValkeyClient(opts_);
+  std::unique_ptr<LedgerStore> stores[2] = {NewValkeyLedgerStore(client_),
+                                            NewValkeyLedgerStore(other_client)};
+  for (auto& s : stores) ASSERT_TRUE(s->Snapshot().ok());
+  int refreshes[2] = {0, 0};  // checks that found the epoch moved, per store
+  for (int w = 1; w <= kWrites; ++w) {
+    LedgerStore& s = *stores[pick(2)];
+    const int kind = pick(100);
+    const std::string n = node();
+    if (kind < 35) {
+      std::vector<int> gpus = pick(4) == 0 ? std::vector<int>{0, 1} : std::vector<int>{pick(2)};
+      (void)s.Reserve(Req(n, MakeEntry(uid(), gpus, (1 + pick(6)) * kGi)));
+    } else if (kind < 55) {
+      (void)s.Release(n, uid());
+    } else if (kind < 65) {
+      (void)s.SetEntryState(n, uid(), pick(2) ? ledger::EntryState::kBound
+                                              : ledger::EntryState::kTerminating);
+    } else if (kind < 75) {
+      ledger::Entry e = MakeEntry(uid(), {pick(2)}, (1 + pick(4)) * kGi);
+      e.model = "model-" + std::to_string(pick(3));
+      e.state = ledger::EntryState::kBound;
+      (void)s.PutEntry(n, e);
+    } else if (kind < 83) {
+      std::vector<GpuCapacity> gpus{{0, (12 + pick(8)) * kGi, ""}};
+      if (pick(2)) gpus.push_back({1, 16 * kGi, "GPU-b"});
+      ASSERT_TRUE(s.SetCapacity(n, gpus).ok());
+    } else if (kind < 93) {
+      (void)s.PushUsage(n, {{0, pick(10) * kGi}, {1, pick(10) * kGi}});
+    } else {
+      ASSERT_TRUE(s.RemoveNode(n).ok());
+    }
+    if (w % 3 == 0) {
+      for (int i = 0; i < 2; ++i) {
+        const char how = RefreshAndCompare(*stores[i]);
+        ASSERT_FALSE(HasFailure()) << "after write " << w;
+        EXPECT_NE(how, '?');
+        if (how != '-') ++refreshes[i];  // '-': the writes all failed (no such pod...)
+      }
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int checks = refreshes[i];
+    const auto counts = stores[i]->SnapshotReloads();
+    // One full load at the start; 3 writes between checks change at most 6
+    // nodes, rarely more than half of those left after removals.
+    EXPECT_LE(counts.full, 1u + checks / 10);
+    EXPECT_GE(counts.incremental, static_cast<uint64_t>(checks * 9 / 10));
+    std::printf("[ info ] %d refreshes: %llu full, %llu incremental\n", checks,
+                static_cast<unsigned long long>(counts.full),
+                static_cast<unsigned long long>(counts.incremental));
+  }
+}
+
+// Writers race the refreshes (two stores reading in a loop while two
+// threads write): once the writes stop, one more refresh must equal a full
+// load, whatever the refreshes in between saw.
+TEST_F(ValkeyRefreshTest, RefreshesRacingWritesConvergeToAFullLoad) {
+  constexpr int kNodes = 12;
+  for (int i = 1; i <= kNodes; ++i) Capacity("n" + std::to_string(i), {{0, 64 * kGi, ""}});
+  auto other_client = NewValkeyClient(opts_);
+  std::unique_ptr<LedgerStore> readers[2] = {NewValkeyLedgerStore(client_),
+                                             NewValkeyLedgerStore(other_client)};
+  for (auto& r : readers) ASSERT_TRUE(r->Snapshot().ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> read_errors{0}, epoch_regressions{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      uint64_t last = 0;
+      while (!stop.load()) {
+        auto s = readers[t]->Snapshot();
+        if (!s.ok()) {
+          ++read_errors;
+          continue;
+        }
+        if ((*s)->epoch < last) ++epoch_regressions;
+        last = (*s)->epoch;
+      }
+    });
+  }
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([&, t] {
+      auto store = NewValkeyLedgerStore(t == 0 ? client_ : other_client);
+      std::mt19937 rng(777 + t);
+      for (int w = 0; w < 200; ++w) {
+        const std::string n = "n" + std::to_string(1 + rng() % kNodes);
+        const std::string uid = "p" + std::to_string(rng() % 40);
+        switch (rng() % 4) {
+          case 0: (void)store->Reserve(Req(n, MakeEntry(uid, {0}, kGi))); break;
+          case 1: (void)store->Release(n, uid); break;
+          case 2: (void)store->PushUsage(n, {{0, static_cast<int64_t>(rng() % 8) * kGi}}); break;
+          default: (void)store->SetEntryState(n, uid, ledger::EntryState::kBound); break;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(read_errors.load(), 0);
+  EXPECT_EQ(epoch_regressions.load(), 0);
+  for (auto& r : readers) {
+    RefreshAndCompare(*r);
+    EXPECT_GT(r->SnapshotReloads().incremental, 0u);
+  }
+}
+
+// A snapshot a caller holds never changes: the refresh that follows a write
+// then works on a copy (without holders it may change the cached one).
+TEST_F(ValkeyRefreshTest, ASnapshotHeldByACallerNeverChanges) {
+  Nodes(6);
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
+  auto held = store_->Snapshot();
+  ASSERT_TRUE(held.ok());
+  const ledger::Snapshot before = **held;  // a deep copy (without the index)
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("b", {1}, kGi))).ok());
+  ASSERT_TRUE(store_->RemoveNode("n2").ok());
+  Capacity("n7", {{0, kGi, ""}});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  ExpectSameLedger(**held, before);
+  EXPECT_EQ((*held)->Find("n1")->entries.size(), 1u);
+  ASSERT_NE((*held)->Find("n2"), nullptr);
+  EXPECT_EQ((*held)->Find("n7"), nullptr);
+  // Not held any more: the next refreshes may reuse the cached snapshot.
+  held = Result<ledger::SnapshotPtr>(ledger::SnapshotPtr());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store_->PushUsage("n3", {{0, i * kGi}}).ok());
+    EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  }
 }
 
 }  // namespace

@@ -97,6 +97,16 @@ class LedgerStore {
   // not be parsed (bad entry JSON, non-numeric capacity...). Each is logged;
   // non-zero means the ledger holds corrupt data. Fakes may leave it at 0.
   virtual uint64_t MalformedFieldsSkipped() const { return 0; }
+
+  // How Snapshot() refreshed its cache since the store was created: full
+  // reloads of the whole ledger, and incremental refreshes that re-read only
+  // the nodes changed since the cached epoch. For a metric and tests; fakes
+  // may leave both at 0.
+  struct ReloadCounts {
+    uint64_t full = 0;
+    uint64_t incremental = 0;
+  };
+  virtual ReloadCounts SnapshotReloads() const { return {}; }
 };
 
 }  // namespace vramd::store

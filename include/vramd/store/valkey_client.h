@@ -145,7 +145,9 @@ std::shared_ptr<ValkeyClient> NewValkeyClient(const ValkeyOptions& opts);
 // in DESIGN.md §6 and valkey_ledger_store.cc). Thread-safe. Snapshot() keeps
 // the last snapshot and its epoch; concurrent callers that find the epoch
 // moved wait for one reload instead of each reloading, and every caller gets
-// a snapshot at least as new as the epoch it read.
+// a snapshot at least as new as the epoch it read. A reload reads only the
+// nodes the change log names after the cached epoch when it can
+// (SnapshotReloads() counts full and incremental ones).
 std::unique_ptr<LedgerStore> NewValkeyLedgerStore(std::shared_ptr<ValkeyClient> client);
 
 }  // namespace vramd::store
