@@ -38,7 +38,8 @@ Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 // Every candidate node fails for the same pod-level reason.
 ledger::FilterResult AllUnresolvable(const std::vector<std::string_view>& names, const std::string& reason) {
   ledger::FilterResult r;
-  for (std::string_view n : names) r.unresolvable.emplace_back(n, reason);
+  const std::string_view why = r.reasons.emplace_back(reason);
+  for (std::string_view n : names) r.unresolvable.emplace_back(n, why);
   return r;
 }
 

@@ -448,13 +448,26 @@ void AppendJsonString(std::string_view s, std::string* out) {
 
 namespace {
 
-void AppendReasonMap(const std::vector<std::pair<std::string_view, std::string>>& m, std::string* out) {
+// Nodes that fail alike share one reason text (the same view): it is
+// escaped once and then copied from where it was first written.
+void AppendReasonMap(const std::vector<std::pair<std::string_view, std::string_view>>& m, std::string* out) {
   out->push_back('{');
+  const char* last = nullptr;
+  size_t last_size = 0, written_at = 0, written_len = 0;
   for (size_t i = 0; i < m.size(); ++i) {
     if (i) out->push_back(',');
     AppendJsonString(m[i].first, out);
     out->push_back(':');
-    AppendJsonString(m[i].second, out);
+    const std::string_view why = m[i].second;
+    if (why.data() == last && why.size() == last_size) {
+      out->append(out->data() + written_at, written_len);  // std::string copes with the overlap
+      continue;
+    }
+    written_at = out->size();
+    AppendJsonString(why, out);
+    written_len = out->size() - written_at;
+    last = why.data();
+    last_size = why.size();
   }
   out->push_back('}');
 }

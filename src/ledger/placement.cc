@@ -41,9 +41,13 @@ struct PlacementIndex {
     // Without usage reports a node's vectors do not depend on the time, so
     // whether a one-GPU pod fits is known in advance: it fits when some GPU
     // is large enough and some GPU has that much free (`settled` nodes only).
+    // For a one-GPU pod that does not fit, the reason names the first
+    // largest GPU, or the first GPU with the most free memory (positions
+    // among the node's GPUs, as Decide picks them).
     bool settled = false;
     int64_t max_capacity = 0;
     int64_t max_free = 0;
+    uint32_t largest_cap = 0, largest_free = 0;
   };
   // Prioritize's inputs of a settled node (parallel to `nodes`).
   struct NodeSums {
@@ -259,26 +263,31 @@ class ReasonMemo {
     int64_t a = 0, b = 0, c = 0;
     bool operator==(const Key&) const = default;
   };
-  const std::string* Find(const Key& k) const {
-    for (const Slot& s : slots_) {
-      if (s.key == k) return &s.reason;
+  const std::string_view* Find(const Key& k) const {
+    if (slots_[last_].key == k) return &slots_[last_].reason;  // mostly the same as last time
+    for (size_t i = 0; i < kSlots; ++i) {
+      if (slots_[i].key == k) {
+        last_ = i;
+        return &slots_[i].reason;
+      }
     }
     return nullptr;
   }
-  void Add(const Key& k, const std::string& reason) {
-    Slot& s = slots_[next_++ % kSlots];
-    s.key = k;
-    s.reason = reason;
+  void Add(const Key& k, std::string_view reason) {
+    last_ = next_++ % kSlots;
+    slots_[last_].key = k;
+    slots_[last_].reason = reason;
   }
 
  private:
   static constexpr size_t kSlots = 8;
   struct Slot {
     Key key;
-    std::string reason;
+    std::string_view reason;  // into PodContext::store
   };
   Slot slots_[kSlots];
   size_t next_ = 0;
+  mutable size_t last_ = 0;
 };
 
 // What one call knows about the pod, computed once for all its nodes.
@@ -288,26 +297,46 @@ struct PodContext {
   int64_t now_ms;
   std::string needs;  // Needs(req), the start of every capacity reason
   bool reasons = true;  // false: the verdict is enough (Prioritize)
+  std::deque<std::string>* store = nullptr;  // where reasons are kept (required when `reasons`)
   mutable ReasonMemo memo{};  // one call, one thread
+
+  // Keeps a new reason for the rest of the call and remembers it by `key`.
+  std::string_view Keep(const ReasonMemo::Key& key, std::string text) const {
+    std::string_view v = store->emplace_back(std::move(text));
+    memo.Add(key, v);
+    return v;
+  }
 };
 
+constexpr std::string_view kNoGpusReason = "node has no GPUs";
+
 // Decides one node from its vectors. Fills d->choice only when `choose`
-// (Filter and Prioritize need the verdict, bind needs the GPUs).
-void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, bool choose, NodeDecision* d) {
+// (Filter and Prioritize need the verdict, bind needs the GPUs). A node that
+// does not fit gets its reason in *why (a view into pc.store or static
+// text) when pc.reasons; d->reason is left alone.
+void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, bool choose, NodeDecision* d,
+            std::string_view* why) {
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
   if (vec.size() == 0) {
     d->verdict = Verdict::kUnresolvable;
-    d->reason = "node has no GPUs";
+    *why = kNoGpusReason;
     return;
   }
   if (static_cast<size_t>(want) > vec.size()) {
     d->verdict = Verdict::kUnresolvable;
     if (!pc.reasons) return;
-    d->reason.reserve(pc.needs.size() + 32);
-    d->reason = pc.needs;
-    d->reason += "; node has only ";
-    AppendGpuWord(static_cast<int>(vec.size()), &d->reason);
+    const ReasonMemo::Key key{0, 0, static_cast<int>(vec.size()), 0, 0, 0};
+    if (const std::string_view* known = pc.memo.Find(key)) {
+      *why = *known;
+      return;
+    }
+    std::string r;
+    r.reserve(pc.needs.size() + 32);
+    r = pc.needs;
+    r += "; node has only ";
+    AppendGpuWord(static_cast<int>(vec.size()), &r);
+    *why = pc.Keep(key, std::move(r));
     return;
   }
 
@@ -334,11 +363,11 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     d->verdict = Verdict::kUnresolvable;
     if (!pc.reasons) return;
     const ReasonMemo::Key key{1, gpu_index(largest_cap), want > 1 ? big_enough : 0, max_cap, 0, 0};
-    if (const std::string* known = pc.memo.Find(key)) {
-      d->reason = *known;
+    if (const std::string_view* known = pc.memo.Find(key)) {
+      *why = *known;
       return;
     }
-    std::string& r = d->reason;
+    std::string r;
     r.reserve(pc.needs.size() + 80);
     r = pc.needs;
     r += "; largest GPU capacity is ";
@@ -351,7 +380,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       AppendGpuWord(big_enough, &r);
       r += " large enough";
     }
-    pc.memo.Add(key, r);
+    *why = pc.Keep(key, std::move(r));
     return;
   }
   if (room < want) {
@@ -359,11 +388,11 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     if (!pc.reasons) return;
     const Vectors& lf = vec[largest_free];
     const ReasonMemo::Key key{2, gpu_index(largest_free), want > 1 ? room : 0, lf.capacity, lf.allocated, lf.used};
-    if (const std::string* known = pc.memo.Find(key)) {
-      d->reason = *known;
+    if (const std::string_view* known = pc.memo.Find(key)) {
+      *why = *known;
       return;
     }
-    std::string& r = d->reason;
+    std::string r;
     r.reserve(pc.needs.size() + 112);
     r = pc.needs;
     r += "; ";
@@ -375,7 +404,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     r += FormatBytes(std::max<int64_t>(0, FreeBytes(vec[largest_free])));
     r += " on ";
     AppendDescribe(gpu_index(largest_free), lf, &r);
-    pc.memo.Add(key, r);
+    *why = pc.Keep(key, std::move(r));
     return;
   }
   d->verdict = Verdict::kFits;
@@ -495,8 +524,14 @@ void IndexSnapshot(Snapshot* snap) {
       rec.max_free = vec[0].capacity - vec[0].allocated;
       for (size_t i = 0; i < node.gpus.size(); ++i) {
         const int64_t cap = vec[i].capacity, alloc = vec[i].allocated;
-        rec.max_capacity = std::max(rec.max_capacity, cap);
-        rec.max_free = std::max(rec.max_free, cap - alloc);
+        if (cap > rec.max_capacity) {
+          rec.max_capacity = cap;
+          rec.largest_cap = static_cast<uint32_t>(i);
+        }
+        if (cap - alloc > rec.max_free) {
+          rec.max_free = cap - alloc;
+          rec.largest_free = static_cast<uint32_t>(i);
+        }
         sums.sum.capacity += cap;
         sums.sum.allocated += alloc;
         sums.sum.used += alloc;
@@ -536,9 +571,12 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
     d.reason = kUnknownNodeReason;
     return d;
   }
-  PodContext pc{req, policy, now_ms, Needs(req)};
+  std::deque<std::string> store;
+  PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/true, &store};
   NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
-  Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d);
+  std::string_view why;
+  Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
+  if (d.verdict != Verdict::kFits) d.reason = why;
   return d;
 }
 
@@ -615,11 +653,25 @@ bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
   return req.gpu_count == 1 && rec.settled && rec.max_capacity >= req.per_gpu && rec.max_free >= req.per_gpu;
 }
 
-void AddDecision(std::string_view name, NodeDecision* d, FilterResult* out) {
-  switch (d->verdict) {
+// The reason a one-GPU pod does not fit a settled node, when this call has
+// already written it for an alike node (the key Decide would use); null
+// means "decide the long way".
+const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec,
+                                    const PodContext& pc) {
+  if (pc.req.gpu_count != 1 || !rec.settled) return nullptr;
+  const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
+  if (rec.max_capacity < pc.req.per_gpu) {
+    return pc.memo.Find({1, gpu_index[rec.largest_cap], 0, rec.max_capacity, 0, 0});
+  }
+  const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.largest_free];
+  return pc.memo.Find({2, gpu_index[rec.largest_free], 0, g.capacity, g.allocated, g.allocated});
+}
+
+void AddDecision(std::string_view name, Verdict verdict, std::string_view why, FilterResult* out) {
+  switch (verdict) {
     case Verdict::kFits: out->fits.push_back(name); break;
-    case Verdict::kNoRoomNow: out->failed.emplace_back(name, std::move(d->reason)); break;
-    case Verdict::kUnresolvable: out->unresolvable.emplace_back(name, std::move(d->reason)); break;
+    case Verdict::kNoRoomNow: out->failed.emplace_back(name, why); break;
+    case Verdict::kUnresolvable: out->unresolvable.emplace_back(name, why); break;
   }
 }
 
@@ -629,7 +681,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
-  const PodContext pc{req, policy, now_ms, Needs(req)};
+  const PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/true, &out.reasons};
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -643,8 +695,9 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
       }
       NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
       NodeDecision d;
-      Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d);
-      AddDecision(name, &d, &out);
+      std::string_view why;
+      Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &why);
+      AddDecision(name, d.verdict, why, &out);
     }
     return out;
   }
@@ -670,10 +723,16 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
       out.fits.push_back(names[i]);
       continue;
     }
+    if (const std::string_view* why = SettledMiss(*ix, *rec, pc)) {
+      AddDecision(names[i], rec->max_capacity < req.per_gpu ? Verdict::kUnresolvable : Verdict::kNoRoomNow,
+                  *why, &out);
+      continue;
+    }
     NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
     NodeDecision d;
-    Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d);
-    AddDecision(names[i], &d, &out);
+    std::string_view why;
+    Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &why);
+    AddDecision(names[i], d.verdict, why, &out);
   }
   return out;
 }
@@ -717,7 +776,8 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
     };
     auto decide = [&](const NodeVectors& vec, GpuIndices gpu_index, auto&& warm) {
       NodeDecision d;
-      Decide(vec, gpu_index, pc, /*choose=*/false, &d);
+      std::string_view unused;
+      Decide(vec, gpu_index, pc, /*choose=*/false, &d, &unused);
       if (d.verdict != Verdict::kFits) return;
       int64_t free = 0;
       for (size_t g = 0; g < vec.size(); ++g) free += std::max<int64_t>(0, FreeBytes(vec[g]));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,10 +58,21 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
 // snapshot is complete, before sharing it.
 void IndexSnapshot(Snapshot* snap);
 
+// Node names are views into the caller's storage; reasons are views into
+// `reasons` (each distinct text once: in a cluster of alike nodes thousands
+// of nodes share a handful of reasons) or into static text. Move-only, so
+// that no copy can point into another result's reasons.
 struct FilterResult {
   std::vector<std::string_view> fits;  // in input order
-  std::vector<std::pair<std::string_view, std::string>> failed;        // may fit later
-  std::vector<std::pair<std::string_view, std::string>> unresolvable;  // never fits
+  std::vector<std::pair<std::string_view, std::string_view>> failed;        // may fit later
+  std::vector<std::pair<std::string_view, std::string_view>> unresolvable;  // never fits
+  std::deque<std::string> reasons;  // stable addresses as it grows
+
+  FilterResult() = default;
+  FilterResult(FilterResult&&) = default;
+  FilterResult& operator=(FilterResult&&) = default;
+  FilterResult(const FilterResult&) = delete;
+  FilterResult& operator=(const FilterResult&) = delete;
 };
 
 // Filter over candidate node names (views into the caller's storage).

@@ -109,6 +109,23 @@ TEST(Wire, UnresolvableNodesAreAlsoInFailedNodesForOldSchedulers) {
   EXPECT_EQ(j["FailedAndUnresolvableNodes"], (nlohmann::json{{"c", "too small"}}));
 }
 
+TEST(Wire, AReasonSharedByManyNodesIsWrittenForEachOfThem) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(R"({"Pod":{},"NodeNames":["a","b","c","d"]})", "vramd.io/vram", &a).ok());
+  ledger::FilterResult r;
+  const std::string_view shared = r.reasons.emplace_back("needs \"8Gi\"\n\u00e9");  // escapes
+  const std::string_view other = r.reasons.emplace_back("other");
+  r.failed = {{"a", shared}, {"b", shared}, {"c", other}, {"d", shared}};
+  std::string out;
+  WriteFilterResult(r, a, &out);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["FailedNodes"], (nlohmann::json{{"a", "needs \"8Gi\"\n\u00e9"},
+                                              {"b", "needs \"8Gi\"\n\u00e9"},
+                                              {"c", "other"},
+                                              {"d", "needs \"8Gi\"\n\u00e9"}}));
+}
+
 TEST(Wire, CaseInsensitiveTopLevelKeysLikeGo) {
   ArgsDecoder d;
   ExtenderArgs a;

@@ -201,6 +201,32 @@ TEST(Filter, RequestLargerThanEveryGpuIsUnresolvableEverywhere) {
   EXPECT_EQ(r.unresolvable.size(), 2u);
 }
 
+TEST(Filter, AlikeNodesShareOneReasonText) {
+  Snapshot s;
+  std::vector<std::string> names;
+  for (int i = 0; i < 50; ++i) {
+    names.push_back("n" + std::to_string(i));
+    s.nodes[names.back()] = MakeNode(names.back(), {8 * kGi});
+    if (i % 2 == 0) Hold(s.nodes[names.back()], "x" + std::to_string(i), {0}, 6 * kGi);
+  }
+  s.nodes["tiny"] = MakeNode("tiny", {1 * kGi});
+  names.push_back("tiny");
+  std::vector<std::string_view> views(names.begin(), names.end());
+  FilterResult r = Filter(s, views, Want(4 * kGi), Policy{}, kNow);
+  EXPECT_EQ(r.fits.size(), 25u);
+  ASSERT_EQ(r.failed.size(), 25u);
+  ASSERT_EQ(r.unresolvable.size(), 1u);
+  for (const auto& [node, why] : r.failed) {
+    EXPECT_EQ(why, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)") << node;
+    EXPECT_EQ(why.data(), r.failed[0].second.data()) << "one text, not a copy per node";
+  }
+  EXPECT_EQ(r.unresolvable[0].second, "needs 4Gi on 1 GPU; largest GPU capacity is 1Gi (GPU 0)");
+  EXPECT_EQ(r.reasons.size(), 2u);
+  // The result may move (it is returned by value); its views stay valid.
+  FilterResult moved = std::move(r);
+  EXPECT_EQ(moved.failed[24].second, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)");
+}
+
 int ScoreOf(const std::vector<HostScore>& scores, std::string_view host) {
   for (const HostScore& h : scores) {
     if (h.host == host) return h.score;
