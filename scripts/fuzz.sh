@@ -1,29 +1,27 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, clang + ASan + UBSan) into a cached
-# build directory and runs each for a bounded time, starting from the seed
-# corpus in fuzz/corpus/<target>/. Any crash, leak, sanitizer report, timeout
+# Builds the libFuzzer targets (fuzz/, clang + ASan + UBSan) into the cached
+# build directory of the ASan tier (build-asan/) and runs each for a bounded
+# time, starting from the seed corpus in fuzz/corpus/<target>/. Any crash, leak, sanitizer report, timeout
 # or out-of-memory fails the run; the input is kept and its path printed.
 #   scripts/fuzz.sh                          every target, 20 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh         longer runs (docs/fuzzing.md)
 #   FUZZ_TARGETS="quantity lock" scripts/fuzz.sh
-#   FUZZ_BUILD_DIR=build-fuzz (default)      FUZZ_JOBS=1 parallel workers per target
+#   FUZZ_BUILD_DIR=build-asan (default)      FUZZ_JOBS=1 parallel workers per target
 # New inputs that reach new code go to $FUZZ_BUILD_DIR/corpus/<target>/ (kept
 # between runs, not committed); fuzz/corpus/ is only read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+BUILD_DIR=${FUZZ_BUILD_DIR:-build-asan}
 SECONDS_EACH=${FUZZ_SECONDS:-20}
 TARGETS=${FUZZ_TARGETS:-"quantity extender bind config usage lock kube_pod"}
 JOBS=${FUZZ_JOBS:-1}
 
-command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing (scripts/install-deps.sh --test)"; exit 1; }
-
-# Configure once; later runs only rebuild what changed.
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DVRAMD_BUILD_FUZZ=ON -DVRAMD_BUILD_TESTS=OFF -DVRAMD_BUILD_BENCH=OFF >/dev/null
-fi
+# The ASan+UBSan tree of scripts/sanitize.sh (clang; the libraries are
+# instrumented for coverage): configured once, later runs rebuild what changed.
+# shellcheck source=scripts/lib/sanitized-tree.sh
+source scripts/lib/sanitized-tree.sh
+configure_sanitized "$BUILD_DIR" address,undefined
 build_targets=()
 for t in $TARGETS; do build_targets+=("fuzz_$t"); done
 mkdir -p "$BUILD_DIR"

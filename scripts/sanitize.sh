@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # The unit and integration tiers under sanitizers, with zero reports allowed:
-#   asan  AddressSanitizer (+ LeakSanitizer) and UndefinedBehaviorSanitizer:
-#         every unit and integration test (build-asan/)
-#   tsan  ThreadSanitizer: the concurrency tests (build-tsan/): racing
-#         reservations and snapshots, lock contention and the lock API, the
-#         vramctl lock CLI, the Kubernetes client's connection pool, the Valkey
-#         client's pool and Sentinel failover, and the HTTP server under bad clients
-# The integration tests spawn vramd and vramctl from the same sanitized build,
-# so the daemon runs under the sanitizer too. Every process writes its reports
-# to files (log_path); the run fails on any report and on any failed test.
+#   asan  AddressSanitizer (+ LeakSanitizer) and UndefinedBehaviorSanitizer
+#         (build-asan/, clang; the same tree holds the fuzz targets)
+#   tsan  ThreadSanitizer (build-tsan/, clang)
+# Each runs every unit test, every integration test and the system tests
+# (tests/system: the real vramd binary against redis-server). The
+# integration and system tests spawn vramd and vramctl from the same
+# sanitized build, so the daemon runs under the sanitizer too. Every process
+# writes its reports to files (log_path); the run fails on any report and
+# on any failed test. Before the tests, a canary (a deliberate heap overflow
+# and a deliberate data race, built with the same flags) must produce a
+# report, so a sanitizer that silently reports nothing fails the tier.
 #   scripts/sanitize.sh                      both
 #   SANITIZERS=tsan scripts/sanitize.sh      one of them
-#   TSAN_FILTER='*Concurrent*' scripts/sanitize.sh   another gtest filter for tsan
+#   GTEST_FILTER='*Concurrent*' scripts/sanitize.sh   a subset of the GoogleTest cases
 # Needs a Valkey-compatible server at VRAMD_TEST_VALKEY_URL (scripts/test.sh
 # exports it); when unset, a redis-server is started on a free loopback port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 SANITIZERS=${SANITIZERS:-"asan tsan"}
-TSAN_FILTER=${TSAN_FILTER:-"*Concurrent*:GpuLock*:LockRoutesTest.*:LockCliTest.*:BadInput.*:RestClientTest.*:SentinelFailoverTest.*:ValkeyStoreTest.A*Connection*:ValkeyClientTest.*"}
+GTEST_FILTER=${GTEST_FILTER:-"*"}
+# shellcheck source=scripts/lib/sanitized-tree.sh
+source scripts/lib/sanitized-tree.sh
 TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
 
 work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
@@ -43,10 +47,7 @@ fi
 # build DIR SANITIZE: configure once (cached), build only the tiers' binaries.
 build() {
   local dir=$1 san=$2
-  if [[ ! -f "$dir/CMakeCache.txt" ]]; then
-    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMD_SANITIZE="$san" \
-      -DVRAMD_BUILD_BENCH=OFF -DVRAMD_BUILD_TESTS=ON >/dev/null
-  fi
+  configure_sanitized "$dir" "$san"
   if ! cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl >"$dir/sanitize-build.log" 2>&1; then
     grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
     echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
@@ -55,6 +56,35 @@ build() {
   for b in unit_tests integration_tests vramd vramctl; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
+}
+
+# canary SANITIZE OPTIONS_VAR: a program with the bug this sanitizer exists
+# for, built with the tree's flags, must leave a report where the tests'
+# reports are looked for; otherwise "0 reports" would prove nothing.
+canary() {
+  local san=$1 var=$2 dir="$work/canary-$1"
+  mkdir -p "$dir"
+  cat >"$dir/canary.cc" <<'CANARY'
+#include <cstdlib>
+#include <thread>
+int shared = 0;
+int main(int argc, char**) {
+  int* p = static_cast<int*>(std::malloc(4 * sizeof(int)));
+  std::thread t([] { shared = 1; });  // races with the write below (TSan)
+  shared = 2;
+  t.join();
+  int v = p[argc + 3];  // reads one past the end (ASan)
+  std::free(p);
+  return v == 42 ? 0 : shared;
+}
+CANARY
+  clang++ -std=c++20 -O1 -g -fsanitize="$san" -fno-omit-frame-pointer "$dir/canary.cc" -o "$dir/canary" -lpthread
+  env "$var=halt_on_error=1:log_path=$dir/report" "$dir/canary" >/dev/null 2>&1 || true
+  if ! grep -qs -E "ERROR: (AddressSanitizer|ThreadSanitizer)|WARNING: ThreadSanitizer" "$dir"/report*; then
+    echo "sanitize.sh: the $san canary left no report in $dir: the sanitizer runtime is not reporting"
+    return 1
+  fi
+  echo "sanitize.sh: $san canary reported its bug ($(grep -ohs -E '(AddressSanitizer|ThreadSanitizer): [a-z-]+( race)?' "$dir"/report* | head -1))"
 }
 
 # run NAME REPORT_DIR BINARY [gtest args]: the tests must pass and no process
@@ -70,12 +100,12 @@ run() {
   local n
   n=$(find "$reports" -type f | wc -l)
   local passed
-  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?.*/\1/p' "$log" | tail -1)
+  passed=$(sed -n -e 's/^\[  PASSED  \] \([0-9]*\) tests\?.*/\1/p' -e 's/^Ran \([0-9]*\) tests\? in .*/\1/p' "$log" | tail -1)
   if ((rc != 0 || n != 0)); then
     status=1
     echo "== $name FAILED (exit $rc, $n sanitizer report(s))"
-    if grep -q 'Failure$' "$log"; then
-      grep -A12 'Failure$' "$log" | head -80
+    if grep -q -E 'Failure$|^(FAIL|ERROR): ' "$log"; then
+      grep -A12 -E 'Failure$|^(FAIL|ERROR): ' "$log" | head -80
     elif ((rc != 0 && n == 0)); then
       tail -30 "$log"  # no test failed: a crash, a hang (exit 124) or a bad exit
     fi
@@ -91,30 +121,41 @@ run() {
   fi
 }
 
+# tiers SAN DIR OPTIONS...: unit, integration and system tests of DIR, each
+# with its own report directory.
+tiers() {
+  local san=$1 dir=$2
+  shift 2
+  local tier r opts
+  for tier in unit integration system; do
+    r="$work/reports-$san.$tier"
+    mkdir -p "$r"
+    opts=()
+    for o in "$@"; do opts+=("${o//@R@/$r}"); done
+    case $tier in
+      system)
+        run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
+          bash -c 'cd tests/system && python3 -m unittest discover -p "*_test.py" -v' ;;
+      *) run "$san.$tier" "$r" env "${opts[@]}" "$dir/bin/${tier}_tests" --gtest_filter="$GTEST_FILTER" ;;
+    esac
+  done
+}
+
 for s in $SANITIZERS; do
+  t0=$(date +%s)
   case $s in
     asan)
-      t0=$(date +%s)
       build build-asan address,undefined
       echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
-      for tier in unit integration; do
-        r="$work/reports-asan.$tier"
-        mkdir -p "$r"
-        run "asan.$tier" "$r" env ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:log_path=$r/asan" \
-          UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$r/ubsan" LSAN_OPTIONS="log_path=$r/lsan" \
-          "build-asan/bin/${tier}_tests"
-      done
+      canary address ASAN_OPTIONS || status=1
+      tiers asan build-asan "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan" \
+        "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=@R@/ubsan" "LSAN_OPTIONS=log_path=@R@/lsan"
       ;;
     tsan)
-      t0=$(date +%s)
       build build-tsan thread
       echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
-      for tier in unit integration; do
-        r="$work/reports-tsan.$tier"
-        mkdir -p "$r"
-        run "tsan.$tier" "$r" env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$r/tsan" \
-          "build-tsan/bin/${tier}_tests" --gtest_filter="$TSAN_FILTER"
-      done
+      canary thread TSAN_OPTIONS || status=1
+      tiers tsan build-tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan"
       ;;
     *) echo "sanitize.sh: unknown sanitizer $s (asan, tsan)"; exit 2 ;;
   esac

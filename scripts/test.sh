@@ -6,22 +6,25 @@
 #                Debian's kubernetes source package and cached) and redis-server
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
 #                rendered scheduler config against the real kube-scheduler, image libs
-#   sanitize     unit and integration tiers under ASan+UBSan, the concurrency tests
-#                under TSan, zero reports (scripts/sanitize.sh; build-asan, build-tsan)
-#   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-fuzz)
+#   sanitize     the unit, integration and system tests again under ASan+UBSan and
+#                under TSan, zero reports (scripts/sanitize.sh; clang trees build-asan,
+#                build-tsan)
+#   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-asan)
 # Options: TIERS="unit integration" scripts/test.sh   (default: all tiers)
+#          FUZZ_SECONDS=60 scripts/test.sh             (default: 15 s per fuzz target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-# sanitize and fuzz build three more trees (ASan+UBSan, TSan, clang/libFuzzer): opt in with
-#   TIERS="unit integration e2e deploy sanitize fuzz" scripts/test.sh
-TIERS=${TIERS:-"unit integration e2e deploy"}
+TIERS=${TIERS:-"unit integration e2e deploy sanitize fuzz"}
+export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+stages=()
+stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
 
-scripts/install-deps.sh --test
-scripts/build.sh
+t=$(date +%s); scripts/install-deps.sh --test; stage "install-deps" "$t"
+t=$(date +%s); scripts/build.sh; stage "build (build/)" "$t"
 
 if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* ]]; then
-  tests/e2e/testbed/build-k8s.sh
+  t=$(date +%s); tests/e2e/testbed/build-k8s.sh; stage "kubernetes testbed" "$t"
 fi
 
 # A throwaway Valkey-compatible server on loopback for the integration tier.
@@ -38,21 +41,31 @@ for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; slee
 redis-cli -p "$port" ping >/dev/null || { echo "test.sh: redis-server did not start"; cat "$work/redis.log"; exit 1; }
 export VRAMD_TEST_VALKEY_URL="redis://127.0.0.1:$port"
 
-labels=$(echo "$TIERS" | tr ' ' '|')
+# The tiers CTest runs; sanitize and fuzz are scripts of their own.
+ctest_tiers=$(echo "$TIERS" | tr ' ' '\n' | grep -v -E '^(sanitize|fuzz|)$' | tr '\n' ' ' | sed 's/ $//' || true)
 status=0
-ctest --test-dir build -L "^($labels)\$" --output-on-failure -j2 --timeout 900 \
-  --output-junit "$work/junit.xml" | tee "$work/ctest.log" || status=$?
+touch "$work/ctest.log"
+if [[ -n "$ctest_tiers" ]]; then
+  t=$(date +%s)
+  ctest --test-dir build -L "^($(echo "$ctest_tiers" | tr ' ' '|'))\$" --output-on-failure -j2 --timeout 900 \
+    --output-junit "$work/junit.xml" | tee "$work/ctest.log" || status=$?
+  stage "ctest ($ctest_tiers)" "$t"
+fi
 
 # Tiers that are scripts of their own (their own build directories).
 sanitize_result="not run"
 fuzz_result="not run"
 if [[ " $TIERS " == *" sanitize "* ]]; then
   echo
+  t=$(date +%s)
   if scripts/sanitize.sh 2>&1 | tee "$work/sanitize.log"; then sanitize_result=ok; else sanitize_result=FAILED; status=1; fi
+  stage "sanitize (build + run)" "$t"
 fi
 if [[ " $TIERS " == *" fuzz "* ]]; then
   echo
+  t=$(date +%s)
   if scripts/fuzz.sh 2>&1 | tee "$work/fuzz.log"; then fuzz_result=ok; else fuzz_result=FAILED; status=1; fi
+  stage "fuzz (build + ${FUZZ_SECONDS} s/target)" "$t"
 fi
 
 echo
@@ -68,5 +81,8 @@ for tier in $TIERS; do
   esac
 done
 grep -E '^[0-9]+% tests passed' "$work/ctest.log" | tail -1 | sed 's/^/ctest: /' || true
+echo
+echo "== time per stage =="
+printf '%s\n' "${stages[@]}"
 echo "test.sh: took $(( $(date +%s) - start )) s"
 exit $status
