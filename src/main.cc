@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     if (a == "--help-config") {
       std::printf("%-24s %-26s %-30s %-14s %s\n", "KEY", "FLAG", "VARIABLE", "DEFAULT", "MEANING");
       for (const auto& k : vramd::config::Keys()) {
-        std::printf("%-24s %-26s %-30s %-14s %s\n", k.json_key.c_str(), k.flag.empty() ? "--no-kube" : k.flag.c_str(),
+        std::printf("%-24s %-26s %-30s %-14s %s\n", k.json_key.c_str(), k.flag.empty() ? (k.json_key == "kube.enabled" ? "--no-kube" : "-") : k.flag.c_str(),
                     k.env.c_str(), k.default_value.empty() ? "\"\"" : k.default_value.c_str(), k.help.c_str());
       }
       return 0;
@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
 
   std::shared_ptr<vramd::store::ValkeyClient> valkey = vramd::store::NewValkeyClient(vopts);
   std::unique_ptr<vramd::store::LedgerStore> store = vramd::store::NewValkeyLedgerStore(valkey);
+  if (cfg.valkey_epoch_watch) store->StartEpochWatch();
 
   std::unique_ptr<vramd::kube::KubeClient> kube;
   if (cfg.kube_enabled) {

@@ -183,6 +183,10 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("valkey.wait_timeout_ms", "--valkey-wait-timeout-ms", "VRAMD_VALKEY_WAIT_TIMEOUT_MS",
                      "how long a write waits for valkey.min_replicas_ack replicas", &Config::valkey_wait_timeout_ms,
                      1, 60'000));
+  k.push_back(BoolKey("valkey.epoch_watch", "", "VRAMD_VALKEY_EPOCH_WATCH",
+                      "follow ledger changes by pub/sub, so filter and prioritize skip the epoch read "
+                      "(bind always reads it)",
+                      &Config::valkey_epoch_watch));
   k.push_back(StringKey("resource_name", "--resource-name", "VRAMD_RESOURCE_NAME",
                         "extended resource that carries a pod's VRAM request", &Config::resource_name,
                         CheckNotEmpty));

@@ -104,7 +104,7 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterResult(all, args, &resp.body);
     return resp;
   }
-  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (!snap.ok()) {
     WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
     return resp;
@@ -126,7 +126,7 @@ Response Extender::Prioritize(std::string_view body) {
     WriteHostPriorities(scores, &resp.body);
     return resp;
   }
-  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (!snap.ok()) return LedgerUnavailable(snap.status());
   scores = ledger::Prioritize(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteHostPriorities(scores, &resp.body);
@@ -340,7 +340,7 @@ Response Extender::Preempt(std::string_view body) {
   }
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
   if (!req.ok()) return BadRequest(req.status());
-  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (!snap.ok()) return LedgerUnavailable(snap.status());
   nlohmann::json kept = nlohmann::json::object();
   for (auto it = victims.begin(); it != victims.end(); ++it) {

@@ -28,6 +28,7 @@
 #include <charconv>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -89,6 +90,8 @@ local function bump(epoch_key, changes_key, ...)
     redis.call('ZREMRANGEBYSCORE', changes_key, '-inf', cut[2])
     redis.call('ZADD', changes_key, cut[2], '')
   end
+  -- Replicas that follow the channel (StartEpochWatch) skip the epoch read.
+  redis.call('PUBLISH', epoch_key, now)
   return epoch
 end
 )lua";
@@ -462,6 +465,13 @@ Status ScriptError(std::string_view what, const Reply& r) {
   return Internal("valkey " + std::string(what) + " script failed: " + r.str);
 }
 
+// Counts a write of this process once it has returned (whatever its
+// outcome): WatchedSnapshot() then reads the epoch before trusting its cache.
+struct WriteMark {
+  std::atomic<uint64_t>* writes;
+  ~WriteMark() { writes->fetch_add(1); }
+};
+
 class ValkeyLedgerStore final : public LedgerStore {
  public:
   explicit ValkeyLedgerStore(std::shared_ptr<ValkeyClient> client)
@@ -472,20 +482,80 @@ class ValkeyLedgerStore final : public LedgerStore {
         epoch_key_(prefix_ + ":epoch"),
         changes_key_(prefix_ + ":changes") {}
 
+  ~ValkeyLedgerStore() override {
+    watch_stop_.store(true);
+    if (watch_thread_.joinable()) watch_thread_.join();
+  }
+
+  // The write scripts publish each new epoch on the channel named like the
+  // epoch key (kBumpLua). While subscribed, WatchedSnapshot() returns the
+  // cached snapshot without reading the epoch when (1) no notification
+  // names a newer epoch, (2) this process wrote nothing since the cache was
+  // last confirmed by an epoch read, and (3) that confirmation happened
+  // under the current subscription (anything published while it was down
+  // is lost: a new subscription forces one epoch read first).
+  void StartEpochWatch() override {
+    if (watch_thread_.joinable()) return;
+    watch_thread_ = std::thread([this] {
+      (void)client_->Subscribe(
+          epoch_key_, watch_stop_,
+          [this](bool live) {
+            if (live) {
+              watched_epoch_.store(0);  // a new primary may count from lower
+              watch_gen_.fetch_add(1);
+              watch_live_.store(true);
+              spdlog::info("valkey: following ledger changes on {}", epoch_key_);
+            } else {
+              watch_live_.store(false);
+            }
+          },
+          [this](const std::string& payload) {
+            int64_t e = 0;
+            if (!ParseInt64(payload, &e) || e < 0) return;
+            uint64_t cur = watched_epoch_.load();
+            while (cur < static_cast<uint64_t>(e) && !watched_epoch_.compare_exchange_weak(cur, e)) {
+            }
+          });
+    });
+  }
+
+  bool EpochWatchLive() const override { return watch_live_.load(); }
+  uint64_t EpochChecks() const override { return epoch_checks_.load(); }
+
+  Result<ledger::SnapshotPtr> WatchedSnapshot() override {
+    if (watch_live_.load()) {
+      std::lock_guard lk(cache_mu_);
+      if (cache_ && cache_gen_ == watch_gen_.load() && cache_writes_ == local_writes_.load() &&
+          cache_->epoch >= watched_epoch_.load()) {
+        return cache_;
+      }
+    }
+    return Snapshot();
+  }
+
   Result<ledger::SnapshotPtr> Snapshot() override {
+    // What the cache will be known to cover once the epoch read below
+    // confirms it (or a reload replaces it): read before that epoch read.
+    const uint64_t gen = watch_gen_.load();
+    const uint64_t writes = local_writes_.load();
+    epoch_checks_.fetch_add(1);
     auto epoch = ReadEpoch();
     if (!epoch.ok()) return epoch.status();
     // Taken after the epoch read: a reload that starts later reads newer data.
     const uint64_t ticket = seq_.fetch_add(1) + 1;
     {
       std::lock_guard lk(cache_mu_);
-      if (cache_ && cache_->epoch == *epoch) return cache_;
+      if (cache_ && cache_->epoch == *epoch) {
+        Vouch(gen, writes);
+        return cache_;
+      }
     }
     // One reload at a time; the others wait and take its result when it
     // started after their epoch read (or saw the same epoch).
     std::unique_lock reload(reload_mu_);
     {
       std::lock_guard lk(cache_mu_);
+      if (cache_ && cache_->epoch == *epoch) Vouch(gen, writes);
       if (cache_ && (cache_->epoch == *epoch || cache_seq_ >= ticket)) return cache_;
     }
     const uint64_t start = seq_.load();
@@ -504,12 +574,14 @@ class ValkeyLedgerStore final : public LedgerStore {
       std::lock_guard lk(cache_mu_);
       old = std::exchange(cache_, fresh);
       cache_seq_ = start;
+      Vouch(gen, writes);
     }
     reload.unlock();
     return fresh;  // the previous snapshot, if unused, is freed here, outside both locks
   }
 
   Result<ReserveOutcome> Reserve(const ReserveRequest& req) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(req.node); !s.ok()) return s;
     if (Status s = CheckEntry(req.entry, /*reserve=*/true); !s.ok()) return s;
     const Entry& e = req.entry;
@@ -568,6 +640,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<bool> Release(const std::string& node, const std::string& pod_uid) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("release without a pod UID");
     auto r = client_->Eval(release_, {NodeKey(node, "alloc"), pods_key_, epoch_key_, changes_key_},
@@ -579,6 +652,7 @@ class ValkeyLedgerStore final : public LedgerStore {
 
   Status SetEntryState(const std::string& node, const std::string& pod_uid,
                        EntryState state) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("entry state change without a pod UID");
     // Only "bound" must survive a failover before the caller goes on;
@@ -612,6 +686,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (Status s = CheckEntry(entry, /*reserve=*/false); !s.ok()) return s;
     const bool stamp = entry.created_ms <= 0;
@@ -630,6 +705,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     std::vector<std::string> args;
     args.reserve(1 + 4 * gpus.size());
@@ -660,6 +736,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status RemoveNode(const std::string& node) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     auto r = client_->Eval(remove_node_,
                            {nodes_key_, NodeKey(node, "cap"), NodeKey(node, "alloc"),
@@ -672,6 +749,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
+    WriteMark mark(&local_writes_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     std::vector<std::string> args;
     args.reserve(1 + 2 * used.size());
@@ -1215,6 +1293,24 @@ local t = redis.call('TIME')
 redis.call('SET', KEYS[1], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
 return 1
 )lua"};
+
+  // The epoch watch (StartEpochWatch, WatchedSnapshot).
+  std::atomic<bool> watch_stop_{false};
+  std::thread watch_thread_;
+  std::atomic<bool> watch_live_{false};
+  std::atomic<uint64_t> watch_gen_{0};       // subscriptions made so far
+  std::atomic<uint64_t> watched_epoch_{0};   // highest epoch notified under the current one
+  std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
+  std::atomic<uint64_t> epoch_checks_{0};
+  uint64_t cache_gen_ = 0;     // guarded by cache_mu_: the cache covers every change
+  uint64_t cache_writes_ = 0;  //   notified under subscription cache_gen_ and local write cache_writes_
+
+  // With cache_mu_ held: the cached snapshot is at least as new as an epoch
+  // read made after watch_gen_ was `gen` and local_writes_ was `writes`.
+  void Vouch(uint64_t gen, uint64_t writes) {
+    cache_gen_ = std::max(cache_gen_, gen);
+    cache_writes_ = std::max(cache_writes_, writes);
+  }
 
   std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
   std::atomic<uint64_t> malformed_{0};

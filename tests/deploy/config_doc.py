@@ -49,6 +49,8 @@ def table(vramd_bin):
     for key, flag, var, default, meaning in rows(vramd_bin):
         if key == "kube.enabled":
             flag_text = "`--no-kube` (sets false)"
+        elif flag == "-":
+            flag_text = "(none)"
         else:
             flag_text = code(flag)
         default_text = "(empty)" if default == '""' else code(default)

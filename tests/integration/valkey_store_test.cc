@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <latch>
 #include <random>
+#include <functional>
 #include <thread>
 
 #include "vramd/store/ledger_store.h"
@@ -1084,6 +1085,117 @@ TEST_F(ValkeyRefreshTest, ASnapshotHeldByACallerNeverChanges) {
     ASSERT_TRUE(store_->PushUsage("n3", {{0, i * kGi}}).ok());
     EXPECT_EQ(RefreshAndCompare(*store_), 'i');
   }
+}
+
+}  // namespace
+}  // namespace vramd::store
+
+namespace vramd::store {
+namespace {
+
+// The epoch watch (StartEpochWatch / WatchedSnapshot): filter and prioritize
+// skip the epoch read while subscribed, yet see this process's writes at
+// once and other processes' writes as soon as their notification arrives.
+class EpochWatchTest : public ValkeyStoreTest {
+ protected:
+  // Waits (bounded) until `done` holds.
+  static bool Eventually(const std::function<bool()>& done, int ms = 5000) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+  static size_t EntriesOn(const ledger::SnapshotPtr& s, const std::string& node) {
+    const ledger::Node* n = s->Find(node);
+    return n == nullptr ? 0 : n->entries.size();
+  }
+  std::unique_ptr<LedgerStore> Watching() {
+    auto store = NewValkeyLedgerStore(NewValkeyClient(opts_));
+    store->StartEpochWatch();
+    EXPECT_TRUE(Eventually([&] { return store->EpochWatchLive(); })) << "never subscribed";
+    return store;
+  }
+};
+
+TEST_F(EpochWatchTest, AnUnchangedLedgerIsServedWithoutEpochReads) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());  // the first one confirms the cache
+  const uint64_t before = watching->EpochChecks();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  EXPECT_EQ(watching->EpochChecks(), before) << "a call read the epoch although nothing changed";
+  // Snapshot() (bind, the /v1 API) always reads it.
+  ASSERT_TRUE(watching->Snapshot().ok());
+  EXPECT_EQ(watching->EpochChecks(), before + 1);
+}
+
+TEST_F(EpochWatchTest, ItsOwnWritesAreSeenAtOnce) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  for (int i = 0; i < 20; ++i) {
+    auto r = watching->Reserve(Req("n1", MakeEntry("own-" + std::to_string(i), {0}, kGi)));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto s = watching->WatchedSnapshot();  // no waiting: the write made the cache unusable
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(EntriesOn(*s, "n1"), static_cast<size_t>(i + 1));
+  }
+}
+
+TEST_F(EpochWatchTest, AnotherProcesssWritesArriveByNotification) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  // store_ stands for another replica: its own client, no shared state.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("other-" + std::to_string(i), {0}, kGi))).ok());
+    EXPECT_TRUE(Eventually([&] {
+      auto s = watching->WatchedSnapshot();
+      return s.ok() && EntriesOn(*s, "n1") == static_cast<size_t>(i + 1);
+    })) << "write " << i << " of the other store never became visible";
+  }
+  // Once caught up, it is served from the cache again.
+  const uint64_t before = watching->EpochChecks();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  EXPECT_EQ(watching->EpochChecks(), before);
+}
+
+TEST_F(EpochWatchTest, ALostSubscriptionFallsBackToEpochReadsAndRecovers) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  // Kill every pub/sub connection on the server (this test's and any other
+  // test's watch; those reconnect the same way).
+  Reply killed = Raw({"CLIENT", "KILL", "TYPE", "pubsub"});
+  ASSERT_FALSE(killed.is_error()) << killed.str;
+  ASSERT_GE(killed.integer, 1);
+  // Until it is subscribed again (and confirmed by one epoch read) every
+  // call reads the epoch, so a write made meanwhile is never missed.
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("during", {0}, kGi))).ok());
+  EXPECT_TRUE(Eventually([&] {
+    auto s = watching->WatchedSnapshot();
+    return s.ok() && EntriesOn(*s, "n1") == 1;
+  }));
+  ASSERT_TRUE(Eventually([&] { return watching->EpochWatchLive(); })) << "never subscribed again";
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("after", {0}, kGi))).ok());
+  EXPECT_TRUE(Eventually([&] {
+    auto s = watching->WatchedSnapshot();
+    return s.ok() && EntriesOn(*s, "n1") == 2;
+  }));
+  const uint64_t before = watching->EpochChecks();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  EXPECT_EQ(watching->EpochChecks(), before) << "the new subscription is not used";
+}
+
+TEST_F(EpochWatchTest, WithoutAWatchEveryCallReadsTheEpoch) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  EXPECT_FALSE(store_->EpochWatchLive());
+  const uint64_t before = store_->EpochChecks();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store_->WatchedSnapshot().ok());
+  EXPECT_EQ(store_->EpochChecks(), before + 10);
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ struct Config {
   std::string valkey_sentinel_password_file;  // the sentinels' requirepass; never on the command line
   int valkey_min_replicas_ack = 0;           // WAIT for this many replicas after a reservation
   int valkey_wait_timeout_ms = 500;
+  bool valkey_epoch_watch = true;            // filter/prioritize skip the epoch read while subscribed
 
   // Scheduling.
   std::string resource_name = "vramd.io/vram";

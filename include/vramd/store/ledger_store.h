@@ -42,6 +42,24 @@ class LedgerStore {
   // is at least as new as the epoch read at the start of the call.
   virtual Result<ledger::SnapshotPtr> Snapshot() = 0;
 
+  // For filter, prioritize and preempt, which are optimistic (bind checks
+  // again atomically): the snapshot may skip the epoch round trip when the
+  // store is told of every ledger change by a subscription
+  // (StartEpochWatch). It then reflects every write this process made before
+  // the call, and every other write whose notification had arrived — at
+  // most a message's delivery time behind, and a few seconds in the worst
+  // case (a subscription dying silently until its PING times out). Without
+  // a live subscription it is Snapshot().
+  virtual Result<ledger::SnapshotPtr> WatchedSnapshot() { return Snapshot(); }
+
+  // Starts following the ledger's change notifications on a thread of its
+  // own (stopped when the store is destroyed). Stores without them ignore it.
+  virtual void StartEpochWatch() {}
+  // Whether the subscription is up now, and how many epoch round trips
+  // Snapshot() and WatchedSnapshot() made (for a metric and tests).
+  virtual bool EpochWatchLive() const { return false; }
+  virtual uint64_t EpochChecks() const { return 0; }
+
   // Atomically checks capacity (per GPU: max(A, U) + per_gpu <= C) and writes
   // the entry. Idempotent by pod UID. kInsufficient with a reason when it does
   // not fit; kNotFound when the node or a GPU index is unknown.

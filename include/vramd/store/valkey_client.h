@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -97,6 +98,19 @@ class ValkeyClient {
     Reply reply;
     Status replication;
   };
+  // Follows a pub/sub channel on a dedicated connection (resolved, checked
+  // and authenticated like the pool's, outside the pool) until `stop`:
+  // `on_live(true)` once subscribed, `on_message(payload)` for each message,
+  // `on_live(false)` when the connection is lost — closed, or no answer to a
+  // PING within command_timeout (one is sent after a second without
+  // traffic) — and then it connects again under the backoff. Blocks; returns
+  // within ~100 ms of `stop`. The callbacks run on the calling thread.
+  virtual Status Subscribe(const std::string& channel, const std::atomic<bool>& stop,
+                           const std::function<void(bool live)>& on_live,
+                           const std::function<void(const std::string& payload)>& on_message) {
+    return Internal("valkey: this client cannot subscribe");
+  }
+
   virtual Result<ReplicatedReply> EvalReplicated(const Script& script,
                                                  const std::vector<std::string>& keys,
                                                  const std::vector<std::string>& args) {
