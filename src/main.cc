@@ -217,6 +217,22 @@ int main(int argc, char** argv) {
              "counter");
     w.Sample("vramd_valkey_errors_total", {}, static_cast<double>(valkey->TransportErrors()));
   });
+  registry.AddCollector([store_ptr = store.get()](vramd::metrics::TextWriter& w) {
+    w.Header("vramd_ledger_epoch_watch_up",
+             "1 while vramd follows the ledger's change notifications (filter and prioritize then skip the "
+             "epoch read), else 0.",
+             "gauge");
+    w.Sample("vramd_ledger_epoch_watch_up", {}, store_ptr->EpochWatchLive() ? 1.0 : 0.0);
+    w.Header("vramd_ledger_epoch_reads_total", "Epoch reads (one Valkey round trip each) made for snapshots.",
+             "counter");
+    w.Sample("vramd_ledger_epoch_reads_total", {}, static_cast<double>(store_ptr->EpochChecks()));
+    const vramd::store::LedgerStore::ReloadCounts r = store_ptr->SnapshotReloads();
+    w.Header("vramd_ledger_snapshot_refreshes_total",
+             "Snapshot refreshes by kind: full (the whole ledger read) or incremental (changed nodes only).",
+             "counter");
+    w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "full"}}, static_cast<double>(r.full));
+    w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "incremental"}}, static_cast<double>(r.incremental));
+  });
 
   vramd::app::ApiServices api;
   api.extender = &extender;
