@@ -581,7 +581,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<ReserveOutcome> Reserve(const ReserveRequest& req) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(req.node); !s.ok()) return s;
     if (Status s = CheckEntry(req.entry, /*reserve=*/true); !s.ok()) return s;
     const Entry& e = req.entry;
@@ -640,7 +640,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<bool> Release(const std::string& node, const std::string& pod_uid) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("release without a pod UID");
     auto r = client_->Eval(release_, {NodeKey(node, "alloc"), pods_key_, epoch_key_, changes_key_},
@@ -652,7 +652,7 @@ class ValkeyLedgerStore final : public LedgerStore {
 
   Status SetEntryState(const std::string& node, const std::string& pod_uid,
                        EntryState state) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("entry state change without a pod UID");
     // Only "bound" must survive a failover before the caller goes on;
@@ -686,7 +686,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (Status s = CheckEntry(entry, /*reserve=*/false); !s.ok()) return s;
     const bool stamp = entry.created_ms <= 0;
@@ -705,7 +705,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     std::vector<std::string> args;
     args.reserve(1 + 4 * gpus.size());
@@ -736,7 +736,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status RemoveNode(const std::string& node) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     auto r = client_->Eval(remove_node_,
                            {nodes_key_, NodeKey(node, "cap"), NodeKey(node, "alloc"),
@@ -749,7 +749,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
-    WriteMark mark(&local_writes_);
+    WriteMark mark{&local_writes_};
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     std::vector<std::string> args;
     args.reserve(1 + 2 * used.size());
