@@ -55,9 +55,8 @@ std::vector<std::string> Names(int n) {
 // Args: {nodes, GPUs per node, indexed}. Half of the nodes are full (their
 // reason is built: that is part of the cost). indexed=1 is the snapshot as the
 // Valkey store publishes it; indexed=0 the fallback path (hand-built snapshots).
-void BM_Filter(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0);
+// Filter over every node of `snap` (names n0..n-1), per node counters.
+void RunFilter(benchmark::State& state, int n, const ledger::Snapshot& snap) {
   const std::vector<std::string> names = Names(n);
   const std::vector<std::string_view> views = Views(names);
   const ledger::VramRequest req = Request32Gi();
@@ -70,6 +69,11 @@ void BM_Filter(benchmark::State& state) {
   state.counters["ns_per_node"] =
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
                                                      benchmark::Counter::kInvert);
+}
+
+void BM_Filter(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  RunFilter(state, n, MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0));
 }
 
 void BM_Prioritize(benchmark::State& state) {
@@ -102,18 +106,7 @@ void PlacementArgs(benchmark::internal::Benchmark* b) {
 // difference to BM_Filter is what the reasons of the full half cost.
 void BM_FilterNoneFull(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), true, /*half_full=*/false);
-  const std::vector<std::string> names = Names(n);
-  const std::vector<std::string_view> views = Views(names);
-  const ledger::VramRequest req = Request32Gi();
-  const ledger::Policy policy;
-  for (auto _ : state) {
-    ledger::FilterResult r = ledger::Filter(snap, views, req, policy, kNowMs);
-    benchmark::DoNotOptimize(r);
-  }
-  state.counters["ns_per_node"] =
-      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
-                                                     benchmark::Counter::kInvert);
+  RunFilter(state, n, MakeSnapshot(n, static_cast<int>(state.range(1)), true, /*half_full=*/false));
 }
 BENCHMARK(BM_FilterNoneFull)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 1})->Args({5000, 8});
 

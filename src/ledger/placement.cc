@@ -300,9 +300,16 @@ struct PodContext {
   std::deque<std::string>* store = nullptr;  // where reasons are kept (required when `reasons`)
   mutable ReasonMemo memo{};  // one call, one thread
 
-  // Keeps a new reason for the rest of the call and remembers it by `key`.
-  std::string_view Keep(const ReasonMemo::Key& key, std::string text) const {
-    std::string_view v = store->emplace_back(std::move(text));
+  // The reason known by `key` in this call, else the one `tail` writes
+  // after the pod's "needs ..." text, kept for the rest of the call.
+  template <typename Tail>
+  std::string_view Reason(const ReasonMemo::Key& key, size_t size_hint, Tail&& tail) const {
+    if (const std::string_view* known = memo.Find(key)) return *known;
+    std::string r;
+    r.reserve(needs.size() + size_hint);
+    r = needs;
+    tail(r);
+    std::string_view v = store->emplace_back(std::move(r));
     memo.Add(key, v);
     return v;
   }
@@ -326,17 +333,10 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   if (static_cast<size_t>(want) > vec.size()) {
     d->verdict = Verdict::kUnresolvable;
     if (!pc.reasons) return;
-    const ReasonMemo::Key key{0, 0, static_cast<int>(vec.size()), 0, 0, 0};
-    if (const std::string_view* known = pc.memo.Find(key)) {
-      *why = *known;
-      return;
-    }
-    std::string r;
-    r.reserve(pc.needs.size() + 32);
-    r = pc.needs;
-    r += "; node has only ";
-    AppendGpuWord(static_cast<int>(vec.size()), &r);
-    *why = pc.Keep(key, std::move(r));
+    *why = pc.Reason({0, 0, static_cast<int>(vec.size()), 0, 0, 0}, 32, [&](std::string& r) {
+      r += "; node has only ";
+      AppendGpuWord(static_cast<int>(vec.size()), &r);
+    });
     return;
   }
 
@@ -363,24 +363,18 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     d->verdict = Verdict::kUnresolvable;
     if (!pc.reasons) return;
     const ReasonMemo::Key key{1, gpu_index(largest_cap), want > 1 ? big_enough : 0, max_cap, 0, 0};
-    if (const std::string_view* known = pc.memo.Find(key)) {
-      *why = *known;
-      return;
-    }
-    std::string r;
-    r.reserve(pc.needs.size() + 80);
-    r = pc.needs;
-    r += "; largest GPU capacity is ";
-    r += FormatBytes(vec[largest_cap].capacity);
-    r += " (GPU ";
-    r += std::to_string(gpu_index(largest_cap));
-    r += ')';
-    if (want > 1) {
-      r += ", ";
-      AppendGpuWord(big_enough, &r);
-      r += " large enough";
-    }
-    *why = pc.Keep(key, std::move(r));
+    *why = pc.Reason(key, 80, [&](std::string& r) {
+      r += "; largest GPU capacity is ";
+      r += FormatBytes(vec[largest_cap].capacity);
+      r += " (GPU ";
+      r += std::to_string(gpu_index(largest_cap));
+      r += ')';
+      if (want > 1) {
+        r += ", ";
+        AppendGpuWord(big_enough, &r);
+        r += " large enough";
+      }
+    });
     return;
   }
   if (room < want) {
@@ -388,23 +382,17 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     if (!pc.reasons) return;
     const Vectors& lf = vec[largest_free];
     const ReasonMemo::Key key{2, gpu_index(largest_free), want > 1 ? room : 0, lf.capacity, lf.allocated, lf.used};
-    if (const std::string_view* known = pc.memo.Find(key)) {
-      *why = *known;
-      return;
-    }
-    std::string r;
-    r.reserve(pc.needs.size() + 112);
-    r = pc.needs;
-    r += "; ";
-    if (want > 1) {
-      AppendGpuWord(room, &r);
-      r += " with that free; ";
-    }
-    r += "largest free is ";
-    r += FormatBytes(std::max<int64_t>(0, FreeBytes(vec[largest_free])));
-    r += " on ";
-    AppendDescribe(gpu_index(largest_free), lf, &r);
-    *why = pc.Keep(key, std::move(r));
+    *why = pc.Reason(key, 112, [&](std::string& r) {
+      r += "; ";
+      if (want > 1) {
+        AppendGpuWord(room, &r);
+        r += " with that free; ";
+      }
+      r += "largest free is ";
+      r += FormatBytes(std::max<int64_t>(0, FreeBytes(vec[largest_free])));
+      r += " on ";
+      AppendDescribe(gpu_index(largest_free), lf, &r);
+    });
     return;
   }
   d->verdict = Verdict::kFits;
