@@ -17,7 +17,7 @@ from scheduler start to the last bind is reported too. Bench only: never run by
 the test command.
 
     python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
-        [--scheduler-qps default|N] [--vramd-http-threads N] [--json FILE]
+        [--scheduler-qps default|N] [--vramd-http-threads N] [--api-requests] [--json FILE]
 
 --scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
 with the default (qps 50) the scheduler's own Binding POSTs are throttled,
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.dont_write_bytecode = True
 
-from common import start_vramd, wait_ledger_nodes  # noqa: E402
+from common import ledger_view, start_vramd, wait_ledger_nodes  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 GI = 1 << 30
@@ -105,7 +105,7 @@ def create_pods(tb: Testbed, namespace: str, n: int, workers: int = 8):
 
 
 def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: list[str],
-              config_overrides: dict, timeout: float) -> dict:
+              config_overrides: dict, timeout: float, extender_overrides: dict | None = None) -> dict:
     tb.stop_scheduler()
     tb.create_namespace(namespace)
     t0 = time.monotonic()
@@ -114,7 +114,7 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     watch = BindWatch(tb, namespace)
     load_before = os.getloadavg()[0]
     start = time.monotonic()
-    tb.start_scheduler(extenders, config_overrides=config_overrides)
+    tb.start_scheduler(extenders, config_overrides=config_overrides, extender_overrides=extender_overrides)
     ready = time.monotonic()
     deadline = ready + timeout
     while watch.count() < pods and time.monotonic() < deadline:
@@ -143,6 +143,15 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     return r
 
 
+def _http_ok(url: str) -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def verb_latency(vramd_url: str) -> dict:
     """Mean latency (ms) and count per verb from vramd's request histogram."""
     import re
@@ -156,6 +165,35 @@ def verb_latency(vramd_url: str) -> dict:
             out[verb] = {"count": int(float(m_cnt.group(1))),
                          "mean_ms": 1000 * float(m_sum.group(1)) / float(m_cnt.group(1))}
     return out
+
+
+def api_requests(tb: Testbed) -> dict:
+    """kube-apiserver's request counters: {"VERB resource[/subresource]": count}."""
+    import re
+    text = tb.api.request("GET", "/metrics", raw=True)
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line[:line.rindex("}")]))
+        key = f"{labels.get('verb')} {labels.get('resource')}" + (
+            f"/{labels['subresource']}" if labels.get("subresource") else "")
+        out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def valkey_commands(tb: Testbed) -> dict:
+    """Valkey's command counters (INFO commandstats): {"cmd": calls}."""
+    import re
+    if not getattr(tb, "redis_port", None):
+        return {}
+    text = tb.redis_command("INFO", "commandstats")
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"cmdstat_([\w|]+):calls=(\d+)", text)}
+
+
+def api_delta(before: dict, after: dict) -> dict:
+    d = {k: int(after[k] - before.get(k, 0)) for k in after}
+    return {k: v for k, v in sorted(d.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
 def delete_namespace_pods(tb: Testbed, namespace: str):
@@ -174,6 +212,11 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--vramd-http-threads", type=int, default=0,
                     help="vramd's http_threads (default: vramd's own default)")
+    ap.add_argument("--echo-extender", action="store_true",
+                    help="add a round with the do-nothing simdjson echo (bench/baseline_server) as "
+                         "filter + prioritize extender: kube-scheduler's own cost of calling an extender")
+    ap.add_argument("--api-requests", action="store_true",
+                    help="print kube-apiserver's requests (by verb and resource) and Valkey's commands for each round")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
 
@@ -193,18 +236,44 @@ def main() -> int:
         tb.create_nodes(names, labels={"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"},
                         capacity={"vramd.io/vram": str(640 * GI), "pods": "250"})
         print(f"{a.nodes} nodes created in {time.monotonic() - t0:.1f} s", flush=True)
-        vcfg = {"log": {"level": "warn"}}
+        vcfg = {"log": {"level": os.environ.get("BENCH_VRAMD_LOG", "warn")}}
         if a.vramd_http_threads:
             vcfg["http_threads"] = a.vramd_http_threads
-        vramd = start_vramd(tb, config=vcfg)
-        wait_ledger_nodes(tb, vramd, names, timeout=60)
-        ext = [vramd.url + "/scheduler"]
+        echo = None
+        if a.echo_extender:
+            import subprocess
+            from testbed import free_port
+            bin_dir = os.environ.get("VRAMD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
+            eport = free_port()
+            echo = subprocess.Popen([os.path.join(bin_dir, "baseline_server"), "--parser", "simdjson",
+                                     "--listen", f"127.0.0.1:{eport}"], stdout=subprocess.DEVNULL)
+            echo.url = f"http://127.0.0.1:{eport}"
+            tb.wait_for(lambda: _http_ok(echo.url + "/healthz"), 10, message="the echo extender to listen")
+        labels = ("without", "echo", "with") if echo else ("without", "with")
         for rnd in range(a.rounds):
-            for label, extenders in (("without", []), ("with", ext)):
+            for label in labels:
                 ns = f"{label}-{rnd}"
-                before = verb_latency(vramd.url) if extenders else {}
-                r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout)
-                if extenders:
+                # vramd runs only in its own round: in the other one it would
+                # account the pods kube-scheduler binds alone (orphans re-added,
+                # then freed on deletion, with node nudges) and load both rounds.
+                vramd = None
+                if label == "with":
+                    vramd = start_vramd(tb, config=vcfg)
+                    wait_ledger_nodes(tb, vramd, names, timeout=60)
+                extenders = [vramd.url + "/scheduler"] if vramd else []
+                ext_overrides = None
+                if label == "echo":  # filter + prioritize only: kube-scheduler binds itself
+                    extenders, ext_overrides = [echo.url + "/scheduler"], {"bindVerb": ""}
+                before = verb_latency(vramd.url) if vramd else {}
+                api_before = api_requests(tb) if a.api_requests else {}
+                valkey_before = valkey_commands(tb) if a.api_requests else {}
+                r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides)
+                if a.api_requests:
+                    r["api_requests"] = api_delta(api_before, api_requests(tb))
+                    print(f"  API requests (pod creation included): {r['api_requests']}", flush=True)
+                    r["valkey_commands"] = api_delta(valkey_before, valkey_commands(tb))
+                    print(f"  Valkey commands: {r['valkey_commands']}", flush=True)
+                if vramd:
                     after = verb_latency(vramd.url)
                     r["vramd_verbs"] = {}
                     for verb, v in after.items():
@@ -216,9 +285,19 @@ def main() -> int:
                     print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
                 results.append(r)
                 delete_namespace_pods(tb, ns)
-    by = {k: [r["pods_per_s"] for r in results if r["label"] == k] for k in ("with", "without")}
+                if vramd:  # the next round starts from an empty ledger
+                    tb.wait_for(lambda: not any(ledger_view(vramd).values()), timeout=120, interval=0.5,
+                                message="vramd to free the round's pods")
+                    vramd.stop()
+        if echo:
+            echo.terminate()
+            echo.wait(10)
+    by = {k: [r["pods_per_s"] for r in results if r["label"] == k] for k in labels}
     med = {k: statistics.median(v) for k, v in by.items()}
     ratio = med["with"] / med["without"]
+    if echo:
+        print(f"median pods/s with the do-nothing echo extender: {med['echo']:.1f} "
+              f"({med['echo'] / med['without']:.2f} x without); vramd / echo {med['with'] / med['echo']:.2f}")
     print(f"median pods/s: with vramd {med['with']:.1f}, without {med['without']:.1f}; ratio {ratio:.2f} "
           f"(target >= 0.7); scheduler qps {a.scheduler_qps}; vramd http_threads "
           f"{a.vramd_http_threads or 'default'}")

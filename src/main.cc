@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
     node_watcher = std::make_unique<vramd::reconcile::NodeWatcher>(kube.get(), [&rec_ptr] {
       if (rec_ptr) rec_ptr->Poke();
     });
+    node_sync.SetNodeSource([w = node_watcher.get()] { return w->Nodes(); });
   }
   registry.AddCollector([&valkey](vramd::metrics::TextWriter& w) {
     w.Header("vramd_valkey_errors_total", "Valkey transport failures (unreachable, timeouts) seen by callers.",

@@ -242,6 +242,10 @@ std::vector<Key> BuildKeys() {
                      3'600'000));
   k.push_back(IntKey("reconcile_interval_ms", "--reconcile-interval-ms", "VRAMD_RECONCILE_INTERVAL_MS",
                      "reconcile pass interval", &Config::reconcile_interval_ms, 100, 3'600'000));
+  k.push_back(IntKey("reconcile_min_gap_ms", "--reconcile-min-gap-ms", "VRAMD_RECONCILE_MIN_GAP_MS",
+                     "least time between two reconcile passes that watch events trigger (a burst of events is "
+                     "one pass)",
+                     &Config::reconcile_min_gap_ms, 0, 60'000));
   k.push_back(IntKey("reservation_grace_ms", "--reservation-grace-ms", "VRAMD_RESERVATION_GRACE_MS",
                      "a reservation whose pod never shows up bound is freed after this",
                      &Config::reservation_grace_ms, 1000, 86'400'000));

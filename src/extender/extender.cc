@@ -188,8 +188,10 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
     req = seen.req;
   }
 
-  // While this bind runs, no replica's reconcile may free its reservation
-  // (the mark expires by itself if this process dies mid-bind).
+  // While this bind runs, no replica's reconcile may free its reservation:
+  // the reserve script marks the bind in flight together with the entry (the
+  // mark expires by itself if this process dies mid-bind), and FinishBind or
+  // this guard clears it.
   struct InFlight {
     store::LedgerStore* store;
     const std::string& uid;
@@ -198,22 +200,19 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
       if (active) (void)store->EndBind(uid);
     }
   } in_flight{store_, uid};
-  if (kube_ != nullptr && req.wants_vram()) {
-    if (Status s = store_->BeginBind(uid, opts_.bind_in_flight_ttl_ms); !s.ok()) {
-      bind_results_->With({"failed"}).Inc();
-      return "VRAM ledger unavailable: " + s.message();
-    }
-    in_flight.active = true;
-  }
+  const int64_t in_flight_ttl_ms = kube_ != nullptr ? opts_.bind_in_flight_ttl_ms : 0;
 
-  // Reserve: choose GPUs on a fresh snapshot and write atomically; a
-  // concurrent bind may take the GPU first, then choose again.
+  // Reserve: choose GPUs and write atomically. The first choice is made on
+  // the watched snapshot (no round trip while the epoch watch vouches for
+  // it); the reserve script checks capacity itself, and any doubt — no fit,
+  // a concurrent bind took the GPU, the entry already exists — re-reads.
   std::vector<int> gpus;
   std::vector<std::string> uuids;
   if (req.wants_vram()) {
     bool done = false;
     for (int attempt = 0; attempt < opts_.bind_attempts && !done; ++attempt) {
-      Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+      const bool watched = attempt == 0;
+      Result<ledger::SnapshotPtr> snap = watched ? store_->WatchedSnapshot() : store_->Snapshot();
       if (!snap.ok()) {
         bind_results_->With({"failed"}).Inc();
         return "VRAM ledger unavailable: " + snap.status().message();
@@ -225,11 +224,20 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
           if (e.pod_uid == uid) held = &e;
         }
       }
+      if (held != nullptr && watched && attempt + 1 < opts_.bind_attempts) continue;  // confirm it on a fresh read
       if (held != nullptr) {
+        if (in_flight_ttl_ms > 0) {
+          if (Status s = store_->BeginBind(uid, in_flight_ttl_ms); !s.ok()) {
+            bind_results_->With({"failed"}).Inc();
+            return "VRAM ledger unavailable: " + s.message();
+          }
+          in_flight.active = true;
+        }
         gpus = held->gpus;
       } else {
         ledger::NodeDecision d = ledger::DecideNode(n, node, req, opts_.policy, clock_->NowMs());
         if (d.verdict != ledger::Verdict::kFits) {
+          if (watched && attempt + 1 < opts_.bind_attempts) continue;  // never reject on a view that may lag
           bind_results_->With({"rejected"}).Inc();
           return "node " + node + ": " + d.reason;
         }
@@ -243,6 +251,8 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         rr.entry.peak_per_gpu = req.peak_per_gpu;
         rr.entry.model = req.model;
         rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
+        rr.in_flight_ttl_ms = in_flight_ttl_ms;
+        in_flight.active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
         Result<store::ReserveOutcome> out = store_->Reserve(rr);
         if (!out.ok()) {
           if (out.status().code() == Code::kInsufficient && attempt + 1 < opts_.bind_attempts) continue;
@@ -296,7 +306,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         Result<kube::PodInfo> now = kube_->GetPod(ns, name);
         if (now.ok() && now->uid == uid && now->node_name == node) {
           bind_results_->With({"already_bound"}).Inc();
-          if (req.wants_vram()) (void)store_->SetEntryState(node, uid, ledger::EntryState::kBound);
+          if (req.wants_vram() && store_->FinishBind(node, uid).ok()) in_flight.active = false;
           return "";
         }
         if (now.ok() && now->uid != uid) {
@@ -313,9 +323,12 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
     }
   }
   if (req.wants_vram()) {
-    if (Status s = store_->SetEntryState(node, uid, ledger::EntryState::kBound); !s.ok()) {
-      // The pod is bound; reconcile marks the entry bound later.
+    if (Status s = store_->FinishBind(node, uid); !s.ok()) {
+      // The pod is bound; reconcile marks the entry bound later (and the
+      // guard tries to clear the in-flight mark once more).
       spdlog::warn("marking {} bound in the ledger failed: {}", pod_ref, s.message());
+    } else {
+      in_flight.active = false;
     }
   }
   bind_results_->With({"bound"}).Inc();

@@ -126,7 +126,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     }
     spdlog::error("unhandled exception serving {} {}: {}", req.method, req.path, what);
     res.status = 500;
-    res.set_content(ErrorJson("internal error: " + what), "application/json");
+    res.set_content(ErrorJson("internal error: " + what), kJsonContentType);
   });
   // httplib 0.11 applies the body limit only to bodies sent with a
   // Content-Length: a chunked body would be read into memory whatever its
@@ -136,7 +136,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     if (!req.has_header("Transfer-Encoding")) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 411;
     res.set_content(ErrorJson("send the request body with a Content-Length (Transfer-Encoding is not accepted)"),
-                    "application/json");
+                    kJsonContentType);
     im->requests->With({"other", "411"}).Inc();
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -152,7 +152,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
       case 405: msg = "method not allowed"; break;
       default: msg = "HTTP error " + std::to_string(res.status); break;
     }
-    res.set_content(ErrorJson(msg), "application/json");
+    res.set_content(ErrorJson(msg), kJsonContentType);
     im->requests->With({"other", std::to_string(res.status)}).Inc();
   });
 }

@@ -16,6 +16,9 @@ NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::K
   passes_ = &registry->AddCounter("vramd_node_sync_passes_total", "Node capacity sync passes by result.", {"result"});
   passes_->With({"ok"});
   passes_->With({"error"});
+  lists_ = &registry->AddCounter("vramd_node_sync_lists_total",
+                                 "Node lists made by capacity sync itself (when the node watch had no copy).");
+  lists_->With({});
   shrunk_ = &registry->AddGauge("vramd_node_capacity_below_allocation",
                                 "1 when a node's capacity shrank below what is allocated on it (not truncated).",
                                 {"node"});
@@ -35,12 +38,18 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
   }
   bool authoritative = true;  // may nodes missing from `desired` be removed?
   if (kube_ != nullptr) {
-    Result<kube::List<kube::NodeInfo>> nodes = kube_->ListNodes();
-    if (!nodes.ok()) {
-      passes_->With({"error"}).Inc();
-      return Status(nodes.status().code(), "listing nodes: " + nodes.status().message());
+    // The node watcher's copy when it has one; a list of our own otherwise.
+    std::optional<std::vector<kube::NodeInfo>> items = node_source_ ? node_source_() : std::nullopt;
+    if (!items) {
+      Result<kube::List<kube::NodeInfo>> nodes = kube_->ListNodes();
+      if (!nodes.ok()) {
+        passes_->With({"error"}).Inc();
+        return Status(nodes.status().code(), "listing nodes: " + nodes.status().message());
+      }
+      items = std::move(nodes->items);
+      lists_->With({}).Inc();
     }
-    for (const kube::NodeInfo& n : nodes->items) {
+    for (const kube::NodeInfo& n : *items) {
       if (desired.count(n.name)) continue;  // the config file wins
       Result<ledger::PhysicalGpus> phys = ledger::GpusFromNodeMetadata(n.labels, n.annotations);
       if (!phys.ok()) {

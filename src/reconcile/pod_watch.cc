@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "vramd/ledger/pod_request.h"
+#include "vramd/reconcile/reconciler.h"
 
 namespace vramd::reconcile {
 namespace {
@@ -21,6 +22,23 @@ int64_t SteadyMs() {
 bool RequestsVram(const kube::PodInfo& pod) {
   Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod.spec);
   return !r.ok() || r->wants_vram();
+}
+
+bool PodChangeMatters(const kube::PodInfo* before, const kube::PodInfo& after) {
+  if (before == nullptr) return RequestsVram(after);
+  return before->node_name != after.node_name || before->phase != after.phase || before->deleting != after.deleting ||
+         before->annotations != after.annotations || before->spec != after.spec ||
+         before->scheduler_name != after.scheduler_name;
+}
+
+bool NodeChangeMatters(const kube::NodeInfo* before, const kube::NodeInfo& after) {
+  if (before == nullptr) return true;
+  auto without_nudge = [](const std::map<std::string, std::string>& labels) {
+    std::map<std::string, std::string> out = labels;
+    out.erase(kFreedLabel);
+    return out;
+  };
+  return before->annotations != after.annotations || without_nudge(before->labels) != without_nudge(after.labels);
 }
 
 PodWatcher::PodWatcher(kube::KubeClient* kube, std::function<void()> on_change, metrics::Registry* registry)
@@ -59,17 +77,26 @@ std::set<std::string> PodWatcher::RecentlyDeleted() const {
 }
 
 void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
+  bool matters = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ev.object.resource_version.empty()) resource_version_ = ev.object.resource_version;
     switch (ev.type) {
       case kube::WatchEventType::kAdded:
-      case kube::WatchEventType::kModified:
+      case kube::WatchEventType::kModified: {
         all_uids_.insert(ev.object.uid);
-        if (RequestsVram(ev.object)) pods_[ev.object.uid] = ev.object;
+        auto it = pods_.find(ev.object.uid);
+        matters = PodChangeMatters(it == pods_.end() ? nullptr : &it->second, ev.object);
+        if (RequestsVram(ev.object)) {
+          pods_[ev.object.uid] = ev.object;
+        } else if (it != pods_.end()) {
+          pods_.erase(it);
+        }
         events_->With({"modified"}).Inc();
         break;
+      }
       case kube::WatchEventType::kDeleted:
+        // Always: a GPU lock may be held by a pod that asked for no VRAM.
         pods_.erase(ev.object.uid);
         all_uids_.erase(ev.object.uid);
         deleted_[ev.object.uid] = SteadyMs();
@@ -80,7 +107,7 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
         return;  // nothing changed
     }
   }
-  if (on_change_) on_change_();
+  if (matters && on_change_) on_change_();
 }
 
 void PodWatcher::Loop(std::stop_token st) {
@@ -167,6 +194,15 @@ void NodeWatcher::Stop() {
   thread_.join();
 }
 
+std::optional<std::vector<kube::NodeInfo>> NodeWatcher::Nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!synced_) return std::nullopt;
+  std::vector<kube::NodeInfo> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, n] : nodes_) out.push_back(n);
+  return out;
+}
+
 void NodeWatcher::Loop(std::stop_token st) {
   int backoff_ms = 200;
   std::string rv;
@@ -176,6 +212,10 @@ void NodeWatcher::Loop(std::stop_token st) {
     cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
     backoff_ms = std::min(backoff_ms * 2, 5000);
   };
+  auto unsynced = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = false;
+  };
   while (!st.stop_requested()) {
     if (rv.empty()) {
       Result<kube::List<kube::NodeInfo>> list = kube_->ListNodes();
@@ -184,16 +224,44 @@ void NodeWatcher::Loop(std::stop_token st) {
         pause();
         continue;
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        nodes_.clear();
+        for (kube::NodeInfo& n : list->items) {
+          std::string name = n.name;
+          nodes_.emplace(std::move(name), std::move(n));
+        }
+        synced_ = true;
+      }
       rv = list->resource_version;
       backoff_ms = 200;
       if (on_change_) on_change_();
     }
     Status s = kube_->WatchNodes(rv, stop_flag_, [&](const kube::WatchEvent<kube::NodeInfo>& ev) {
       if (!ev.object.resource_version.empty()) rv = ev.object.resource_version;
-      if (ev.type != kube::WatchEventType::kBookmark && on_change_) on_change_();
+      bool matters = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        switch (ev.type) {
+          case kube::WatchEventType::kAdded:
+          case kube::WatchEventType::kModified: {
+            auto it = nodes_.find(ev.object.name);
+            matters = NodeChangeMatters(it == nodes_.end() ? nullptr : &it->second, ev.object);
+            nodes_[ev.object.name] = ev.object;
+            break;
+          }
+          case kube::WatchEventType::kDeleted:
+            matters = nodes_.erase(ev.object.name) > 0;
+            break;
+          case kube::WatchEventType::kBookmark:
+            break;
+        }
+      }
+      if (matters && on_change_) on_change_();
     });
     if (st.stop_requested()) break;
     if (s.ok()) continue;
+    unsynced();
     if (s.code() != Code::kConflict) {
       spdlog::warn("node watch broke: {} (relisting in {} ms)", s.message(), backoff_ms);
       pause();

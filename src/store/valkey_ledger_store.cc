@@ -97,19 +97,27 @@ end
 )lua";
 
 // Reserve.
-// KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes
+// KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes,
+//       9 inflight
 // ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
 //       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
-//       8 model, 9.. gpu indices
+//       8 model, 9 in-flight ttl ms (0: no mark), 10.. gpu indices
 // Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
 //       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 //       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
 constexpr const char* kReserveLua = R"lua(
 local node, uid = ARGV[2], ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function mark_in_flight()
+  local ttl = tonumber(ARGV[9]) or 0
+  if ttl > 0 then redis.call('HSET', KEYS[9], uid, string.format('%d', now + ttl)) end
+end
 if redis.call('HEXISTS', KEYS[3], uid) == 1 then
   -- Rewritten so that a WAIT after this answer also covers the entry (an
   -- earlier attempt may have written it without replicas acknowledging).
   redis.call('HSET', KEYS[6], uid, node)
+  mark_in_flight()
   return {'held'}
 end
 local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
@@ -125,8 +133,6 @@ if other and other ~= node then
   end
 end
 if redis.call('SISMEMBER', KEYS[1], node) == 0 then return {'no_node'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local per = tonumber(ARGV[5])
 local alloc = {}
 for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
@@ -145,7 +151,7 @@ if ARGV[6] == '1' then
   if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
 end
 local fails = {}
-for i = 9, #ARGV do
+for i = 10, #ARGV do
   local c = redis.call('HGET', KEYS[2], ARGV[i])
   if not c then return {'no_gpu', ARGV[i]} end
   local cap = tonumber(c)
@@ -166,6 +172,7 @@ local nowtext = string.format('%d', now)
 redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')
 redis.call('HSET', KEYS[6], uid, node)
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[8], nowtext) end
+mark_in_flight()
 if moved_from then
   bump(KEYS[7], KEYS[8], node, other)
   return {'moved', other}
@@ -185,20 +192,32 @@ return n
 
 // SetEntryState. KEYS: 1 alloc, 2 epoch, 3 changes. ARGV: 1 uid, 2 state,
 // 3 node. Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed.
-constexpr const char* kSetStateLua = R"lua(
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return -1 end
-if string.match(raw, '"state"%s*:%s*"([^"]*)"') == ARGV[2] then return 0 end
-local v, n = string.gsub(raw, '("state"%s*:%s*")[^"]*"', '%1' .. ARGV[2] .. '"', 1)
-if n == 0 then
-  local ok, e = pcall(cjson.decode, raw)
-  if not ok or type(e) ~= 'table' then return -2 end
-  e.state = ARGV[2]
-  v = cjson.encode(e)
+constexpr const char* kSetStateFn = R"lua(
+local function set_state(alloc_key, epoch_key, changes_key, uid, state, node)
+  local raw = redis.call('HGET', alloc_key, uid)
+  if not raw then return -1 end
+  if string.match(raw, '"state"%s*:%s*"([^"]*)"') == state then return 0 end
+  local v, n = string.gsub(raw, '("state"%s*:%s*")[^"]*"', '%1' .. state .. '"', 1)
+  if n == 0 then
+    local ok, e = pcall(cjson.decode, raw)
+    if not ok or type(e) ~= 'table' then return -2 end
+    e.state = state
+    v = cjson.encode(e)
+  end
+  redis.call('HSET', alloc_key, uid, v)
+  bump(epoch_key, changes_key, node)
+  return 1
 end
-redis.call('HSET', KEYS[1], ARGV[1], v)
-bump(KEYS[2], KEYS[3], ARGV[3])
-return 1
+)lua";
+constexpr const char* kSetStateLua = R"lua(
+return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+)lua";
+
+// FinishBind: SetEntryState(bound) and EndBind in one call. KEYS: 1 alloc,
+// 2 epoch, 3 changes, 4 inflight. ARGV as SetEntryState ('bound').
+constexpr const char* kFinishBindLua = R"lua(
+redis.call('HDEL', KEYS[4], ARGV[1])
+return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 )lua";
 
 // PutEntry. KEYS: 1 nodes, 2 alloc, 3 models, 4 pods, 5 epoch, 6 changes.
@@ -272,6 +291,8 @@ return 1
 
 // A write script: the shared prelude, then the body.
 std::string WriteScript(const char* body) { return std::string(kBumpLua) + body; }
+// With a shared Lua helper (defined after bump, so it may call it) before the body.
+std::string WriteScript(const char* helper, const char* body) { return std::string(kBumpLua) + helper + body; }
 
 // ---------------------------------------------------------------------------
 // Entry JSON.
@@ -586,7 +607,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     if (Status s = CheckEntry(req.entry, /*reserve=*/true); !s.ok()) return s;
     const Entry& e = req.entry;
     std::vector<std::string> args;
-    args.reserve(8 + e.gpus.size());
+    args.reserve(9 + e.gpus.size());
     args.push_back(prefix_);
     args.push_back(req.node);
     args.push_back(e.pod_uid);
@@ -595,11 +616,12 @@ class ValkeyLedgerStore final : public LedgerStore {
     args.emplace_back(req.fit_on_usage ? "1" : "0");
     args.push_back(std::to_string(std::max<int64_t>(req.usage_max_age_ms, 0)));
     args.push_back(e.model);
+    args.push_back(std::to_string(std::max<int64_t>(req.in_flight_ttl_ms, 0)));
     for (int g : e.gpus) args.push_back(std::to_string(g));
     auto r = client_->EvalReplicated(
         reserve_,
         {nodes_key_, NodeKey(req.node, "cap"), NodeKey(req.node, "alloc"), NodeKey(req.node, "used"),
-         NodeKey(req.node, "models"), pods_key_, epoch_key_, changes_key_},
+         NodeKey(req.node, "models"), pods_key_, epoch_key_, changes_key_, inflight_key_},
         args);
     if (!r.ok()) return r.status();
     const Reply& rep = r->reply;
@@ -652,37 +674,12 @@ class ValkeyLedgerStore final : public LedgerStore {
 
   Status SetEntryState(const std::string& node, const std::string& pod_uid,
                        EntryState state) override {
-    WriteMark mark{&local_writes_};
-    if (Status s = CheckNodeName(node); !s.ok()) return s;
-    if (pod_uid.empty()) return InvalidArgument("entry state change without a pod UID");
-    // Only "bound" must survive a failover before the caller goes on;
-    // reconcile derives "terminating" from the pod again.
-    const std::vector<std::string> keys{NodeKey(node, "alloc"), epoch_key_, changes_key_};
-    const std::vector<std::string> args{pod_uid, ledger::EntryStateName(state), node};
-    Status replication;
-    Result<Reply> r = Internal("unreached");
-    if (state == EntryState::kBound) {
-      auto rr = client_->EvalReplicated(set_state_, keys, args);
-      if (!rr.ok()) return rr.status();
-      replication = rr->replication;
-      r = std::move(rr->reply);
-    } else {
-      r = client_->Eval(set_state_, keys, args);
-    }
-    if (!r.ok()) return r.status();
-    if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
-    if (r->integer == 1 && !replication.ok()) {
-      return Unavailable("marking the entry of pod " + pod_uid + " on node " + node +
-                         " bound is not replicated: " + replication.message());
-    }
-    if (r->integer == -1) {
-      return NotFound("no ledger entry for pod " + pod_uid + " on node " + node);
-    }
-    if (r->integer == -2) {
-      return Internal("the ledger entry of pod " + pod_uid + " on node " + node +
-                      " is not readable JSON");
-    }
-    return Status::Ok();
+    return RunSetState(set_state_, {NodeKey(node, "alloc"), epoch_key_, changes_key_}, node, pod_uid, state);
+  }
+
+  Status FinishBind(const std::string& node, const std::string& pod_uid) override {
+    return RunSetState(finish_bind_, {NodeKey(node, "alloc"), epoch_key_, changes_key_, inflight_key_}, node,
+                       pod_uid, EntryState::kBound);
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
@@ -1254,6 +1251,38 @@ class ValkeyLedgerStore final : public LedgerStore {
     return out;
   }
 
+  // SetEntryState and FinishBind: `script` ends with set_state(KEYS[1..3],
+  // uid, state, node). Only "bound" must survive a failover before the
+  // caller goes on; reconcile derives "terminating" from the pod again.
+  Status RunSetState(const Script& script, const std::vector<std::string>& keys, const std::string& node,
+                     const std::string& pod_uid, EntryState state) {
+    WriteMark mark{&local_writes_};
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (pod_uid.empty()) return InvalidArgument("entry state change without a pod UID");
+    const std::vector<std::string> args{pod_uid, ledger::EntryStateName(state), node};
+    Status replication;
+    Result<Reply> r = Internal("unreached");
+    if (state == EntryState::kBound) {
+      auto rr = client_->EvalReplicated(script, keys, args);
+      if (!rr.ok()) return rr.status();
+      replication = rr->replication;
+      r = std::move(rr->reply);
+    } else {
+      r = client_->Eval(script, keys, args);
+    }
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
+    if (r->integer == 1 && !replication.ok()) {
+      return Unavailable("marking the entry of pod " + pod_uid + " on node " + node +
+                         " bound is not replicated: " + replication.message());
+    }
+    if (r->integer == -1) return NotFound("no ledger entry for pod " + pod_uid + " on node " + node);
+    if (r->integer == -2) {
+      return Internal("the ledger entry of pod " + pod_uid + " on node " + node + " is not readable JSON");
+    }
+    return Status::Ok();
+  }
+
   const std::shared_ptr<ValkeyClient> client_;
   const std::string prefix_;
   const std::string nodes_key_;
@@ -1265,7 +1294,8 @@ class ValkeyLedgerStore final : public LedgerStore {
 
   const Script reserve_{WriteScript(kReserveLua)};
   const Script release_{WriteScript(kReleaseLua)};
-  const Script set_state_{WriteScript(kSetStateLua)};
+  const Script set_state_{WriteScript(kSetStateFn, kSetStateLua)};
+  const Script finish_bind_{WriteScript(kSetStateFn, kFinishBindLua)};
   const Script put_entry_{WriteScript(kPutEntryLua)};
   const Script set_capacity_{WriteScript(kSetCapacityLua)};
   const Script remove_node_{WriteScript(kRemoveNodeLua)};

@@ -89,6 +89,7 @@ enum class Send {
 // What came back on one connection.
 struct Answer {
   int status = 0;  // 0: closed without a response
+  std::string head;  // status line and headers
   std::string body;
   double answered_after_s = -1;  // from the last byte sent to the first byte of the answer
   double closed_after_s = -1;    // from the last byte sent to the server's close (-1: not seen)
@@ -173,7 +174,10 @@ Answer Exchange(int port, const std::string& raw, Send mode, int timeout_ms) {
   if (mode == Send::kRequest && in.empty() && !closed) a.timed_out = true;
   close(fd);
   if (in.rfind("HTTP/1.", 0) == 0 && in.size() >= 12) a.status = std::atoi(in.c_str() + 9);
-  if (auto end = in.find("\r\n\r\n"); end != std::string::npos) a.body = in.substr(end + 4);
+  if (auto end = in.find("\r\n\r\n"); end != std::string::npos) {
+    a.head = in.substr(0, end);
+    a.body = in.substr(end + 4);
+  }
   return a;
 }
 
@@ -669,6 +673,34 @@ TEST_F(BadInput, EveryCaseGetsAClearAnswerAndLeavesTheLedgerUntouched) {
                     << "generated:\n"
                     << table;
     }
+  }
+}
+
+// kube-scheduler's Go client sends Accept-Encoding: gzip on every extender
+// call; vramd answers JSON uncompressed (compressing costs CPU at both ends
+// of a loopback or cluster-network hop; see kJsonContentType).
+TEST_F(BadInput, JsonAnswersAreNotCompressedWhenTheClientAcceptsGzip) {
+  const std::string gzip = "Accept-Encoding: gzip, deflate, br\r\n";
+  std::vector<std::string> names;
+  for (int i = 0; i < 400; ++i) names.push_back(i % 2 ? "n1" : "n2");  // a large, very compressible body
+  const std::string filter = FilterBody(Pod("1Gi"), json{"n1", "n2", "nowhere"});
+  const struct {
+    const char* what;
+    std::string raw;
+    int status;
+  } cases[] = {
+      {"filter", Req("POST", "/scheduler/filter", filter, Auth::kNone, gzip), 200},
+      {"prioritize", Req("POST", "/scheduler/prioritize", filter, Auth::kNone, gzip), 200},
+      {"an error answer", Req("POST", "/scheduler/filter", FilterBody(Pod("1Gi"), names) + "x", Auth::kNone, gzip),
+       400},
+      {"/v1/nodes", Req("GET", "/v1/nodes", "", Auth::kToken, gzip), 200},
+  };
+  for (const auto& c : cases) {
+    Answer a = Exchange(port_, c.raw, Send::kRequest, 5000);
+    EXPECT_EQ(a.status, c.status) << c.what << ": " << a.body;
+    EXPECT_THAT(a.head, HasSubstr("Content-Type: application/json; charset=utf-8")) << c.what;
+    EXPECT_EQ(a.head.find("Content-Encoding"), std::string::npos) << c.what << " was compressed:\n" << a.head;
+    EXPECT_FALSE(json::parse(a.body, nullptr, false).is_discarded()) << c.what << ": not plain JSON";
   }
 }
 

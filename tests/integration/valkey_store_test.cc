@@ -10,6 +10,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <set>
 
 #include <algorithm>
 #include <atomic>
@@ -565,6 +566,49 @@ TEST_F(ValkeyStoreTest, SetCapacityBumpsTheEpochOnlyOnChange) {
   EXPECT_EQ(snap->Find("n1")->gpus[0].capacity, 12 * kGi);
   EXPECT_EQ(store_->SetCapacity("n1", {{0, kGi, ""}, {0, kGi, ""}}).code(),
             Code::kInvalidArgument);
+}
+
+// The bind path's two ledger calls: the reserve script marks the bind in
+// flight with the reservation, FinishBind marks the entry bound and clears it.
+TEST_F(ValkeyStoreTest, ReserveMarksTheBindInFlightAndFinishBindClearsIt) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  auto in_flight = [&] { return *store_->BindsInFlight(); };
+  ReserveRequest r = Req("n1", MakeEntry("uid-1", {0}, 8 * kGi));
+  r.in_flight_ttl_ms = 60'000;
+  ASSERT_EQ(*store_->Reserve(r), ReserveOutcome::kReserved);
+  EXPECT_EQ(in_flight(), std::set<std::string>{"uid-1"});
+
+  // A retried bind finds its entry held and is marked again.
+  ASSERT_TRUE(store_->EndBind("uid-1").ok());
+  ASSERT_EQ(*store_->Reserve(r), ReserveOutcome::kAlreadyHeld);
+  EXPECT_EQ(in_flight(), std::set<std::string>{"uid-1"});
+
+  // No mark without a reservation, and none when not asked for.
+  ReserveRequest big = Req("n1", MakeEntry("uid-2", {0}, 79 * kGi));
+  big.in_flight_ttl_ms = 60'000;
+  EXPECT_EQ(store_->Reserve(big).status().code(), Code::kInsufficient);
+  ASSERT_EQ(*store_->Reserve(Req("n1", MakeEntry("uid-3", {0}, 8 * kGi))), ReserveOutcome::kReserved);
+  EXPECT_EQ(in_flight(), std::set<std::string>{"uid-1"});
+
+  // FinishBind: bound, replicated like SetEntryState, mark gone.
+  ASSERT_TRUE(store_->FinishBind("n1", "uid-1").ok());
+  EXPECT_TRUE(in_flight().empty());
+  auto snap = Fresh();
+  for (const ledger::Entry& e : snap->Find("n1")->entries) {
+    EXPECT_EQ(e.state, e.pod_uid == "uid-1" ? ledger::EntryState::kBound : ledger::EntryState::kReserved)
+        << e.pod_uid;
+  }
+  // Without an entry it is kNotFound, and the mark is cleared all the same.
+  ASSERT_TRUE(store_->BeginBind("gone", 60'000).ok());
+  EXPECT_EQ(store_->FinishBind("n1", "gone").code(), Code::kNotFound);
+  EXPECT_TRUE(in_flight().empty());
+
+  // The mark set by the reserve script expires like BeginBind's.
+  ReserveRequest brief = Req("n1", MakeEntry("uid-4", {0}, 8 * kGi));
+  brief.in_flight_ttl_ms = 1;
+  ASSERT_EQ(*store_->Reserve(brief), ReserveOutcome::kReserved);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(in_flight().empty());
 }
 
 TEST_F(ValkeyStoreTest, PutEntryAndSetEntryStateRoundTrip) {

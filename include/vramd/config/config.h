@@ -64,6 +64,7 @@ struct Config {
 
   // Background work.
   int reconcile_interval_ms = 5000;
+  int reconcile_min_gap_ms = 250;  // watch events wait this long after the last pass
   int reservation_grace_ms = 60'000;
   int leader_lease_ms = 10'000;
 

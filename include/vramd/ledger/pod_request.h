@@ -17,6 +17,7 @@ struct ContainerAmount {
   std::optional<std::string> request;
   std::optional<std::string> limit;
   bool sidecar = false;  // init container with restartPolicy: Always (1.28+)
+  bool operator==(const ContainerAmount&) const = default;
 };
 
 // The parts of a pod that decide its VRAM request. Decoders (extender wire,
@@ -32,6 +33,7 @@ struct PodSpecView {
   std::optional<std::string> vram_peak;      // annotation vramd.io/vram-peak
   std::string model;                         // annotation vramd.io/model
   int32_t priority = 0;
+  bool operator==(const PodSpecView&) const = default;
 };
 
 struct VramRequest {

@@ -7,7 +7,9 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -40,6 +42,10 @@ class NodeSync {
   void Stop();
   // Asks the loop to run a pass now (e.g. after a node watch event).
   void Poke();
+  // Where the nodes come from with Kubernetes: the node watcher's copy. When
+  // unset, or when it answers nullopt (watch not synced), a pass lists them.
+  using NodeSource = std::function<std::optional<std::vector<kube::NodeInfo>>()>;
+  void SetNodeSource(NodeSource source) { node_source_ = std::move(source); }
 
  private:
   void Loop(std::stop_token st);
@@ -47,7 +53,9 @@ class NodeSync {
   const config::Config& cfg_;
   store::LedgerStore* store_;
   kube::KubeClient* kube_;
+  NodeSource node_source_;
   metrics::Family<metrics::Counter>* passes_;
+  metrics::Family<metrics::Counter>* lists_;
   metrics::Family<metrics::Gauge>* shrunk_;
   std::mutex mu_;
   std::condition_variable_any cv_;

@@ -1,7 +1,9 @@
 // PodWatcher keeps an in-memory copy of the cluster's pods that request VRAM:
 // list, then watch from the list's resourceVersion; a 410 Gone relists; a
 // broken connection reconnects with backoff (and relists). Calls `on_change`
-// after every applied event so the reconciler can react at once.
+// after every event that can change a reconcile plan (PodChangeMatters), so
+// the reconciler can react at once; kubelet status updates of a pod and the
+// pods that want no VRAM do not wake it.
 #pragma once
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -59,21 +62,29 @@ class PodWatcher {
   std::jthread thread_;
 };
 
-// NodeWatcher: list, then watch nodes from the list's resourceVersion (410
-// relists, errors reconnect with backoff) and calls `on_change` on every node
-// event, so capacity changes and departed nodes reach the ledger at once.
-// The capacities themselves are read by NodeSync at each reconcile pass.
+// NodeWatcher keeps an in-memory copy of the cluster's nodes: list, then
+// watch from the list's resourceVersion (410 relists, errors reconnect with
+// backoff). NodeSync reads its capacities from this copy, so a reconcile pass
+// does not list the nodes again. `on_change` is called when a node comes,
+// goes, or changes its labels or annotations (NodeChangeMatters) — not for the
+// status heartbeats kubelets send.
 class NodeWatcher {
  public:
   NodeWatcher(kube::KubeClient* kube, std::function<void()> on_change);
   ~NodeWatcher();
   void Start();
   void Stop();
+  // The nodes as last listed and watched; nullopt until a list succeeded and
+  // whenever the watch is broken (callers then list themselves).
+  std::optional<std::vector<kube::NodeInfo>> Nodes() const;
 
  private:
   void Loop(std::stop_token st);
   kube::KubeClient* kube_;
   std::function<void()> on_change_;
+  mutable std::mutex mu_;
+  std::map<std::string, kube::NodeInfo> nodes_;  // by name
+  bool synced_ = false;
   std::atomic<bool> stop_flag_{false};
   std::condition_variable_any cv_;
   std::jthread thread_;
@@ -81,5 +92,17 @@ class NodeWatcher {
 
 // True when the pod asks for VRAM (or its request is invalid: it still matters).
 bool RequestsVram(const kube::PodInfo& pod);
+
+// Whether a watch event for `after` can change what reconcile decides, given
+// the copy held before it (nullptr: none). Pure; table-tested.
+//  - a pod that wants no VRAM and was not held: no;
+//  - a held pod whose node, phase, deletion mark, annotations and request are
+//    unchanged (a kubelet status update): no;
+//  - anything else: yes.
+bool PodChangeMatters(const kube::PodInfo* before, const kube::PodInfo& after);
+
+// Whether a node event can change the ledger's capacities: a new node, or a
+// label or annotation other than vramd's own scheduler nudge changed. Pure.
+bool NodeChangeMatters(const kube::NodeInfo* before, const kube::NodeInfo& after);
 
 }  // namespace vramd::reconcile

@@ -49,7 +49,8 @@ class Reconciler {
 
   void Start();
   void Stop();
-  // Runs a pass soon (coalesces bursts of watch events).
+  // Runs a pass soon: at once when the last pass is at least
+  // reconcile_min_gap_ms old, else when it is (pokes in between coalesce).
   void Poke();
 
   // One full pass; requires a synced watch. Does not check leadership.

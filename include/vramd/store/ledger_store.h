@@ -25,6 +25,10 @@ struct ReserveRequest {
   ledger::Entry entry;          // pod_uid, ns, name, gpus, per_gpu, peak, model
   bool fit_on_usage = true;     // apply max(A, U) with fresh usage, not just A
   int64_t usage_max_age_ms = 60'000;
+  // > 0: the same call also marks the pod's bind in flight for this long
+  // (as BeginBind) when the entry is written, moved or already held — the
+  // reservation and its protection from reconcile appear together.
+  int64_t in_flight_ttl_ms = 0;
 };
 
 enum class ReserveOutcome {
@@ -101,6 +105,15 @@ class LedgerStore {
   // reconcile loop never frees a reservation whose bind is in flight.
   virtual Status BeginBind(const std::string& pod_uid, int64_t ttl_ms) = 0;
   virtual Status EndBind(const std::string& pod_uid) = 0;
+  // The end of a successful bind: the entry becomes kBound (replicated like
+  // SetEntryState) and the in-flight mark is cleared. Stores may do both in
+  // one round trip; this default makes two calls. kNotFound when there is no
+  // entry (the mark is cleared all the same).
+  virtual Status FinishBind(const std::string& node, const std::string& pod_uid) {
+    Status s = SetEntryState(node, pod_uid, ledger::EntryState::kBound);
+    Status e = EndBind(pod_uid);
+    return s.ok() ? e : s;
+  }
   virtual Result<std::set<std::string>> BindsInFlight() = 0;
 
   // The leader stamps the time of each full reconcile pass (server time, ms);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "fakes/fake_kube_client.h"
 #include "fakes/fake_ledger_store.h"
@@ -171,6 +172,56 @@ TEST_F(KubeExtender, BindAfterFilterOnThisReplicaMakesOneApiCall) {
   EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
   ASSERT_EQ(kube.calls, (std::vector<std::string>{"bind default/p-u1 big"}));
   EXPECT_EQ(kube.pods["default/p-u1"].annotations.at("vramd.io/gpus"), "0");
+  EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+TEST_F(KubeExtender, TheBindIsInFlightWhileTheBindingIsCreatedAndNotAfter) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  std::set<std::string> during;
+  size_t entries_during = 0;
+  kube.on_bind = [&] {
+    during = *store.BindsInFlight();
+    entries_during = store.Entries("big").size();
+  };
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(during, std::set<std::string>{"u1"});  // set with the reservation, by the reserve call
+  EXPECT_EQ(entries_during, 1u);
+  EXPECT_TRUE(store.BindsInFlight()->empty());    // cleared together with marking it bound
+  EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+TEST_F(KubeExtender, FailedBindingLeavesNoBindInFlight) {
+  kube.fail_bind = Unavailable("apiserver down");
+  EXPECT_NE(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_TRUE(store.BindsInFlight()->empty());
+}
+
+TEST_F(KubeExtender, ALaggingWatchedViewNeverRejectsABind) {
+  // The watched view predates the node (or shows it full): the first choice
+  // fails on it, and the bind reads the ledger again instead of refusing.
+  store.watched_view = ledger::Snapshot{};
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(store.Entries("big").size(), 1u);
+  EXPECT_EQ(kube.pods["default/p-u1"].node_name, "big");
+}
+
+TEST_F(KubeExtender, AnEntryOnlyTheWatchedViewShowsIsNotTrusted) {
+  // The view still shows an entry of this pod that reconcile has freed since:
+  // the bind must reserve again, not bind on GPUs it no longer holds.
+  ledger::Snapshot lagging = **store.Snapshot();
+  ledger::Entry ghost;
+  ghost.pod_uid = "u1";
+  ghost.ns = "default";
+  ghost.name = "p-u1";
+  ghost.gpus = {0};
+  ghost.per_gpu = 32 * kGi;
+  lagging.nodes["big"].entries.push_back(ghost);
+  store.watched_view = lagging;
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(store.reserves, 1);
+  ASSERT_EQ(store.Entries("big").size(), 1u);
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
 }
 

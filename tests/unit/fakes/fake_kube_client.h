@@ -3,6 +3,7 @@
 // kube-apiserver in tests/e2e.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ class FakeKubeClient : public kube::KubeClient {
   std::vector<std::string> calls;             // "patch ns/name", "bind ns/name node", ...
   Status fail_patch, fail_bind, fail_list;
   bool bind_conflict_then_bound = false;      // Binding answers 409 but the pod is bound
+  std::function<void()> on_bind;              // called as a Binding arrives
 
   Result<kube::PodInfo> GetPod(const std::string& ns, const std::string& name) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -41,6 +43,7 @@ class FakeKubeClient : public kube::KubeClient {
   // assigned again, and the Binding's annotations land with the node name.
   Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
               const std::map<std::string, std::string>& annotations) override {
+    if (on_bind) on_bind();
     std::lock_guard<std::mutex> l(mu_);
     calls.push_back("bind " + ns + "/" + name + " " + node);
     if (bind_conflict_then_bound) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
@@ -24,6 +25,17 @@ class FakeLedgerStore : public store::LedgerStore {
     return ledger::SnapshotPtr(s);
   }
 
+  // When set, WatchedSnapshot() answers this view (one that lags the ledger)
+  // instead of the current one.
+  std::optional<ledger::Snapshot> watched_view;
+  Result<ledger::SnapshotPtr> WatchedSnapshot() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (watched_view && !unavailable) return ledger::SnapshotPtr(std::make_shared<ledger::Snapshot>(*watched_view));
+    }
+    return Snapshot();
+  }
+
   Result<store::ReserveOutcome> Reserve(const store::ReserveRequest& req) override {
     std::lock_guard<std::mutex> l(mu_);
     if (unavailable) return Unavailable("fake store down");
@@ -31,7 +43,10 @@ class FakeLedgerStore : public store::LedgerStore {
     if (it == snap_.nodes.end()) return NotFound("node " + req.node + " is not in the ledger");
     ledger::Node& n = it->second;
     for (const auto& e : n.entries) {
-      if (e.pod_uid == req.entry.pod_uid) return store::ReserveOutcome::kAlreadyHeld;
+      if (e.pod_uid == req.entry.pod_uid) {
+        if (req.in_flight_ttl_ms > 0) in_flight.insert(req.entry.pod_uid);
+        return store::ReserveOutcome::kAlreadyHeld;
+      }
     }
     auto vec = ledger::GpuVectors(n, now_ms, req.usage_max_age_ms);
     for (int g : req.entry.gpus) {
@@ -47,6 +62,7 @@ class FakeLedgerStore : public store::LedgerStore {
     n.entries.push_back(e);
     ++snap_.epoch;
     ++reserves;
+    if (req.in_flight_ttl_ms > 0) in_flight.insert(req.entry.pod_uid);
     return store::ReserveOutcome::kReserved;
   }
 
