@@ -47,10 +47,10 @@ for part in $PARTS; do
       rm -rf "$work"
       ;;
     sched)
-      VRAMD_BIN_DIR="$PWD/$BUILD_DIR/bin" python3 bench/sched_throughput.py --json "$OUT/sched-default.json" \
-        | tee "$OUT/sched-default.txt"
-      VRAMD_BIN_DIR="$PWD/$BUILD_DIR/bin" python3 bench/sched_throughput.py --scheduler-qps 1000 \
-        --json "$OUT/sched-qps1000.json" | tee "$OUT/sched-qps1000.txt"
+      VRAMD_BIN_DIR="$PWD/$BUILD_DIR/bin" python3 bench/sched_throughput.py --echo-extender \
+        --json "$OUT/sched-default.json" | tee "$OUT/sched-default.txt"
+      VRAMD_BIN_DIR="$PWD/$BUILD_DIR/bin" python3 bench/sched_throughput.py --scheduler-qps 1000 --rounds 3 \
+        --echo-extender --json "$OUT/sched-qps1000.json" | tee "$OUT/sched-qps1000.txt"
       ;;
     *) echo "bench.sh: unknown part $part" >&2; exit 2 ;;
   esac
