@@ -77,6 +77,7 @@ struct PlacementIndex {
   std::vector<Slot> slots;
   uint64_t mask = 0;
   std::string names;  // node names and model names
+  size_t dead = 0;    // usage and model records left behind by ReindexSnapshot
 
   std::string_view Str(uint32_t off, uint32_t len) const { return std::string_view(names).substr(off, len); }
 
@@ -472,11 +473,103 @@ uint64_t HashName(std::string_view name) { return std::hash<std::string_view>{}(
 
 }  // namespace
 
+namespace {
+
+// Fills a node's GPU records (at rec->gpu_begin when `in_place`: same GPU
+// count as before; else appended), its usage records (overwritten when it
+// had them, else appended) and the settled verdict and sums.
+void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* rec, PlacementIndex::NodeSums* sums,
+               bool in_place) {
+  const uint32_t n = static_cast<uint32_t>(node.gpus.size());
+  if (!in_place) {
+    rec->gpu_begin = static_cast<uint32_t>(ix->gpus.size());
+    rec->gpu_count = n;
+    ix->gpus.resize(ix->gpus.size() + n);
+    ix->gpu_index.resize(ix->gpu_index.size() + n);
+  }
+  // Allocation sums exactly as the node path computes them (usage aside).
+  NodeVectors vec(node, /*now_ms=*/0, /*usage_max_age_ms=*/0);
+  bool reported = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    ix->gpus[rec->gpu_begin + i] = {vec[i].capacity, vec[i].allocated};
+    ix->gpu_index[rec->gpu_begin + i] = node.gpus[i].index;
+    reported = reported || node.gpus[i].used_ts_ms > 0;
+  }
+  *sums = PlacementIndex::NodeSums{};
+  rec->settled = false;
+  rec->max_capacity = rec->max_free = 0;
+  rec->largest_cap = rec->largest_free = 0;
+  const bool had_usage = in_place && rec->usage_begin != PlacementIndex::kNone;
+  if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
+    if (!had_usage) {
+      rec->usage_begin = static_cast<uint32_t>(ix->usage.size());
+      ix->usage.resize(ix->usage.size() + n);
+    }
+    for (uint32_t i = 0; i < n; ++i) ix->usage[rec->usage_begin + i] = {node.gpus[i].used, node.gpus[i].used_ts_ms};
+    return;
+  }
+  if (had_usage) ix->dead += n;
+  rec->usage_begin = PlacementIndex::kNone;
+  if (n == 0) return;
+  rec->settled = true;
+  rec->max_capacity = vec[0].capacity;
+  rec->max_free = vec[0].capacity - vec[0].allocated;
+  for (uint32_t i = 0; i < n; ++i) {
+    const int64_t cap = vec[i].capacity, alloc = vec[i].allocated;
+    if (cap > rec->max_capacity) {
+      rec->max_capacity = cap;
+      rec->largest_cap = i;
+    }
+    if (cap - alloc > rec->max_free) {
+      rec->max_free = cap - alloc;
+      rec->largest_free = i;
+    }
+    sums->sum.capacity += cap;
+    sums->sum.allocated += alloc;
+    sums->sum.used += alloc;
+    sums->free_sum += std::max<int64_t>(0, cap - alloc);
+  }
+}
+
+// The node's warm models (from its models map and its entries), sorted and
+// distinct; kept as they are when unchanged (`in_place`), else appended.
+void IndexModels(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* rec,
+                 std::vector<std::string_view>* scratch, bool in_place) {
+  std::vector<std::string_view>& node_models = *scratch;
+  node_models.clear();
+  for (const auto& [model, ms] : node.models) {
+    if (!model.empty()) node_models.push_back(model);
+  }
+  for (const Entry& e : node.entries) {
+    if (!e.model.empty()) node_models.push_back(e.model);
+  }
+  std::sort(node_models.begin(), node_models.end());
+  node_models.erase(std::unique(node_models.begin(), node_models.end()), node_models.end());
+  if (in_place) {
+    bool same = node_models.size() == rec->models_count;
+    for (uint32_t i = 0; same && i < rec->models_count; ++i) {
+      const auto& [off, len] = ix->models[rec->models_begin + i];
+      same = ix->Str(off, len) == node_models[i];
+    }
+    if (same) return;
+    ix->dead += rec->models_count;
+  }
+  rec->models_begin = static_cast<uint32_t>(ix->models.size());
+  rec->models_count = static_cast<uint32_t>(node_models.size());
+  for (std::string_view m : node_models) {
+    ix->models.emplace_back(static_cast<uint32_t>(ix->names.size()), static_cast<uint32_t>(m.size()));
+    ix->names += m;
+  }
+}
+
+}  // namespace
+
 void IndexSnapshot(Snapshot* snap) {
   auto ix = std::make_shared<PlacementIndex>();
   const size_t n = snap->nodes.size();
   ix->node_count = n;
   ix->nodes.reserve(n);
+  ix->sums.reserve(n);
   size_t total_gpus = 0;
   for (const auto& [name, node] : snap->nodes) total_gpus += node.gpus.size();
   ix->gpus.reserve(total_gpus);
@@ -485,62 +578,16 @@ void IndexSnapshot(Snapshot* snap) {
   while (cap < n * 2) cap <<= 1;
   ix->slots.assign(cap, PlacementIndex::Slot{});
   ix->mask = cap - 1;
-  std::vector<std::string_view> node_models;
+  std::vector<std::string_view> scratch;
   for (const auto& [name, node] : snap->nodes) {
     PlacementIndex::NodeRec rec;
     rec.node = &node;
     rec.name_off = static_cast<uint32_t>(ix->names.size());
     rec.name_len = static_cast<uint32_t>(name.size());
     ix->names += name;
-    rec.gpu_begin = static_cast<uint32_t>(ix->gpus.size());
-    rec.gpu_count = static_cast<uint32_t>(node.gpus.size());
-    // Allocation sums exactly as the node path computes them (usage aside).
-    NodeVectors vec(node, /*now_ms=*/0, /*usage_max_age_ms=*/0);
-    bool reported = false;
-    for (size_t i = 0; i < node.gpus.size(); ++i) {
-      ix->gpus.push_back({vec[i].capacity, vec[i].allocated});
-      ix->gpu_index.push_back(node.gpus[i].index);
-      reported = reported || node.gpus[i].used_ts_ms > 0;
-    }
     PlacementIndex::NodeSums sums;
-    if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
-      rec.usage_begin = static_cast<uint32_t>(ix->usage.size());
-      for (const Gpu& g : node.gpus) ix->usage.push_back({g.used, g.used_ts_ms});
-    } else if (!node.gpus.empty()) {
-      rec.settled = true;
-      rec.max_capacity = vec[0].capacity;
-      rec.max_free = vec[0].capacity - vec[0].allocated;
-      for (size_t i = 0; i < node.gpus.size(); ++i) {
-        const int64_t cap = vec[i].capacity, alloc = vec[i].allocated;
-        if (cap > rec.max_capacity) {
-          rec.max_capacity = cap;
-          rec.largest_cap = static_cast<uint32_t>(i);
-        }
-        if (cap - alloc > rec.max_free) {
-          rec.max_free = cap - alloc;
-          rec.largest_free = static_cast<uint32_t>(i);
-        }
-        sums.sum.capacity += cap;
-        sums.sum.allocated += alloc;
-        sums.sum.used += alloc;
-        sums.free_sum += std::max<int64_t>(0, cap - alloc);
-      }
-    }
-    node_models.clear();
-    for (const auto& [model, ms] : node.models) {
-      if (!model.empty()) node_models.push_back(model);
-    }
-    for (const Entry& e : node.entries) {
-      if (!e.model.empty()) node_models.push_back(e.model);
-    }
-    std::sort(node_models.begin(), node_models.end());
-    node_models.erase(std::unique(node_models.begin(), node_models.end()), node_models.end());
-    rec.models_begin = static_cast<uint32_t>(ix->models.size());
-    rec.models_count = static_cast<uint32_t>(node_models.size());
-    for (std::string_view m : node_models) {
-      ix->models.emplace_back(static_cast<uint32_t>(ix->names.size()), static_cast<uint32_t>(m.size()));
-      ix->names += m;
-    }
+    IndexGpus(ix.get(), node, &rec, &sums, /*in_place=*/false);
+    IndexModels(ix.get(), node, &rec, &scratch, /*in_place=*/false);
     const uint64_t h = HashName(name);
     uint64_t i = h & ix->mask;
     while (ix->slots[i].node != 0) i = (i + 1) & ix->mask;
@@ -549,6 +596,48 @@ void IndexSnapshot(Snapshot* snap) {
     ix->slots[i] = {h, static_cast<uint32_t>(ix->nodes.size())};
   }
   snap->index = std::move(ix);
+}
+
+bool ReindexSnapshot(Snapshot* snap, std::shared_ptr<const PlacementIndex> old,
+                     const std::vector<std::string>& changed, bool nodes_moved) {
+  // Incremental only while the node set is the one indexed and each changed
+  // node keeps its GPU count; records left behind are bounded by a rebuild.
+  if (old == nullptr || old->node_count != snap->nodes.size() || old->dead > old->nodes.size() + 1024) {
+    IndexSnapshot(snap);
+    return false;
+  }
+  for (const std::string& name : changed) {
+    auto it = snap->nodes.find(name);
+    const PlacementIndex::NodeRec* rec = old->Find(name, HashName(name));
+    if (it == snap->nodes.end() || rec == nullptr || rec->gpu_count != it->second.gpus.size()) {
+      IndexSnapshot(snap);
+      return false;
+    }
+  }
+  auto ix = std::make_shared<PlacementIndex>(*old);
+  if (nodes_moved) {  // a copy of the snapshot: its nodes live elsewhere
+    std::string key;
+    for (PlacementIndex::NodeRec& rec : ix->nodes) {
+      key.assign(ix->Str(rec.name_off, rec.name_len));
+      auto it = snap->nodes.find(key);
+      if (it == snap->nodes.end()) {  // another node set after all
+        IndexSnapshot(snap);
+        return false;
+      }
+      rec.node = &it->second;
+    }
+  }
+  std::vector<std::string_view> scratch;
+  for (const std::string& name : changed) {
+    const Node& node = snap->nodes.find(name)->second;
+    const size_t pos = static_cast<size_t>(ix->Find(name, HashName(name)) - ix->nodes.data());
+    PlacementIndex::NodeRec& rec = ix->nodes[pos];
+    rec.node = &node;
+    IndexGpus(ix.get(), node, &rec, &ix->sums[pos], /*in_place=*/true);
+    IndexModels(ix.get(), node, &rec, &scratch, /*in_place=*/true);
+  }
+  snap->index = std::move(ix);
+  return true;
 }
 
 NodeDecision DecideNode(const Node* node, std::string_view node_name, const VramRequest& req,

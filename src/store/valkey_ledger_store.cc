@@ -559,12 +559,27 @@ class ValkeyLedgerStore final : public LedgerStore {
     // confirms it (or a reload replaces it): read before that epoch read.
     const uint64_t gen = watch_gen_.load();
     const uint64_t writes = local_writes_.load();
-    epoch_checks_.fetch_add(1);
-    auto epoch = ReadEpoch();
-    if (!epoch.ok()) return epoch.status();
-    // Taken after the epoch read: a reload that starts later reads newer data.
-    const uint64_t ticket = seq_.fetch_add(1) + 1;
+    // When the cache is known to be behind — this process wrote since it was
+    // confirmed, or a notification names a newer epoch — a lone epoch read
+    // would only say so: the refresh reads the epoch itself, in the same
+    // round trip as the change log.
+    bool behind = false;
     {
+      std::lock_guard lk(cache_mu_);
+      behind = cache_ && (cache_writes_ != writes ||
+                          (watch_live_.load() && cache_gen_ == gen && cache_->epoch < watched_epoch_.load()));
+    }
+    std::optional<uint64_t> epoch;
+    if (!behind) {
+      epoch_checks_.fetch_add(1);
+      auto read = ReadEpoch();
+      if (!read.ok()) return read.status();
+      epoch = *read;
+    }
+    // Taken after the epoch read (or, when behind, after the writes this
+    // call must see): a reload that starts later reads newer data.
+    const uint64_t ticket = seq_.fetch_add(1) + 1;
+    if (epoch) {
       std::lock_guard lk(cache_mu_);
       if (cache_ && cache_->epoch == *epoch) {
         Vouch(gen, writes);
@@ -576,8 +591,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     std::unique_lock reload(reload_mu_);
     {
       std::lock_guard lk(cache_mu_);
-      if (cache_ && cache_->epoch == *epoch) Vouch(gen, writes);
-      if (cache_ && (cache_->epoch == *epoch || cache_seq_ >= ticket)) return cache_;
+      const bool same = cache_ && epoch && cache_->epoch == *epoch;
+      if (same) Vouch(gen, writes);
+      if (cache_ && (same || cache_seq_ >= ticket)) return cache_;
     }
     const uint64_t start = seq_.load();
     ledger::SnapshotPtr base;
@@ -932,8 +948,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     std::vector<std::string> changed;
     const char* why = nullptr;
     uint64_t since = 0;
-    if (*epoch <= e0) {
-      why = "the epoch did not move forward";
+    if (*epoch == e0) return base;  // nothing changed (a caller that skipped the epoch read)
+    if (*epoch < e0) {
+      why = "the epoch went back";
     } else if (marker.type != Reply::Type::kString || !ParseScore(marker.str, &since)) {
       why = "no change log";
     } else if (since > e0) {
@@ -1007,6 +1024,13 @@ class ValkeyLedgerStore final : public LedgerStore {
       updates.emplace_back(std::move(name), std::move(node));
     }
 
+    // The index of the snapshot being changed: only the changed nodes'
+    // records are rebuilt (Writable drops it from the snapshot it returns).
+    std::shared_ptr<const ledger::PlacementIndex> old_index = base->index;
+    const ledger::Snapshot* const base_ptr = base.get();
+    std::vector<std::string> changed_names;
+    changed_names.reserve(updates.size());
+    for (const auto& u : updates) changed_names.push_back(u.first);
     std::shared_ptr<ledger::Snapshot> snap = Writable(std::move(base));
     snap->epoch = *epoch;
     for (auto& [name, node] : updates) {
@@ -1018,7 +1042,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     }
     node_problems_ = std::move(node_problems);
     ReportProblems(problems, snap->epoch);
-    ledger::IndexSnapshot(snap.get());
+    ledger::ReindexSnapshot(snap.get(), std::move(old_index), changed_names, /*nodes_moved=*/snap.get() != base_ptr);
     incremental_reloads_.fetch_add(1);
     return ledger::SnapshotPtr(std::move(snap));
   }

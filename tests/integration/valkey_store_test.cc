@@ -1188,6 +1188,37 @@ TEST_F(EpochWatchTest, ItsOwnWritesAreSeenAtOnce) {
   }
 }
 
+// A cache known to be behind (this process wrote since it was confirmed)
+// is refreshed at once: the refresh reads the epoch with the change log, so
+// no lone epoch read comes first.
+TEST_F(EpochWatchTest, ACacheBehindItsOwnWritesIsRefreshedWithoutALoneEpochRead) {
+  // Four nodes: a change of one is a small refresh, not a reload of "more than half".
+  for (const char* n : {"n1", "n2", "n3", "n4"}) Capacity(n, {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  const uint64_t before = watching->EpochChecks();
+  const uint64_t incremental = watching->SnapshotReloads().incremental;
+  const uint64_t full = watching->SnapshotReloads().full;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(watching->Reserve(Req("n1", MakeEntry("own-" + std::to_string(i), {0}, kGi))).ok());
+    auto s = (i % 2 ? watching->Snapshot() : watching->WatchedSnapshot());
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(EntriesOn(*s, "n1"), static_cast<size_t>(i + 1));
+  }
+  EXPECT_EQ(watching->EpochChecks(), before);
+  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental + 10);
+  // A write that changed nothing (a release of no entry) leaves the epoch:
+  // the refresh finds it unchanged and keeps the cache as it is.
+  auto cached = watching->WatchedSnapshot();
+  ASSERT_TRUE(cached.ok());
+  ASSERT_FALSE(*watching->Release("n1", "no-such-pod"));
+  auto after = watching->Snapshot();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->get(), cached->get());
+  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental + 10);
+  EXPECT_EQ(watching->SnapshotReloads().full, full);
+}
+
 TEST_F(EpochWatchTest, AnotherProcesssWritesArriveByNotification) {
   Capacity("n1", {{0, 80 * kGi, ""}});
   auto watching = Watching();

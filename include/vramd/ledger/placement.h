@@ -58,6 +58,16 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
 // snapshot is complete, before sharing it.
 void IndexSnapshot(Snapshot* snap);
 
+// After the nodes named in `changed` were replaced, added or removed in
+// `snap`: its index from `old` (the index of the snapshot it was changed
+// from), updating only those nodes' records — O(changed) instead of
+// O(nodes) — or from scratch when the node set or a node's GPU count
+// changed. `nodes_moved`: `snap` is a copy, so every node lives at a new
+// address. The result answers exactly as IndexSnapshot's would. Returns
+// whether it was incremental.
+bool ReindexSnapshot(Snapshot* snap, std::shared_ptr<const PlacementIndex> old,
+                     const std::vector<std::string>& changed, bool nodes_moved);
+
 // Node names are views into the caller's storage; reasons are views into
 // `reasons` (each distinct text once: in a cluster of alike nodes thousands
 // of nodes share a handful of reasons) or into static text. Move-only, so

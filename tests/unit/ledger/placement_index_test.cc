@@ -2,6 +2,8 @@
 // snapshot's index as without it (the index is only a faster layout).
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,94 @@ TEST(PlacementIndex, ACopyOfASnapshotHasNoIndex) {
   EXPECT_TRUE(r.fits.empty());
   Snapshot moved = std::move(s);
   EXPECT_NE(moved.index, nullptr);
+}
+
+// ReindexSnapshot: after random changes to random nodes (entries, usage
+// reports appearing and going, warm models, GPU counts, nodes leaving and
+// joining), in place or on a copy, the incrementally updated index answers
+// exactly as the plain path does.
+TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
+  std::mt19937_64 rng(20261121);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  const std::vector<std::string> models = {"", "", "llama", "qwen", "mistral"};
+  int uid = 0;
+  auto random_node = [&](const std::string& name) {
+    const int gpus = pick(5) == 0 ? 0 : 1 + pick(8);
+    std::vector<int> idx;
+    for (int i = 0; i < gpus; ++i) idx.push_back(i * (pick(4) == 0 ? 2 : 1));
+    Node n = MakeNode(name, idx, (16 + 16 * pick(5)) * kGi);
+    for (int e = pick(5); e > 0 && gpus > 0; --e) {
+      n.entries.push_back(Hold("u" + std::to_string(uid++), {idx[static_cast<size_t>(pick(gpus))]},
+                               (1 + pick(24)) * kGi, models[static_cast<size_t>(pick(5))]));
+    }
+    if (pick(3) == 0) {
+      for (Gpu& g : n.gpus) {
+        if (pick(2) == 0) continue;
+        g.used = pick(40) * kGi;
+        g.used_ts_ms = pick(3) == 0 ? kNow - 3'600'000 : kNow - 1000;
+      }
+    }
+    if (pick(4) == 0) n.models[models[2 + static_cast<size_t>(pick(3))]] = kNow - 5000;
+    return n;
+  };
+  Snapshot snap;
+  for (int i = 0; i < 60; ++i) {
+    std::string name = "node-" + std::to_string(i);
+    snap.nodes.emplace(name, random_node(name));
+  }
+  IndexSnapshot(&snap);
+  int incremental = 0;
+  for (int round = 0; round < 400; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::shared_ptr<const PlacementIndex> old = snap.index;
+    const bool copy = pick(3) == 0;
+    Snapshot next = copy ? Snapshot(snap) : std::move(snap);
+    next.index.reset();
+    std::vector<std::string> changed;
+    for (int k = 1 + pick(3); k > 0; --k) {
+      std::string name = "node-" + std::to_string(pick(70));
+      auto it = next.nodes.find(name);
+      const int what = pick(20);
+      if (what == 0 && it != next.nodes.end()) {
+        next.nodes.erase(it);  // left the cluster
+      } else if (it == next.nodes.end() || what == 1) {
+        next.nodes.insert_or_assign(name, random_node(name));  // joined, or any GPU count
+      } else {  // the common case: same GPUs, new entries, usage or models
+        Node& n = it->second;
+        Node fresh = random_node(name);
+        n.entries = fresh.entries;
+        for (Gpu& g : n.gpus) {
+          g.used = pick(2) ? pick(40) * kGi : 0;
+          g.used_ts_ms = g.used ? kNow - 1000 * pick(5000) : 0;
+        }
+        n.models = fresh.models;
+      }
+      changed.push_back(name);
+    }
+    if (ReindexSnapshot(&next, old, changed, copy)) ++incremental;
+    ASSERT_NE(next.index, nullptr);
+    const Snapshot plain = next;  // a copy has no index: read from the nodes
+    std::vector<std::string> storage;  // every node that ever was, and two that never were
+    for (int i = 0; i < 72; ++i) storage.push_back("node-" + std::to_string(i));
+    const std::vector<std::string_view> names(storage.begin(), storage.end());
+    const VramRequest req = Want((1 + pick(40)) * kGi, 1 + pick(3), models[static_cast<size_t>(pick(5))]);
+    Policy p;
+    p.score = pick(2) ? ScorePolicy::kHeadroom : ScorePolicy::kBinpack;
+    FilterResult a = Filter(plain, names, req, p, kNow);
+    FilterResult b = Filter(next, names, req, p, kNow);
+    ASSERT_EQ(a.fits, b.fits);
+    ASSERT_EQ(a.failed, b.failed);
+    ASSERT_EQ(a.unresolvable, b.unresolvable);
+    std::vector<HostScore> pa = Prioritize(plain, names, req, p, kNow);
+    std::vector<HostScore> pb = Prioritize(next, names, req, p, kNow);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      ASSERT_EQ(pa[i].host, pb[i].host);
+      ASSERT_EQ(pa[i].score, pb[i].score) << pa[i].host;
+    }
+    snap = std::move(next);
+  }
+  EXPECT_GT(incremental, 200) << "the incremental path was hardly taken";
 }
 
 }  // namespace
