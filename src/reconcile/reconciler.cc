@@ -155,8 +155,8 @@ Result<PassStats> Reconciler::RunOnce() {
 }
 
 void Reconciler::Loop(std::stop_token st) {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point last_pass{};  // long ago: the first poke runs at once
+  using Steady = std::chrono::steady_clock;
+  Steady::time_point last_pass{};  // long ago: the first poke runs at once
   while (!st.stop_requested()) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -164,15 +164,15 @@ void Reconciler::Loop(std::stop_token st) {
       if (poked_) {
         // A burst of watch events (a deployment scaled up, a scheduler
         // binding hundreds of pods) becomes one pass per gap, not one per event.
-        const Clock::time_point ready = last_pass + std::chrono::milliseconds(cfg_.reconcile_min_gap_ms);
-        if (Clock::now() < ready) cv_.wait_until(lock, st, ready, [] { return false; });
+        const Steady::time_point ready = last_pass + std::chrono::milliseconds(cfg_.reconcile_min_gap_ms);
+        if (Steady::now() < ready) cv_.wait_until(lock, st, ready, [] { return false; });
       }
       poked_ = false;
     }
     if (st.stop_requested()) break;
     if (!leader_->IsLeader() || !watcher_->Synced()) continue;
     Result<PassStats> r = RunOnce();
-    last_pass = Clock::now();
+    last_pass = Steady::now();
     if (!r.ok()) spdlog::warn("reconcile pass failed: {}", r.status().message());
   }
 }
