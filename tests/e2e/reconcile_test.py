@@ -283,11 +283,21 @@ class Replicas(unittest.TestCase):
                 self.assertEqual(set(entries), set(bound), "entries without a bound pod remain")
                 passes = [metric_value(v, "vramd_reconcile_passes_total", {"result": "ok"}) or 0 for v in (a, b)]
                 self.assertEqual(sum(1 for p in passes if p > 0), 1, f"reconcile passes per replica: {passes}")
+                # The leader's passes are coalesced: a burst of watch events is one pass
+                # per reconcile_min_gap_ms, not one per event, and a pass reads the node
+                # watch's copy instead of listing the nodes.
+                leader = (a, b)[0 if passes[0] > 0 else 1]
+                events = metric_value(leader, "vramd_watch_events_total", {"type": "modified"}) or 0
+                lists = metric_value(leader, "vramd_node_sync_lists_total") or 0
+                self.assertGreaterEqual(events, 400, "the burst's pod events did not reach the leader")
+                self.assertLess(max(passes), events / 3, f"{max(passes)} reconcile passes for {events} pod events")
+                self.assertLessEqual(lists, 2, f"capacity sync listed the nodes {lists} times in {max(passes)} passes")
                 self.assertTrue(all(c > 0 for c in bal.counts.values()), bal.counts)
                 alloc = {n: ledger[n]["allocated_bytes"] / GI for n in nodes}
                 print(f"\nreplicas: 200 pods created in {created:.1f} s; {len(bound)} bound, "
                       f"{len(pods) - len(bound)} pending; allocation GiB per node {alloc} (capacity 16); "
-                      f"requests per replica {list(bal.counts.values())}; reconcile passes {passes}")
+                      f"requests per replica {list(bal.counts.values())}; reconcile passes {passes} "
+                      f"for {events:.0f} pod events; node lists by capacity sync {lists:.0f}")
             finally:
                 bal.close()
 
