@@ -82,14 +82,19 @@ Result<PassStats> Reconciler::RunOnce() {
   std::set<std::string> deleted = watcher_->RecentlyDeleted();
   Result<std::set<std::string>> in_flight = store_->BindsInFlight();
   if (!in_flight.ok()) return fail(in_flight.status());
-  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
-  if (!snap.ok()) return fail(snap.status());
-
   PlanOptions opts;
   opts.now_ms = clock_->NowMs();
   opts.grace_ms = cfg_.reservation_grace_ms;
   opts.deleted = &deleted;
-  PlanResult plan = Plan(**snap, pods, *in_flight, opts);
+  PlanResult plan;
+  {
+    // Held only while planning (the actions carry what they need): while a
+    // reader holds a snapshot, every refresh must copy it instead of
+    // updating it in place.
+    Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+    if (!snap.ok()) return fail(snap.status());
+    plan = Plan(**snap, pods, *in_flight, opts);
+  }
 
   std::set<std::string> freed_nodes;
   for (const Action& a : plan.actions) {
