@@ -229,12 +229,10 @@ int main(int argc, char** argv) {
     w.Sample("vramd_ledger_epoch_reads_total", {}, static_cast<double>(store_ptr->EpochChecks()));
     const vramd::store::LedgerStore::ReloadCounts r = store_ptr->SnapshotReloads();
     w.Header("vramd_ledger_snapshot_refreshes_total",
-             "Snapshot refreshes by kind: full (the whole ledger read), incremental (changed nodes only) or "
-             "own_write (this replica's write applied to its cache, nothing read).",
+             "Snapshot refreshes by kind: full (the whole ledger read) or incremental (changed nodes only).",
              "counter");
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "full"}}, static_cast<double>(r.full));
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "incremental"}}, static_cast<double>(r.incremental));
-    w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "own_write"}}, static_cast<double>(r.own_writes));
   });
 
   vramd::app::ApiServices api;

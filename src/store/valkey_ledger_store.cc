@@ -102,7 +102,7 @@ end
 // ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
 //       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
 //       8 model, 9 in-flight ttl ms (0: no mark), 10.. gpu indices
-// Returns {'reserved', epoch, now} | {'moved', from} | {'held'} | {'conflict', node, state}
+// Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
 //       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 //       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
 constexpr const char* kReserveLua = R"lua(
@@ -177,8 +177,8 @@ if moved_from then
   bump(KEYS[7], KEYS[8], node, other)
   return {'moved', other}
 end
-local epoch = bump(KEYS[7], KEYS[8], node)
-return {'reserved', string.format('%d', epoch), nowtext}
+bump(KEYS[7], KEYS[8], node)
+return {'reserved'}
 )lua";
 
 // Release. KEYS: 1 alloc, 2 pods, 3 epoch, 4 changes. ARGV: 1 uid, 2 node.
@@ -205,20 +205,19 @@ local function set_state(alloc_key, epoch_key, changes_key, uid, state, node)
     v = cjson.encode(e)
   end
   redis.call('HSET', alloc_key, uid, v)
-  return 1, bump(epoch_key, changes_key, node)
+  bump(epoch_key, changes_key, node)
+  return 1
 end
 )lua";
 constexpr const char* kSetStateLua = R"lua(
-return (set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3]))
+return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 )lua";
 
 // FinishBind: SetEntryState(bound) and EndBind in one call. KEYS: 1 alloc,
-// 2 epoch, 3 changes, 4 inflight. ARGV as SetEntryState ('bound'). Returns
-// {code, epoch}: the code as SetEntryState's, the epoch when it changed (1).
+// 2 epoch, 3 changes, 4 inflight. ARGV as SetEntryState ('bound').
 constexpr const char* kFinishBindLua = R"lua(
 redis.call('HDEL', KEYS[4], ARGV[1])
-local r, epoch = set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-return {r, string.format('%d', epoch or 0)}
+return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 )lua";
 
 // PutEntry. KEYS: 1 nodes, 2 alloc, 3 models, 4 pods, 5 epoch, 6 changes.
@@ -654,29 +653,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     if ((tag == "reserved" || tag == "moved" || tag == "held") && !r->replication.ok()) {
       return NotReplicated(req.node, e.pod_uid, pod, /*ours=*/tag != "held", r->replication);
     }
-    if (tag == "reserved") {
-      uint64_t epoch = 0;
-      int64_t now = 0;
-      if (ParseScore(arg(1), &epoch) && ParseInt64(arg(2), &now)) {
-        const std::string json = EncodeEntry(e, /*omit_created=*/true) + arg(2) + "}";
-        ApplyOwnWrite(epoch, req.node, [&](ledger::Node* n, EntryDecoder* decoder) {
-          Entry added;
-          std::string why;
-          if (!decoder->Decode(json, &added, &why)) return false;
-          added.pod_uid = e.pod_uid;
-          const auto older = [](const Entry& a, const Entry& b) {
-            return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.pod_uid < b.pod_uid;
-          };
-          for (const Entry& x : n->entries) {
-            if (x.pod_uid == added.pod_uid) return false;  // not the ledger one epoch ago after all
-          }
-          if (!added.model.empty()) n->models[added.model] = now;
-          n->entries.insert(std::upper_bound(n->entries.begin(), n->entries.end(), added, older), std::move(added));
-          return true;
-        });
-      }
-      return ReserveOutcome::kReserved;
-    }
+    if (tag == "reserved") return ReserveOutcome::kReserved;
     if (tag == "held") return ReserveOutcome::kAlreadyHeld;
     if (tag == "moved") {
       spdlog::info("moved the unbound reservation of {} from node {} to node {}", pod, arg(1),
@@ -859,7 +836,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   uint64_t MalformedFieldsSkipped() const override { return malformed_.load(); }
 
   ReloadCounts SnapshotReloads() const override {
-    return {full_reloads_.load(), incremental_reloads_.load(), own_writes_applied_.load()};
+    return {full_reloads_.load(), incremental_reloads_.load()};
   }
 
  private:
@@ -1298,43 +1275,6 @@ class ValkeyLedgerStore final : public LedgerStore {
     return out;
   }
 
-  // After a write of this process that moved the epoch to `epoch` and
-  // changed `node` only: when the cached snapshot is exactly one epoch
-  // behind, it is the ledger just before this write, so `change` makes it the
-  // ledger at `epoch` — no node needs reading again. The freshness protocol
-  // is untouched: the write still counts (WriteMark), so the next reader
-  // confirms the epoch, which then matches and costs one pipelined read.
-  // Skipped (the reader refreshes as before) when a reload is running, the
-  // cache is further behind, or `change` finds the node not as expected.
-  void ApplyOwnWrite(uint64_t epoch, const std::string& node,
-                     const std::function<bool(ledger::Node*, EntryDecoder*)>& change) {
-    std::unique_lock reload(reload_mu_, std::try_to_lock);
-    if (!reload.owns_lock()) return;
-    ledger::SnapshotPtr base;
-    {
-      std::lock_guard lk(cache_mu_);
-      if (!cache_ || cache_->epoch + 1 != epoch || cache_->nodes.find(node) == cache_->nodes.end()) return;
-      base = cache_;
-    }
-    // Changed on a copy of the node first: nothing can fail once the
-    // snapshot to change is taken from the cache.
-    ledger::Node changed = base->nodes.find(node)->second;
-    EntryDecoder decoder;
-    if (!change(&changed, &decoder)) return;
-    std::shared_ptr<const ledger::PlacementIndex> old_index = base->index;
-    const ledger::Snapshot* const base_ptr = base.get();
-    std::shared_ptr<ledger::Snapshot> snap = Writable(std::move(base));
-    snap->epoch = epoch;
-    snap->nodes.find(node)->second = std::move(changed);
-    ledger::ReindexSnapshot(snap.get(), std::move(old_index), {node}, /*nodes_moved=*/snap.get() != base_ptr);
-    ledger::SnapshotPtr old;
-    {
-      std::lock_guard lk(cache_mu_);
-      old = std::exchange(cache_, std::move(snap));
-    }
-    own_writes_applied_.fetch_add(1);
-  }
-
   // SetEntryState and FinishBind: `script` ends with set_state(KEYS[1..3],
   // uid, state, node). Only "bound" must survive a failover before the
   // caller goes on; reconcile derives "terminating" from the pod again.
@@ -1355,26 +1295,7 @@ class ValkeyLedgerStore final : public LedgerStore {
       r = client_->Eval(script, keys, args);
     }
     if (!r.ok()) return r.status();
-    uint64_t epoch = 0;
-    if (r->type == Reply::Type::kArray && r->elements.size() == 2 &&
-        r->elements[0].type == Reply::Type::kInteger) {  // {code, epoch} (finish-bind)
-      const bool parsed = ParseScore(r->elements[1].str, &epoch);
-      Reply code = std::move(r->elements[0]);
-      *r = std::move(code);
-      if (!parsed) epoch = 0;
-    }
     if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
-    if (r->integer == 1 && epoch > 0) {
-      ApplyOwnWrite(epoch, node, [&](ledger::Node* n, EntryDecoder*) {
-        for (Entry& x : n->entries) {
-          if (x.pod_uid == pod_uid) {
-            x.state = state;
-            return true;
-          }
-        }
-        return false;
-      });
-    }
     if (r->integer == 1 && !replication.ok()) {
       return Unavailable("marking the entry of pod " + pod_uid + " on node " + node +
                          " bound is not replicated: " + replication.message());
@@ -1448,7 +1369,6 @@ return 1
   std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
   std::atomic<uint64_t> malformed_{0};
   std::atomic<uint64_t> full_reloads_{0};
-  std::atomic<uint64_t> own_writes_applied_{0};  // ApplyOwnWrite changes made to the cache
   std::atomic<uint64_t> incremental_reloads_{0};
   NodeProblems node_problems_;        // guarded by reload_mu_
   std::mutex reload_mu_;              // held for a whole reload

@@ -822,127 +822,118 @@ class ValkeyRefreshTest : public ValkeyStoreTest {
       Capacity("n" + std::to_string(i), {{0, 10 * kGi, "GPU-" + std::to_string(i)}, {1, 10 * kGi, ""}});
     }
   }
-
-  // A second store on the same server, standing for another replica: the
-  // writes of store_ are not its own, so it follows them by refreshing
-  // (store_ applies its own writes to its cache: see EpochWatchTest).
-  LedgerStore& Reader() {
-    if (!reader_) reader_ = NewValkeyLedgerStore(client_);
-    return *reader_;
-  }
-  std::unique_ptr<LedgerStore> reader_;
 };
 
 TEST_F(ValkeyRefreshTest, EachKindOfWriteRefreshesIncrementallyToWhatAFullLoadReads) {
   Nodes(8);
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');
-  EXPECT_EQ(RefreshAndCompare(Reader()), '-');
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  EXPECT_EQ(RefreshAndCompare(*store_), '-');
 
   ASSERT_EQ(*store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))), ReserveOutcome::kReserved);
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "reserve";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "reserve";
   ASSERT_EQ(*store_->Reserve(Req("n2", MakeEntry("a", {1}, 2 * kGi))), ReserveOutcome::kMoved);
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "reserve that moves";
-  EXPECT_TRUE(Reader().Snapshot().value()->Find("n1")->entries.empty());
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "reserve that moves";
+  EXPECT_TRUE(store_->Snapshot().value()->Find("n1")->entries.empty());
   ASSERT_TRUE(*store_->Release("n2", "a"));
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "release";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "release";
 
   ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("b", {0, 1}, kGi))).ok());
   ASSERT_TRUE(store_->SetEntryState("n3", "b", ledger::EntryState::kBound).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "set state";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n3")->entries.at(0).state, ledger::EntryState::kBound);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set state";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n3")->entries.at(0).state, ledger::EntryState::kBound);
 
   ledger::Entry c = MakeEntry("c", {0}, 3 * kGi);
   c.model = "llama";
   ASSERT_TRUE(store_->PutEntry("n4", c).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "put entry";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "put entry";
   c.state = ledger::EntryState::kBound;
   ASSERT_TRUE(store_->PutEntry("n5", c).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "put entry that moves";
-  EXPECT_TRUE(Reader().Snapshot().value()->Find("n4")->entries.empty());
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n5")->entries.size(), 1u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "put entry that moves";
+  EXPECT_TRUE(store_->Snapshot().value()->Find("n4")->entries.empty());
+  EXPECT_EQ(store_->Snapshot().value()->Find("n5")->entries.size(), 1u);
 
   Capacity("n6", {{0, 20 * kGi, "GPU-x"}});
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "set capacity";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set capacity";
   Capacity("n9", {{0, 30 * kGi, ""}});
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "set capacity of a new node";
-  ASSERT_NE(Reader().Snapshot().value()->Find("n9"), nullptr);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set capacity of a new node";
+  ASSERT_NE(store_->Snapshot().value()->Find("n9"), nullptr);
 
   ASSERT_TRUE(store_->PushUsage("n5", {{0, 5 * kGi}, {1, kGi}}).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "push usage";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n5")->gpus[0].used, 5 * kGi);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "push usage";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n5")->gpus[0].used, 5 * kGi);
 
   ASSERT_TRUE(store_->RemoveNode("n6").ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "remove node";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n6"), nullptr);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "remove node";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n6"), nullptr);
 
   // Several writes on several nodes between two reads.
   ASSERT_TRUE(store_->Reserve(Req("n7", MakeEntry("d", {0}, kGi))).ok());
   ASSERT_TRUE(store_->Reserve(Req("n8", MakeEntry("e", {1}, kGi))).ok());
   ASSERT_TRUE(store_->Release("n3", "b").ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "three writes";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "three writes";
 
   // The refresh reads the changed node's four hashes, nothing else.
   ASSERT_TRUE(store_->Reserve(Req("n7", MakeEntry("f", {1}, kGi))).ok());
   const int64_t h0 = HgetallCalls(*client_);
-  ASSERT_TRUE(Reader().Snapshot().ok());
+  ASSERT_TRUE(store_->Snapshot().ok());
   EXPECT_EQ(HgetallCalls(*client_) - h0, 4);
-  EXPECT_EQ(Reader().SnapshotReloads().full, 1u);
+  EXPECT_EQ(store_->SnapshotReloads().full, 1u);
 }
 
 TEST_F(ValkeyRefreshTest, MoreThanHalfTheNodesChangedReloadsEverything) {
   Nodes(4);
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
   for (int i = 1; i <= 3; ++i) {
     ASSERT_TRUE(store_->Reserve(Req("n" + std::to_string(i), MakeEntry("u" + std::to_string(i), {0}, kGi))).ok());
   }
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
   ASSERT_TRUE(store_->Reserve(Req("n4", MakeEntry("u4", {0}, kGi))).ok());
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("u5", {1}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i');
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
 }
 
 TEST_F(ValkeyRefreshTest, ALostOrUntrustworthyChangeLogForcesAFullReload) {
   Nodes(6);
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
 
   // The log is deleted between two writes: the first write's node is no
   // longer named, and the log restarts after it.
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
   Raw({"DEL", Key("changes")});
   ASSERT_TRUE(store_->Reserve(Req("n2", MakeEntry("b", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f') << "deleted log";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n1")->entries.size(), 1u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "deleted log";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n1")->entries.size(), 1u);
   // A log deleted with no write after it: the next write restarts it at the
   // epoch this reader has, so nothing is missed and the refresh stays small.
   Raw({"DEL", Key("changes")});
   ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("c", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "log restarted at the cached epoch";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "log restarted at the cached epoch";
 
   // The epoch key is deleted: the next write starts it at the server's time.
   Raw({"DEL", Key("epoch")});
   ASSERT_TRUE(store_->Release("n3", "c").ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f') << "deleted epoch";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "deleted epoch";
   ASSERT_TRUE(store_->Release("n2", "b").ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "after the restart";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "after the restart";
 
   // Something moves the epoch without logging (an older vramd, by hand).
   Raw({"HSET", NodeKey("n4", "cap"), "0", std::to_string(4 * kGi)});
   Raw({"INCR", Key("epoch")});
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f') << "unlogged change";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n4")->gpus[0].capacity, 4 * kGi);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "unlogged change";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n4")->gpus[0].capacity, 4 * kGi);
   // ... and a logged write follows it before the reader looks: the writer
   // sees the gap and restarts the log.
   Raw({"HSET", NodeKey("n4", "cap"), "0", std::to_string(5 * kGi)});
   Raw({"INCR", Key("epoch")});
   ASSERT_TRUE(store_->Reserve(Req("n5", MakeEntry("d", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f') << "unlogged change, then a logged one";
-  EXPECT_EQ(Reader().Snapshot().value()->Find("n4")->gpus[0].capacity, 5 * kGi);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "unlogged change, then a logged one";
+  EXPECT_EQ(store_->Snapshot().value()->Find("n4")->gpus[0].capacity, 5 * kGi);
 
   // The whole ledger is gone (a flush), then written anew.
   TearDown();
   Capacity("m1", {{0, kGi, ""}});
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f') << "flushed ledger";
-  EXPECT_EQ(Reader().Snapshot().value()->nodes.size(), 1u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f') << "flushed ledger";
+  EXPECT_EQ(store_->Snapshot().value()->nodes.size(), 1u);
 }
 
 TEST_F(ValkeyRefreshTest, TheChangeLogIsBoundedAndOldReadersReloadEverything) {
@@ -952,7 +943,7 @@ TEST_F(ValkeyRefreshTest, TheChangeLogIsBoundedAndOldReadersReloadEverything) {
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
   const uint64_t e1 = Epoch();
   ASSERT_TRUE(store_->Reserve(Req("n2", MakeEntry("b", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');  // store_ is at e1 + 1 now
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');  // store_ is at e1 + 1 now
 
   // 100,000 more members, all logged at e1 (as if that many nodes had
   // changed then). The next write finds the log over its bound.
@@ -970,7 +961,7 @@ TEST_F(ValkeyRefreshTest, TheChangeLogIsBoundedAndOldReadersReloadEverything) {
   Reply marker = Raw({"ZSCORE", Key("changes"), ""});
   ASSERT_FALSE(marker.is_nil());
   EXPECT_EQ(static_cast<uint64_t>(std::stod(marker.str)), e1);  // exact below 2^53
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i') << "newer than the marker";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "newer than the marker";
   EXPECT_EQ(RefreshAndCompare(*old_reader), 'f') << "older than the marker";
 }
 
@@ -979,65 +970,22 @@ TEST_F(ValkeyRefreshTest, MalformedFieldsAreCountedAcrossIncrementalRefreshes) {
   Raw({"HSET", NodeKey("n1", "alloc"), "bad", "{not json"});
   Raw({"HSET", NodeKey("n2", "cap"), "7", "lots"});
   Raw({"INCR", Key("epoch")});
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'f');
-  EXPECT_EQ(Reader().MalformedFieldsSkipped(), 2u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
   ASSERT_TRUE(store_->Reserve(Req("n3", MakeEntry("a", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i');
-  EXPECT_EQ(Reader().MalformedFieldsSkipped(), 2u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("b", {0}, kGi))).ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i');
-  EXPECT_EQ(Reader().MalformedFieldsSkipped(), 2u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 2u);
   ASSERT_TRUE(store_->RemoveNode("n2").ok());
-  EXPECT_EQ(RefreshAndCompare(Reader()), 'i');
-  EXPECT_EQ(Reader().MalformedFieldsSkipped(), 1u);
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i');
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 1u);
 }
 
 // Random writes of every kind from two stores (two clients, as two replicas
 // would), each store's refreshed snapshot checked against a full load every
 // few writes.
-// A store applies its own reserve and bound mark to its cache when the
-// cache is exactly one epoch behind: its next snapshot reads no node and
-// equals a full load. Anything else is left to the refresh.
-TEST_F(ValkeyRefreshTest, OwnWritesAreAppliedToTheCacheExactly) {
-  Nodes(6);
-  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
-  auto own = [&] { return store_->SnapshotReloads().own_writes; };
-  const uint64_t o0 = own();
-  ledger::Entry a = MakeEntry("a", {0}, kGi);
-  a.model = "llama";
-  ASSERT_EQ(*store_->Reserve(Req("n1", a)), ReserveOutcome::kReserved);
-  EXPECT_EQ(own(), o0 + 1);
-  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve (with a model)";
-  ASSERT_TRUE(store_->FinishBind("n1", "a").ok());
-  EXPECT_EQ(own(), o0 + 2);
-  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "bound mark";
-  // Entries keep their order (oldest first) when applied.
-  for (const char* uid : {"c", "b"}) ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry(uid, {1}, kGi))).ok());
-  EXPECT_EQ(own(), o0 + 4);
-  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "two more reserves";
-
-  // A snapshot held by a caller never changes: the write goes to a copy.
-  auto held = store_->Snapshot();
-  ASSERT_TRUE(held.ok());
-  const ledger::Snapshot before = **held;
-  ASSERT_TRUE(store_->Reserve(Req("n2", MakeEntry("d", {0}, kGi))).ok());
-  EXPECT_EQ(own(), o0 + 5);
-  ExpectSameLedger(**held, before);
-  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve while a snapshot is held";
-
-  // Not applied: a write of another store in between (the cache is two
-  // epochs behind), a reserve that moves an entry (two nodes), a release.
-  ASSERT_TRUE(Reader().Reserve(Req("n3", MakeEntry("e", {0}, kGi))).ok());
-  ASSERT_TRUE(store_->Reserve(Req("n4", MakeEntry("f", {0}, kGi))).ok());
-  EXPECT_EQ(own(), o0 + 5);
-  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "another store wrote first";
-  ASSERT_EQ(*store_->Reserve(Req("n5", MakeEntry("d", {1}, kGi))), ReserveOutcome::kMoved);
-  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "moved";
-  ASSERT_TRUE(*store_->Release("n5", "d"));
-  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "release";
-  EXPECT_EQ(own(), o0 + 5);
-}
-
 TEST_F(ValkeyRefreshTest, RandomWritesFromTwoStoresKeepIncrementalSnapshotsExact) {
   constexpr int kNodes = 20, kWrites = 300;
   // A fixed seed by default; VRAMD_TEST_SEED explores others.
@@ -1242,9 +1190,7 @@ TEST_F(EpochWatchTest, ItsOwnWritesAreSeenAtOnce) {
 
 // A cache known to be behind (this process wrote since it was confirmed)
 // is refreshed at once: the refresh reads the epoch with the change log, so
-// no lone epoch read comes first. A write of its own that found the cache
-// one epoch behind was applied to it: the refresh then finds the epoch it
-// already has and reads no node.
+// no lone epoch read comes first.
 TEST_F(EpochWatchTest, ACacheBehindItsOwnWritesIsRefreshedWithoutALoneEpochRead) {
   // Four nodes: a change of one is a small refresh, not a reload of "more than half".
   for (const char* n : {"n1", "n2", "n3", "n4"}) Capacity(n, {{0, 80 * kGi, ""}});
@@ -1253,34 +1199,14 @@ TEST_F(EpochWatchTest, ACacheBehindItsOwnWritesIsRefreshedWithoutALoneEpochRead)
   const uint64_t before = watching->EpochChecks();
   const uint64_t incremental = watching->SnapshotReloads().incremental;
   const uint64_t full = watching->SnapshotReloads().full;
-  const uint64_t own = watching->SnapshotReloads().own_writes;
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(watching->Reserve(Req("n1", MakeEntry("own-" + std::to_string(i), {0}, kGi))).ok());
     auto s = (i % 2 ? watching->Snapshot() : watching->WatchedSnapshot());
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(EntriesOn(*s, "n1"), static_cast<size_t>(i + 1));
-    ASSERT_TRUE(watching->FinishBind("n1", "own-" + std::to_string(i)).ok());
   }
   EXPECT_EQ(watching->EpochChecks(), before);
-  EXPECT_EQ(watching->SnapshotReloads().own_writes, own + 20);  // 10 reserves, 10 bound marks
-  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental);
-  // What the cache became equals what a store of its own reads from the ledger.
-  auto mine = watching->Snapshot();
-  auto fresh = Fresh();
-  ASSERT_TRUE(mine.ok());
-  ASSERT_EQ(EntriesOn(*mine, "n1"), 10u);
-  const ledger::Node& a = (*mine)->nodes.at("n1");
-  const ledger::Node& b = fresh->nodes.at("n1");
-  ASSERT_EQ(a.entries.size(), b.entries.size());
-  for (size_t i = 0; i < a.entries.size(); ++i) {
-    EXPECT_EQ(a.entries[i].pod_uid, b.entries[i].pod_uid);
-    EXPECT_EQ(a.entries[i].created_ms, b.entries[i].created_ms);
-    EXPECT_EQ(a.entries[i].state, ledger::EntryState::kBound);
-    EXPECT_EQ(b.entries[i].state, ledger::EntryState::kBound);
-    EXPECT_EQ(a.entries[i].gpus, b.entries[i].gpus);
-    EXPECT_EQ(a.entries[i].per_gpu, b.entries[i].per_gpu);
-  }
-  EXPECT_EQ((*mine)->epoch, fresh->epoch);
+  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental + 10);
   // A write that changed nothing (a release of no entry) leaves the epoch:
   // the refresh finds it unchanged and keeps the cache as it is.
   auto cached = watching->WatchedSnapshot();
@@ -1289,7 +1215,7 @@ TEST_F(EpochWatchTest, ACacheBehindItsOwnWritesIsRefreshedWithoutALoneEpochRead)
   auto after = watching->Snapshot();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->get(), cached->get());
-  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental);
+  EXPECT_EQ(watching->SnapshotReloads().incremental, incremental + 10);
   EXPECT_EQ(watching->SnapshotReloads().full, full);
 }
 

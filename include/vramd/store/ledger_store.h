@@ -129,15 +129,13 @@ class LedgerStore {
   // non-zero means the ledger holds corrupt data. Fakes may leave it at 0.
   virtual uint64_t MalformedFieldsSkipped() const { return 0; }
 
-  // How the cached snapshot followed the ledger since the store was created:
-  // full reloads of the whole ledger, incremental refreshes that re-read
-  // only the nodes changed since the cached epoch, and this process's own
-  // writes applied to the cache directly (no read at all). For a metric and
-  // tests; fakes may leave them at 0.
+  // How Snapshot() refreshed its cache since the store was created: full
+  // reloads of the whole ledger, and incremental refreshes that re-read only
+  // the nodes changed since the cached epoch. For a metric and tests; fakes
+  // may leave both at 0.
   struct ReloadCounts {
     uint64_t full = 0;
     uint64_t incremental = 0;
-    uint64_t own_writes = 0;
   };
   virtual ReloadCounts SnapshotReloads() const { return {}; }
 };
