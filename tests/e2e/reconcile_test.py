@@ -86,8 +86,9 @@ class Reconcile(unittest.TestCase):
             self.assertIsNone(tb.pod_node("phantom-b"), "B was bound while A still held the GPU")
             self.assertIsNotNone(tb.get_pod("phantom-a"))
             time.sleep(0.5)
-        self.assertTrue(any("largest free is 2Gi" in m
-                            for m in tb.pod_events("phantom-b", reason="FailedScheduling")))
+        tb.wait_for(lambda: any("largest free is 2Gi" in m
+                                for m in tb.pod_events("phantom-b", reason="FailedScheduling")),
+                    timeout=10, message="phantom-b's event to explain the held GPU")
 
         t0 = time.monotonic()
         tb.delete_pod("phantom-a", grace=0)

@@ -113,9 +113,11 @@ class TestbedSmokeTest(unittest.TestCase):
         self.assertEqual(tb.wait_pod_bound("plain", timeout=30), "gpu-node-1")
         print(f"[smoke] pod bound in {time.monotonic() - t0:.1f} s",
               file=sys.stderr, flush=True)
-        self.assertTrue(any("Successfully assigned default/plain to gpu-node-1" in m
-                            for m in tb.pod_events("plain", reason="Scheduled")),
-                        tb.pod_events("plain"))
+        # kube-scheduler records the Scheduled event after the binding, on its
+        # own goroutine: wait for it rather than reading once.
+        tb.wait_for(lambda: any("Successfully assigned default/plain to gpu-node-1" in m
+                                for m in tb.pod_events("plain", reason="Scheduled")),
+                    timeout=10, message="the Scheduled event of pod plain")
 
     def test_scheduler_sends_only_vram_pods_to_the_configured_extender(self):
         tb = self.tb
