@@ -33,6 +33,7 @@ import os
 import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -44,7 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.dont_write_bytecode = True
 
 from common import ledger_view, start_vramd, wait_ledger_nodes  # noqa: E402
-from testbed import Testbed  # noqa: E402
+from testbed import Testbed, _http_get_status, free_port  # noqa: E402
 
 GI = 1 << 30
 
@@ -143,15 +144,6 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     return r
 
 
-def _http_ok(url: str) -> bool:
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 def verb_latency(vramd_url: str) -> dict:
     """Mean latency (ms) and count per verb from vramd's request histogram."""
     import re
@@ -241,14 +233,13 @@ def main() -> int:
             vcfg["http_threads"] = a.vramd_http_threads
         echo = None
         if a.echo_extender:
-            import subprocess
-            from testbed import free_port
             bin_dir = os.environ.get("VRAMD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
             eport = free_port()
             echo = subprocess.Popen([os.path.join(bin_dir, "baseline_server"), "--parser", "simdjson",
                                      "--listen", f"127.0.0.1:{eport}"], stdout=subprocess.DEVNULL)
             echo.url = f"http://127.0.0.1:{eport}"
-            tb.wait_for(lambda: _http_ok(echo.url + "/healthz"), 10, message="the echo extender to listen")
+            tb.wait_for(lambda: _http_get_status(echo.url + "/healthz") == 200, 10,
+                        message="the echo extender to listen")
         labels = ("without", "echo", "with") if echo else ("without", "with")
         for rnd in range(a.rounds):
             for label in labels:
