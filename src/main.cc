@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   }
   const vramd::config::Config cfg = std::move(loaded).value();
   vramd::app::SetupLogging(cfg.log_level, cfg.log_json);
+  for (const std::string& w : cfg.warnings) spdlog::warn("{}", w);
 
   // Signals are taken synchronously by the main thread only.
   sigset_t sigs;

@@ -5,9 +5,9 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
+#include "vramd/config/env_names.h"
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/store/valkey_client.h"
@@ -265,6 +265,13 @@ const std::vector<Key>& AllKeys() {
   return keys;
 }
 
+const Key* FindEnv(const std::string& name) {
+  for (const Key& k : AllKeys()) {
+    if (k.info.env == name) return &k;
+  }
+  return nullptr;
+}
+
 const Key* FindJson(const std::string& name) {
   for (const Key& k : AllKeys()) {
     if (k.info.json_key == name) return &k;
@@ -387,30 +394,42 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
     ss << in.rdbuf();
     if (Status s = ApplyJson(ss.str(), &cfg); !s.ok()) return Status(s.code(), file + ": " + s.message());
   }
-  // 2. Environment variables.
+  // 2. Environment variables. The prefix is shared (env_names.h): an unknown
+  // name is a warning, an error only when it looks like a key's variable and
+  // its value is invalid for that key.
   for (const char* const* e = envp; e && *e; ++e) {
     std::string_view kv(*e);
     if (kv.rfind("VRAMD_", 0) != 0) continue;
     auto eq = kv.find('=');
     std::string name(kv.substr(0, eq));
     std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
-    if (name == "VRAMD_CONFIG") continue;
-    bool known = false;
-    for (const Key& k : AllKeys()) {
-      if (k.info.env == name) {
-        known = true;
-        if (Status s = k.set(&cfg, value); !s.ok()) return Status(s.code(), name + ": " + s.message());
-      }
+    EnvClass c = ClassifyEnv(name, value);
+    switch (c.kind) {
+      case EnvKind::kIgnored:
+      case EnvKind::kServiceLink:
+        break;
+      case EnvKind::kKey:
+        for (const Key& k : AllKeys()) {
+          if (k.info.env != name) continue;
+          if (Status s = k.set(&cfg, value); !s.ok()) return Status(s.code(), name + ": " + s.message());
+        }
+        break;
+      case EnvKind::kNearKey:
+        if (const Key* k = FindEnv(c.closest)) {
+          Config scratch;
+          if (Status s = k->set(&scratch, value); !s.ok()) {
+            return InvalidArgument("unknown environment variable " + name + " (did you mean " + c.closest +
+                                   "?) with a value invalid for " + c.closest + ": " + s.message());
+          }
+        }
+        cfg.warnings.push_back("unknown environment variable " + name + " (did you mean " + c.closest +
+                               "?); ignored");
+        break;
+      case EnvKind::kUnknown:
+        cfg.warnings.push_back("unknown environment variable " + name + " (ignored; the closest known is " +
+                               c.closest + ")");
+        break;
     }
-    // Variables of the project's scripts, tests and vramctl share the prefix;
-    // VRAMD_VALKEY_PASSWORD and VRAMD_VALKEY_SENTINEL_PASSWORD are read by main
-    // (secrets are not config keys).
-    // Any other unknown VRAMD_* name is a typo and is rejected.
-    static const std::set<std::string> kOthers = {"VRAMD_CACHE", "VRAMD_KEEP_TESTBED", "VRAMD_BIN_DIR",
-                                                  "VRAMD_SERVER", "VRAMD_TOKEN_FILE", "VRAMD_VALKEY_PASSWORD",
-                                                  "VRAMD_VALKEY_SENTINEL_PASSWORD"};
-    bool tooling = name.rfind("VRAMD_TEST_", 0) == 0 || kOthers.count(name) > 0;
-    if (!known && !tooling) return InvalidArgument("unknown environment variable " + name);
   }
   // 3. Flags.
   for (int i = 1; i < argc; ++i) {

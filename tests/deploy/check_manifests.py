@@ -154,6 +154,42 @@ def check_security(profile, workload):
         C.check(bool(c.get("resources", {}).get("requests")), f"[{profile}] {cname}: needs resource requests")
 
 
+WORKLOADS = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+# The chart's Services per profile, as the service-link system test knows them.
+CHART_SERVICES = os.path.join(ROOT, "tests", "system", "chart_services.json")
+
+
+def workload_pod_spec(d):
+    """The pod spec of any workload kind (a CronJob's sits in its jobTemplate)."""
+    if d["kind"] == "Pod":
+        return d.get("spec", {})
+    if d["kind"] == "CronJob":
+        return d["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return pod_spec(d)
+
+
+def check_service_links(profile, docs):
+    """No pod gets the kubelet's service-link variables: those of the Services
+    vramd and vramd-valkey (VRAMD_SERVICE_HOST, VRAMD_VALKEY_PORT, ...) share
+    vramd's VRAMD_* prefix. And the Services are the ones the system test
+    tests/system/service_links_test.py hands vramd as those variables."""
+    workloads = [d for d in docs if d.get("kind") in WORKLOADS]
+    C.check(bool(workloads), f"[{profile}] no workloads rendered")
+    for d in workloads:
+        C.check(workload_pod_spec(d).get("enableServiceLinks") is False,
+                f'[{profile}] {d["kind"]} {d["metadata"]["name"]}: pod spec must set enableServiceLinks: false')
+    rendered = sorted(
+        (s["metadata"]["name"], s["spec"].get("clusterIP") == "None",
+         tuple((p.get("name", ""), p["port"], p.get("protocol", "TCP")) for p in s["spec"]["ports"]))
+        for s in find(docs, "Service"))
+    with open(CHART_SERVICES, encoding="utf-8") as f:
+        listed = json.load(f)["profiles"].get(profile, [])
+    listed = sorted((s["name"], s["headless"], tuple((p["name"], p["port"], p["protocol"]) for p in s["ports"]))
+                    for s in listed)
+    C.check(rendered == listed, f"[{profile}] the chart's Services {rendered} differ from "
+                                f"tests/system/chart_services.json {listed} (update it: the service-link test uses it)")
+
+
 def volume_sources(spec):
     return {v["name"]: v for v in spec.get("volumes", [])}
 
@@ -181,6 +217,8 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
         seen.add(key)
         if d["kind"] not in CLUSTER_SCOPED:
             C.check(bool(d["metadata"].get("namespace")), f"[{profile}] {d['kind']} {d['metadata']['name']} has no namespace")
+
+    check_service_links(profile, docs)
 
     dep = one(docs, "Deployment", RELEASE, profile)
     svc = one(docs, "Service", RELEASE, profile)

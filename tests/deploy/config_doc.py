@@ -22,7 +22,7 @@ END = "<!-- END vramd --help-config -->"
 
 
 def rows(vramd_bin):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # vramd rejects unknown VRAMD_* variables
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # vramd warns about stray VRAMD_* variables
     out = subprocess.run([vramd_bin, "--help-config"], capture_output=True, text=True, env=env, check=True).stdout
     lines = out.splitlines()
     if not lines or not lines[0].startswith("KEY"):

@@ -10,7 +10,8 @@
 #       testbed   v1beta1 without leader election or DefaultPreemption (the e2e testbed's 1.20)
 #     and that invalid combinations fail to render with a message;
 #  3. tests/deploy/check_manifests.py: the manifests parse; security contexts,
-#     probes, PDB, Service wiring, secrets never on a command line, vramd's config
+#     probes, PDB, Service wiring, enableServiceLinks false on every pod (and the
+#     Services equal to tests/system/chart_services.json), secrets never on a command line, vramd's config
 #     keys known to `vramd --help-config`, the ClusterRole exactly the verbs vramd
 #     uses, the KubeSchedulerConfiguration's extender, NOTES.txt's v1/v1beta1
 #     snippets, alerts with runbook sections in docs/operations.md, and every

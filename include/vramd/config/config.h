@@ -71,6 +71,11 @@ struct Config {
   // Logging.
   std::string log_level = "info";            // trace debug info warn error
   bool log_json = false;
+
+  // Not a setting: what Load tolerated but the operator should see (an unknown
+  // VRAMD_* variable, naming the closest known one), one line each, for main
+  // to log once logging is set up.
+  std::vector<std::string> warnings;
 };
 
 // One configurable key: how it is spelled in each source.
@@ -85,6 +90,10 @@ const std::vector<KeyInfo>& Keys();
 
 // Loads the configuration from argv (and the file it names) and `env`
 // (the process environment when null). Errors name the offending key or flag.
+// VRAMD_* variables are classified by ClassifyEnv (env_names.h): a key's
+// variable is applied, a kubelet service-link variable is ignored, any other
+// unknown one adds a warning (an error when it is within kNearKeyDistance of a
+// key's variable and its value is invalid for that key).
 // `--help`/`--version` are not handled here.
 Result<Config> Load(int argc, const char* const* argv, const char* const* env = nullptr);
 

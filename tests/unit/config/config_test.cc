@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "vramd/config/env_names.h"
+
 namespace vramd::config {
 namespace {
 
@@ -94,7 +96,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"BadPort", {"--listen", "a:99999"}, {}, nullptr, "listen"},
         BadConfig{"UnknownFlag", {"--frobnicate"}, {}, nullptr, "unknown flag --frobnicate"},
         BadConfig{"FlagWithoutValue", {"--listen"}, {}, nullptr, "needs a value"},
-        BadConfig{"UnknownEnv", {}, {"VRAMD_LISTN=x:1"}, nullptr, "unknown environment variable VRAMD_LISTN"},
+        BadConfig{"MisspeltEnvWithValueInvalidForTheKey", {}, {"VRAMD_LISTN=nohost"}, nullptr,
+                  "unknown environment variable VRAMD_LISTN (did you mean VRAMD_LISTEN?)"},
+        BadConfig{"TransposedEnvWithValueInvalidForTheKey", {}, {"VRAMD_RESERVE_PERCNET=150"}, nullptr,
+                  "reserve.percent: invalid value \"150\""},
         BadConfig{"BadEnvValue", {}, {"VRAMD_HTTP_THREADS=lots"}, nullptr, "VRAMD_HTTP_THREADS"},
         BadConfig{"NotJson", {}, {}, "{nope", "not valid JSON"},
         BadConfig{"WrongType", {}, {}, R"({"http_threads":[1]})", "http_threads"},
@@ -117,6 +122,136 @@ TEST(Config, ReserveIsPercentOrMinimumWhicheverIsLarger) {
   EXPECT_EQ(ApplyReserve(c, 80 * kGi), 76 * kGi);  // 5% = 4Gi > 1Gi
   EXPECT_EQ(ApplyReserve(c, 8 * kGi), 7 * kGi);    // 5% = 0.4Gi < 1Gi
   EXPECT_EQ(ApplyReserve(c, kGi / 2), 0);          // never negative
+}
+
+// --- VRAMD_* variables that are not a key's (env_names.h) ---------------------
+
+struct EnvCase {
+  const char* name;
+  const char* var;
+  const char* value;
+  EnvKind kind;
+  const char* closest;  // kNearKey, kUnknown; "": not checked
+};
+
+void PrintTo(const EnvCase& c, std::ostream* os) { *os << c.var << "=" << c.value; }
+
+class ClassifiesEnv : public ::testing::TestWithParam<EnvCase> {};
+
+TEST_P(ClassifiesEnv, ByNameAndShape) {
+  const EnvCase& c = GetParam();
+  EnvClass got = ClassifyEnv(c.var, c.value);
+  EXPECT_EQ(got.kind, c.kind) << c.var << "=" << c.value;
+  if (*c.closest != '\0') {
+    EXPECT_EQ(got.closest, c.closest) << c.var;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, ClassifiesEnv,
+    ::testing::Values(
+        EnvCase{"KeyVariable", "VRAMD_RESERVE_PERCENT", "5", EnvKind::kKey, ""},
+        EnvCase{"KeyVariableWithABadValueIsStillAKey", "VRAMD_HTTP_THREADS", "lots", EnvKind::kKey, ""},
+        EnvCase{"NotOurPrefix", "HOME", "/root", EnvKind::kIgnored, ""},
+        EnvCase{"ConfigFile", "VRAMD_CONFIG", "/etc/vramd/config.json", EnvKind::kIgnored, ""},
+        EnvCase{"SecretReadByMain", "VRAMD_VALKEY_PASSWORD", "x", EnvKind::kIgnored, ""},
+        EnvCase{"TestHarness", "VRAMD_TEST_VALKEY_URL", "redis://127.0.0.1:1", EnvKind::kIgnored, ""},
+        EnvCase{"Scripts", "VRAMD_BIN_DIR", "/x", EnvKind::kIgnored, ""},
+        // What the kubelet injects for the chart's Services vramd (http 8080) and vramd-valkey (6379).
+        EnvCase{"ServiceHost", "VRAMD_SERVICE_HOST", "10.96.0.10", EnvKind::kServiceLink, ""},
+        EnvCase{"ServicePort", "VRAMD_SERVICE_PORT", "8080", EnvKind::kServiceLink, ""},
+        EnvCase{"ServicePortNamed", "VRAMD_SERVICE_PORT_HTTP", "8080", EnvKind::kServiceLink, ""},
+        EnvCase{"DockerLink", "VRAMD_PORT", "tcp://10.96.0.10:8080", EnvKind::kServiceLink, ""},
+        EnvCase{"DockerLinkPort", "VRAMD_PORT_8080_TCP", "tcp://10.96.0.10:8080", EnvKind::kServiceLink, ""},
+        EnvCase{"DockerLinkProto", "VRAMD_PORT_8080_TCP_PROTO", "tcp", EnvKind::kServiceLink, ""},
+        EnvCase{"DockerLinkPortNumber", "VRAMD_PORT_8080_TCP_PORT", "8080", EnvKind::kServiceLink, ""},
+        EnvCase{"DockerLinkAddr", "VRAMD_PORT_8080_TCP_ADDR", "10.96.0.10", EnvKind::kServiceLink, ""},
+        EnvCase{"ValkeyServiceHost", "VRAMD_VALKEY_SERVICE_HOST", "10.96.0.11", EnvKind::kServiceLink, ""},
+        EnvCase{"ValkeyServicePortNamed", "VRAMD_VALKEY_SERVICE_PORT_VALKEY", "6379", EnvKind::kServiceLink, ""},
+        EnvCase{"ValkeyLink", "VRAMD_VALKEY_PORT", "tcp://10.96.0.11:6379", EnvKind::kServiceLink, ""},
+        EnvCase{"ValkeyLinkAddr", "VRAMD_VALKEY_PORT_6379_TCP_ADDR", "10.96.0.11", EnvKind::kServiceLink, ""},
+        EnvCase{"Ipv6Link", "VRAMD_PORT_8443_TCP", "tcp://[fd00::a]:8443", EnvKind::kServiceLink, ""},
+        EnvCase{"UdpAndSctp", "VRAMD_DNS_PORT_53_UDP_PROTO", "udp", EnvKind::kServiceLink, ""},
+        EnvCase{"PortNameWithDash", "VRAMD_SERVICE_PORT_GRPC_WEB", "9090", EnvKind::kServiceLink, ""},
+        EnvCase{"OtherReleaseName", "VRAMD_PROD_SERVICE_HOST", "10.96.0.12", EnvKind::kServiceLink, ""},
+        // The shape needs the value too: a plain port in VRAMD_PORT is somebody's setting.
+        EnvCase{"PortWithoutLinkValue", "VRAMD_PORT", "8080", EnvKind::kUnknown, "VRAMD_POLICY"},
+        EnvCase{"ServicePortNotANumber", "VRAMD_SERVICE_PORT", "http", EnvKind::kUnknown, ""},
+        EnvCase{"LinkPortMismatch", "VRAMD_PORT_8080_TCP_PORT", "9090", EnvKind::kUnknown, ""},
+        // Misspelt keys: within 2 edits (a transposition is one).
+        EnvCase{"DroppedLetter", "VRAMD_RESERVE_PERCNT", "5", EnvKind::kNearKey, "VRAMD_RESERVE_PERCENT"},
+        EnvCase{"Transposed", "VRAMD_RESERVE_PERCNET", "5", EnvKind::kNearKey, "VRAMD_RESERVE_PERCENT"},
+        EnvCase{"TwoEdits", "VRAMD_LSTN", "x:1", EnvKind::kNearKey, "VRAMD_LISTEN"},
+        EnvCase{"NearASecret", "VRAMD_VALKEY_PASWORD", "x", EnvKind::kNearKey, "VRAMD_VALKEY_PASSWORD"},
+        EnvCase{"Stray", "VRAMD_BIN", "/x", EnvKind::kUnknown, "VRAMD_LISTEN"},
+        EnvCase{"ThreeEditsIsFar", "VRAMD_LSTNX", "x:1", EnvKind::kUnknown, "VRAMD_LISTEN"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Config, NoKeyVariableHasAServiceLinkShape) {
+  for (const KeyInfo& k : Keys()) {
+    for (const char* v : {"tcp://10.0.0.1:1", "1", "tcp", "10.0.0.1"}) {
+      EXPECT_FALSE(IsServiceLinkVariable(k.env, v)) << k.env << "=" << v;
+    }
+  }
+}
+
+TEST(Config, EditDistanceCountsOneForEachEditAndTransposition) {
+  EXPECT_EQ(EditDistance("", ""), 0);
+  EXPECT_EQ(EditDistance("abc", ""), 3);
+  EXPECT_EQ(EditDistance("abc", "abc"), 0);
+  EXPECT_EQ(EditDistance("PERCNT", "PERCENT"), 1);
+  EXPECT_EQ(EditDistance("PERCNET", "PERCENT"), 1);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3);
+}
+
+struct EnvLoad {
+  const char* name;
+  std::vector<const char*> env;
+  std::vector<std::string> warnings;  // exactly these, in order
+};
+
+void PrintTo(const EnvLoad& c, std::ostream* os) { *os << c.name; }
+
+class LoadsWithEnv : public ::testing::TestWithParam<EnvLoad> {};
+
+TEST_P(LoadsWithEnv, WarningOnlyForUnknownNames) {
+  const EnvLoad& c = GetParam();
+  Result<Config> got = LoadArgs({}, c.env);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->warnings, c.warnings);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, LoadsWithEnv,
+    ::testing::Values(
+        EnvLoad{"KubeletServiceLinksAreQuiet",
+                {"VRAMD_SERVICE_HOST=10.96.0.10", "VRAMD_SERVICE_PORT=8080", "VRAMD_SERVICE_PORT_HTTP=8080",
+                 "VRAMD_PORT=tcp://10.96.0.10:8080", "VRAMD_PORT_8080_TCP=tcp://10.96.0.10:8080",
+                 "VRAMD_PORT_8080_TCP_PROTO=tcp", "VRAMD_PORT_8080_TCP_PORT=8080",
+                 "VRAMD_PORT_8080_TCP_ADDR=10.96.0.10", "VRAMD_VALKEY_SERVICE_HOST=10.96.0.11",
+                 "VRAMD_VALKEY_SERVICE_PORT=6379", "VRAMD_VALKEY_SERVICE_PORT_VALKEY=6379",
+                 "VRAMD_VALKEY_PORT=tcp://10.96.0.11:6379", "VRAMD_VALKEY_PORT_6379_TCP=tcp://10.96.0.11:6379",
+                 "VRAMD_VALKEY_PORT_6379_TCP_PROTO=tcp", "VRAMD_VALKEY_PORT_6379_TCP_PORT=6379",
+                 "VRAMD_VALKEY_PORT_6379_TCP_ADDR=10.96.0.11"},
+                {}},
+        EnvLoad{"MisspeltKeyWithAValidValueWarnsWithTheClosestKey",
+                {"VRAMD_RESERVE_PERCNT=5"},
+                {"unknown environment variable VRAMD_RESERVE_PERCNT (did you mean VRAMD_RESERVE_PERCENT?); "
+                 "ignored"}},
+        EnvLoad{"StrayVariableWarnsNamingTheClosest",
+                {"VRAMD_BIN=/x"},
+                {"unknown environment variable VRAMD_BIN (ignored; the closest known is VRAMD_LISTEN)"}},
+        EnvLoad{"NearASecretWarnsOnly", {"VRAMD_VALKEY_PASWORD=hunter2"},
+                {"unknown environment variable VRAMD_VALKEY_PASWORD (did you mean VRAMD_VALKEY_PASSWORD?); "
+                 "ignored"}},
+        EnvLoad{"ToolingIsQuiet", {"VRAMD_TEST_VALKEY_URL=redis://x:1", "VRAMD_CACHE=/c", "VRAMD_SERVER=http://x"},
+                {}}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Config, MisspeltVariableIsNotApplied) {
+  Result<Config> c = LoadArgs({}, {"VRAMD_RESERVE_PERCNT=5"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->reserve_percent, 0);
 }
 
 TEST(Config, EveryKeyHasAFlagOrVariableAndHelp) {
