@@ -21,6 +21,7 @@
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/metrics/thread_guard.h"
 #include "vramd/reconcile/leader.h"
 #include "vramd/reconcile/node_sync.h"
 #include "vramd/reconcile/pod_watch.h"
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
 
   vramd::SystemClock clock;
   vramd::metrics::Registry registry;
+  vramd::metrics::ExportThreadErrors(&registry);  // vramd_thread_errors_total{thread}
   registry.AddGauge("vramd_build_info", "Build information (value 1).", {"version"}).With({VRAMD_VERSION}).Set(1);
 
   std::shared_ptr<vramd::store::ValkeyClient> valkey = vramd::store::NewValkeyClient(vopts);
@@ -169,7 +171,7 @@ int main(int argc, char** argv) {
   eopts.resource_name = cfg.resource_name;
   eopts.policy.score = cfg.score_policy;
   eopts.policy.usage_max_age_ms = cfg.usage_max_age_ms;
-  eopts.bind_in_flight_ttl_ms = 3 * static_cast<int64_t>(cfg.kube_timeout_ms) + 2000;
+  eopts.bind_in_flight_ttl_ms = vramd::config::BindInFlightMs(cfg);
   vramd::extender::Extender extender(eopts, store.get(), kube.get(), &clock, &registry);
 
   vramd::http::ServerOptions sopts;
@@ -264,6 +266,10 @@ int main(int argc, char** argv) {
     bool reconciled = reconciler_ptr->FirstPassDone() || last_ms >= started_ms;
     details["reconciled_since_start"] = reconciled;
     if (!reconciled) *ready = false;
+    // Not a condition of readiness: while the leader rebuilds the ledger the
+    // verbs answer why nothing is granted, which an unready endpoint cannot.
+    vramd::Result<vramd::ledger::SnapshotPtr> snap = store_ptr->WatchedSnapshot();
+    if (snap.ok()) details["ledger_sealed"] = (*snap)->sealed;
   };
   vramd::app::RegisterRoutes(server, api);
   vramd::gpulock::RegisterLockRoutes(server, &locks, api_token);

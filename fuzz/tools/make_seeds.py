@@ -111,3 +111,42 @@ put("kube_pod", "pod-deleting", {"metadata": {"name": "p", "namespace": "ml", "u
                                  "spec": {"nodeName": "n1", "priority": 5, "containers": [
                                      {"name": "c", "resources": {"requests": {"vramd.io/vram": "8Gi"}}}]},
                                  "status": {"phase": "Running"}})
+
+# kube_pod: hostile shapes (issue 11): bound pods whose placement annotations or
+# request are malformed, and nodes whose capacity metadata is. Each one once
+# crashed or could overflow a sum; the target checks each is an error or a report.
+def bound_pod(ann, vram="1Gi"):
+    return {"metadata": {"name": "h", "namespace": "default", "uid": "u-h", "annotations": ann},
+            "spec": {"nodeName": "n1", "containers": [
+                {"name": "c", "resources": {"limits": {"vramd.io/vram": vram}}}]},
+            "status": {"phase": "Running"}}
+
+
+for name, ann, vram in [
+    ("hostile-per-gpu-19-digits", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": "9999999999999999999"}, "1Gi"),
+    ("hostile-per-gpu-2-pow-60", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": str(1 << 60)}, "1Gi"),
+    ("hostile-per-gpu-negative", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": "-1"}, "1Gi"),
+    ("hostile-per-gpu-zero", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": "0"}, "1Gi"),
+    ("hostile-per-gpu-whitespace", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": " 1024"}, "1Gi"),
+    ("hostile-per-gpu-empty", {"vramd.io/gpus": "0", "vramd.io/vram-per-gpu": ""}, "1Gi"),
+    ("hostile-gpus-duplicate", {"vramd.io/gpus": "0,00", "vramd.io/vram-per-gpu": "1073741824"}, "1Gi"),
+    ("hostile-gpus-huge-index", {"vramd.io/gpus": "99999999999999999999", "vramd.io/vram-per-gpu": "1024"}, "1Gi"),
+    ("hostile-gpus-text", {"vramd.io/gpus": "all", "vramd.io/vram-per-gpu": "1024"}, "1Gi"),
+    ("hostile-gpus-only", {"vramd.io/gpus": "0"}, "1Gi"),
+    ("hostile-gpu-count-absurd", {"vramd.io/gpu-count": "99999999999999"}, "1Gi"),
+    ("hostile-peak-past-int64", {"vramd.io/vram-peak": "9999999999999999999"}, "1Gi"),
+    ("hostile-request-past-int64", {}, "9999999999999999999"),
+    ("hostile-request-2pi", {}, "2Pi"),
+]:
+    put("kube_pod", name, bound_pod(ann, vram))
+for name, labels, ann in [
+    ("hostile-node-cap-1e30", {}, {"vramd.io/capacity": "1e30"}),
+    ("hostile-node-cap-negative", {}, {"vramd.io/capacity": "-5Gi"}),
+    ("hostile-node-cap-text", {}, {"vramd.io/capacity": "eighty gigabytes"}),
+    ("hostile-node-cap-sum-overflows", {}, {"vramd.io/capacity": "7Ei,7Ei"}),
+    ("hostile-node-gfd-count-absurd", {"nvidia.com/gpu.count": "99999999999999", "nvidia.com/gpu.memory": "8192"}, {}),
+    ("hostile-node-gfd-memory-past-int64", {"nvidia.com/gpu.count": "1",
+                                            "nvidia.com/gpu.memory": "9999999999999999999"}, {}),
+    ("hostile-node-gfd-memory-2-pow-40-mib", {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": str(1 << 40)}, {}),
+]:
+    put("kube_pod", name, {"metadata": {"name": "n-" + name, "uid": "x", "labels": labels, "annotations": ann}})

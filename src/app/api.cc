@@ -9,6 +9,7 @@
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/metrics/ledger_metrics.h"
+#include "vramd/parse.h"
 
 namespace vramd::app {
 namespace {
@@ -61,10 +62,9 @@ Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
   std::map<int, int64_t> out;
   for (auto it = g.begin(); it != g.end(); ++it) {
     const std::string& k = it.key();
-    if (k.empty() || k.size() > 4 || k.find_first_not_of("0123456789") != std::string::npos) {
-      return InvalidArgument("GPU index \"" + k + "\" is not a whole number");
-    }
-    int idx = std::stoi(k);
+    std::optional<int> parsed = k.size() > 4 ? std::nullopt : ParseSmallInt(k, 9999);
+    if (!parsed) return InvalidArgument("GPU index \"" + k.substr(0, 16) + "\" is not a whole number");
+    const int idx = *parsed;
     int64_t bytes = 0;
     if (it->is_number_integer()) {  // signed or unsigned
       // 2^63..2^64-1 parse as unsigned: read as int64_t they look negative.

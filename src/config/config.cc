@@ -249,6 +249,11 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("reservation_grace_ms", "--reservation-grace-ms", "VRAMD_RESERVATION_GRACE_MS",
                      "a reservation whose pod never shows up bound is freed after this",
                      &Config::reservation_grace_ms, 1000, 86'400'000));
+  k.push_back(IntKey("rebuild_quiet_ms", "--rebuild-quiet-ms", "VRAMD_REBUILD_QUIET_MS",
+                     "after the store lost data, the rebuilt ledger is sealed (VRAM granted again) no earlier than "
+                     "this after the rebuild began, so binds granted before the loss have created their Binding; "
+                     "-1: as long as a bind is marked in flight (3 x kube.timeout_ms + 2 s)",
+                     &Config::rebuild_quiet_ms, -1, 600'000));
   k.push_back(IntKey("leader_lease_ms", "--leader-lease-ms", "VRAMD_LEADER_LEASE_MS",
                      "leader lease in Valkey; renewed every third of it, taken over when it lapses",
                      &Config::leader_lease_ms, 300, 600'000));
@@ -367,6 +372,12 @@ Status ApplyJson(const std::string& text, Config* cfg) {
   if (j.is_discarded()) return InvalidArgument("config file is not valid JSON");
   if (!j.is_object()) return InvalidArgument("config file must hold a JSON object");
   return ApplyObject(j, "", cfg);
+}
+
+int64_t BindInFlightMs(const Config& cfg) { return 3 * static_cast<int64_t>(cfg.kube_timeout_ms) + 2000; }
+
+int64_t RebuildQuietMs(const Config& cfg) {
+  return cfg.rebuild_quiet_ms >= 0 ? cfg.rebuild_quiet_ms : BindInFlightMs(cfg);
 }
 
 int64_t ApplyReserve(const Config& cfg, int64_t physical) {

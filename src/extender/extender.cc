@@ -35,6 +35,11 @@ Response LedgerUnavailable(const Status& s) { return ErrorResponse(503, "vramd: 
 
 Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 
+const std::string& RebuildingError() {
+  static const std::string m = std::string("vramd: ") + store::kRebuildingMessage;
+  return m;
+}
+
 // Every candidate node fails for the same pod-level reason.
 ledger::FilterResult AllUnresolvable(const std::vector<std::string_view>& names, const std::string& reason) {
   ledger::FilterResult r;
@@ -109,6 +114,10 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
     return resp;
   }
+  if (Rebuilding(**snap)) {
+    WriteFilterError(RebuildingError(), &resp.body);
+    return resp;
+  }
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteFilterResult(result, args, &resp.body);
   return resp;
@@ -128,6 +137,7 @@ Response Extender::Prioritize(std::string_view body) {
   }
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (!snap.ok()) return LedgerUnavailable(snap.status());
+  if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
   scores = ledger::Prioritize(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteHostPriorities(scores, &resp.body);
   return resp;
@@ -217,6 +227,11 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         bind_results_->With({"failed"}).Inc();
         return "VRAM ledger unavailable: " + snap.status().message();
       }
+      if (Rebuilding(**snap)) {
+        if (watched && attempt + 1 < opts_.bind_attempts) continue;  // the watched view may lag the seal
+        bind_results_->With({"failed"}).Inc();
+        return store::kRebuildingMessage;
+      }
       const ledger::Node* n = (*snap)->Find(node);
       const ledger::Entry* held = nullptr;
       if (n != nullptr) {
@@ -252,6 +267,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         rr.entry.model = req.model;
         rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
         rr.in_flight_ttl_ms = in_flight_ttl_ms;
+        rr.require_sealed = kube_ != nullptr;
         in_flight.active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
         Result<store::ReserveOutcome> out = store_->Reserve(rr);
         if (!out.ok()) {
@@ -355,6 +371,7 @@ Response Extender::Preempt(std::string_view body) {
   if (!req.ok()) return BadRequest(req.status());
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (!snap.ok()) return LedgerUnavailable(snap.status());
+  if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
   nlohmann::json kept = nlohmann::json::object();
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();

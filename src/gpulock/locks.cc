@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "vramd/parse.h"
+
 namespace vramd::gpulock {
 namespace {
 
@@ -152,12 +154,7 @@ return {freed, removed}
 
 int64_t Int(const Reply& r) {
   if (r.type == Reply::Type::kInteger) return r.integer;
-  if (r.type == Reply::Type::kString) {
-    try {
-      return std::stoll(r.str);
-    } catch (...) {
-    }
-  }
+  if (r.type == Reply::Type::kString) return ParseInt64(r.str).value_or(0);
   return 0;
 }
 
@@ -247,12 +244,10 @@ Status ValidateGpu(int gpu) {
 }
 
 Result<int> ParseGpu(std::string_view text) {
-  if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return InvalidArgument("GPU index \"" + std::string(text.substr(0, 16)) + "\" is not a whole number");
-  }
-  int gpu = std::stoi(std::string(text));
-  if (Status s = ValidateGpu(gpu); !s.ok()) return s;
-  return gpu;
+  std::optional<int> gpu = text.size() > 4 ? std::nullopt : ParseSmallInt(text, 9999);
+  if (!gpu) return InvalidArgument("GPU index \"" + std::string(text.substr(0, 16)) + "\" is not a whole number");
+  if (Status s = ValidateGpu(*gpu); !s.ok()) return s;
+  return *gpu;
 }
 
 struct LockService::Keys {
@@ -534,7 +529,14 @@ Result<std::vector<LockInfo>> LockService::List() {
     Count("list", "error");
     return Internal("list: unexpected replies");
   }
-  int64_t now = std::stoll(rs[0].elements[0].str) * 1000 + std::stoll(rs[0].elements[1].str) / 1000;
+  // TIME: seconds and microseconds.
+  std::optional<int64_t> secs = ParseInt64(rs[0].elements[0].str, 0, int64_t{1} << 40);
+  std::optional<int64_t> micros = ParseInt64(rs[0].elements[1].str, 0, 999'999);
+  if (!secs || !micros) {
+    Count("list", "error");
+    return Internal("list: TIME answered something that is not a time");
+  }
+  const int64_t now = *secs * 1000 + *micros / 1000;
   std::vector<LockInfo> out;
   for (size_t i = 0; i < keys.size(); ++i) {
     const Reply* r = &rs[1 + i * 6];
@@ -548,7 +550,9 @@ Result<std::vector<LockInfo>> LockService::List() {
     l.token = static_cast<uint64_t>(Int(r[2]));
     std::map<std::string, int64_t> deadline;
     for (size_t j = 0; j + 1 < r[4].elements.size(); j += 2) {
-      deadline[r[4].elements[j].str] = static_cast<int64_t>(std::stod(r[4].elements[j + 1].str));
+      // Scores are deadlines in ms; one that is not a plausible time is skipped.
+      std::optional<double> d = ParseDouble(r[4].elements[j + 1].str, 0, 9.0e15);
+      if (d) deadline[r[4].elements[j].str] = static_cast<int64_t>(*d);
     }
     for (const Reply& w : r[3].elements) {
       auto it = deadline.find(w.str);
@@ -557,10 +561,7 @@ Result<std::vector<LockInfo>> LockService::List() {
     }
     std::map<std::string, std::string> last = HashOf(r[5]);
     if (!l.holder.empty() && last["owner"] == l.holder) {
-      try {
-        l.granted_ms = std::stoll(last["granted_ms"]);
-      } catch (...) {
-      }
+      l.granted_ms = ParseInt64(last["granted_ms"]).value_or(0);
     }
     out.push_back(std::move(l));
   }

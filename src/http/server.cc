@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <condition_variable>
 
+#include "vramd/metrics/thread_guard.h"
+#include "vramd/parse.h"
+
 namespace vramd::http {
 
 Status ParseListen(const std::string& listen, std::string* host, int* port) {
@@ -21,13 +24,13 @@ Status ParseListen(const std::string& listen, std::string* host, int* port) {
   std::string h = listen.substr(0, colon);
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
   std::string p = listen.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) {
+  if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) {
     return InvalidArgument("listen address \"" + listen + "\" has no valid port");
   }
-  int v = std::stoi(p);
-  if (v > 65535) return InvalidArgument("listen port out of range in \"" + listen + "\"");
+  std::optional<int> v = ParseSmallInt(p, 65535);
+  if (!v) return InvalidArgument("listen port out of range in \"" + listen + "\"");
   *host = h.empty() ? "0.0.0.0" : h;
-  *port = v;
+  *port = *v;
   return Status::Ok();
 }
 
@@ -69,6 +72,7 @@ struct Server::Impl {
   metrics::Family<metrics::Histogram>* latency;
   std::unique_ptr<httplib::Server> server;
   std::thread thread;
+  std::atomic<bool> stopping{false};  // set by Stop(): the listener is not restarted
   std::atomic<uint64_t> next_id{1};
   std::mutex tls_mu;
   std::jthread tls_watch;  // reloads the certificate when its files change
@@ -231,7 +235,14 @@ Status Server::Start() {
     }
     port_ = impl_->opts.port;
   }
-  impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
+  impl_->thread = std::thread([this] {
+    // listen_after_bind returns when Stop() closes the listener; should it
+    // throw instead, the guard counts it and it listens again on the bound socket.
+    while (!metrics::GuardedStep(metrics::kThreadHttpListen, [this] { impl_->server->listen_after_bind(); }) &&
+           !impl_->stopping.load()) {
+      metrics::PauseAfterError(impl_->stopping, std::chrono::milliseconds(100));
+    }
+  });
   if (!impl_->opts.tls_cert_file.empty() && impl_->opts.tls_reload_check_ms > 0) {
     impl_->tls_watch = std::jthread([this](std::stop_token st) {
       int64_t cert = MtimeNs(impl_->opts.tls_cert_file), key = MtimeNs(impl_->opts.tls_key_file);
@@ -242,16 +253,19 @@ Status Server::Start() {
           impl_->tls_cv.wait_for(lock, st, std::chrono::milliseconds(impl_->opts.tls_reload_check_ms),
                                  [] { return false; });
         }
-        int64_t c = MtimeNs(impl_->opts.tls_cert_file), k = MtimeNs(impl_->opts.tls_key_file);
-        if (c == cert && k == key) continue;
-        Status s = ReloadTls();
-        if (s.ok()) {
-          cert = c;
-          key = k;
-          spdlog::info("TLS certificate files changed: reloaded");
-        } else {
-          spdlog::warn("{} (keeping the previous certificate; will retry)", s.message());
-        }
+        metrics::GuardedStep(metrics::kThreadTlsWatch, [&] {
+          metrics::WorkingOn working_on("TLS files " + impl_->opts.tls_cert_file + ", " + impl_->opts.tls_key_file);
+          int64_t c = MtimeNs(impl_->opts.tls_cert_file), k = MtimeNs(impl_->opts.tls_key_file);
+          if (c == cert && k == key) return;
+          Status s = ReloadTls();
+          if (s.ok()) {
+            cert = c;
+            key = k;
+            spdlog::info("TLS certificate files changed: reloaded");
+          } else {
+            spdlog::warn("{} (keeping the previous certificate; will retry)", s.message());
+          }
+        });
       }
     });
   }
@@ -264,6 +278,7 @@ void Server::Stop() {
     impl_->tls_cv.notify_all();
     impl_->tls_watch.join();
   }
+  if (impl_) impl_->stopping.store(true);
   if (impl_ && impl_->thread.joinable()) {
     // httplib ignores stop() until its listener loop runs: wait for it (it
     // starts right after Start(); bounded in case the thread already ended).

@@ -216,30 +216,14 @@ class RestClient final : public KubeClient {
 
   Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,
                       const std::string& message) override {
-    if (type != "Normal" && type != "Warning") {
-      return InvalidArgument("pod event type \"" + type + "\": must be Normal or Warning");
-    }
-    const std::string what = "post event " + reason + " for pod " + pod.ns + "/" + pod.name;
-    const std::string now = Rfc3339Now();
-    json body = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"generateName", pod.name + ".vramd-"}, {"namespace", pod.ns}}},
-        {"involvedObject",
-         {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}}},
-        {"reason", reason},
-        {"message", TruncateUtf8(message, kMaxEventMessageBytes)},
-        {"type", type},
-        {"source", {{"component", "vramd"}}},
-        {"firstTimestamp", now},
-        {"lastTimestamp", now},
-        {"count", 1},
-    };
-    const std::string path = Api("/api/v1/namespaces/" + PercentEncode(pod.ns) + "/events");
-    Result<HttpReply> r = Send(Method::kPost, path, Dump(body), "application/json", what);
-    if (!r.ok()) return r.status();
-    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
-    return Status::Ok();
+    json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}};
+    return PostEvent(pod.ns, pod.name, std::move(involved), type, reason, message, "pod " + pod.ns + "/" + pod.name);
+  }
+
+  Status PostNodeEvent(const NodeInfo& node, const std::string& type, const std::string& reason,
+                       const std::string& message) override {
+    json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node.name}, {"uid", node.uid}};
+    return PostEvent("default", node.name, std::move(involved), type, reason, message, "node " + node.name);
   }
 
   Status WatchPods(const std::string& resource_version, const std::atomic<bool>& stop,
@@ -257,6 +241,34 @@ class RestClient final : public KubeClient {
 
  private:
   static bool Is2xx(int status) { return status >= 200 && status <= 299; }
+
+  // Creates a core/v1 Event in `ns` about `involved` (an involvedObject).
+  Status PostEvent(const std::string& ns, const std::string& name, json involved, const std::string& type,
+                   const std::string& reason, const std::string& message, const std::string& about) {
+    if (type != "Normal" && type != "Warning") {
+      return InvalidArgument(about + " event type \"" + type + "\": must be Normal or Warning");
+    }
+    const std::string what = "post event " + reason + " for " + about;
+    const std::string now = Rfc3339Now();
+    json body = {
+        {"apiVersion", "v1"},
+        {"kind", "Event"},
+        {"metadata", {{"generateName", name + ".vramd-"}, {"namespace", ns}}},
+        {"involvedObject", std::move(involved)},
+        {"reason", reason},
+        {"message", TruncateUtf8(message, kMaxEventMessageBytes)},
+        {"type", type},
+        {"source", {{"component", "vramd"}}},
+        {"firstTimestamp", now},
+        {"lastTimestamp", now},
+        {"count", 1},
+    };
+    const std::string path = Api("/api/v1/namespaces/" + PercentEncode(ns) + "/events");
+    Result<HttpReply> r = Send(Method::kPost, path, Dump(body), "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
 
   std::string Api(const std::string& path) const { return endpoint_.base_path + path; }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "vramd/ledger/quantity.h"
+#include "vramd/parse.h"
 
 namespace vramd::ledger {
 namespace {
@@ -10,13 +11,18 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int kMaxGpusPerNode = 1024;
 
+// Quotes at most 64 bytes of a value in a message.
+std::string Quote(const std::string& what, const std::string& s) {
+  return what + "=\"" + (s.size() > 64 ? s.substr(0, 64) + "..." : s) + "\"";
+}
+
 Result<int64_t> PositiveInt(const std::string& s, const std::string& what, int64_t max) {
-  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArgument(what + "=\"" + s + "\" is not a whole number");
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument(Quote(what, s) + " is not a whole number");
   }
-  int64_t v = std::stoll(s);
-  if (v > max) return InvalidArgument(what + "=\"" + s + "\" is out of range");
-  return v;
+  std::optional<uint64_t> v = ParseDigits(s, static_cast<uint64_t>(max));
+  if (!v) return InvalidArgument(Quote(what, s) + " is out of range (0.." + std::to_string(max) + ")");
+  return static_cast<int64_t>(*v);
 }
 
 }  // namespace
@@ -35,6 +41,11 @@ Result<PhysicalGpus> GpusFromNodeMetadata(const std::map<std::string, std::strin
       while (!part.empty() && part.back() == ' ') part.pop_back();
       Result<int64_t> b = ParseBytes(part);
       if (!b.ok()) return InvalidArgument(std::string("annotation ") + kCapacityAnnotation + ": " + b.status().message());
+      if (*b > kMaxBytesPerGpu) {
+        return InvalidArgument(std::string("annotation ") + kCapacityAnnotation + ": GPU " +
+                               std::to_string(out.bytes.size()) + " claims " + FormatBytes(*b) +
+                               ", more than the " + FormatBytes(kMaxBytesPerGpu) + " one GPU may have");
+      }
       out.bytes.push_back(*b);
       if (out.bytes.size() > kMaxGpusPerNode) {
         return InvalidArgument(std::string("annotation ") + kCapacityAnnotation + " lists too many GPUs");
@@ -49,7 +60,7 @@ Result<PhysicalGpus> GpusFromNodeMetadata(const std::map<std::string, std::strin
   if (count != labels.end() && memory != labels.end()) {
     Result<int64_t> n = PositiveInt(count->second, std::string("label ") + kGfdCountLabel, kMaxGpusPerNode);
     if (!n.ok()) return n.status();
-    Result<int64_t> mib = PositiveInt(memory->second, std::string("label ") + kGfdMemoryLabel, int64_t{1} << 40);
+    Result<int64_t> mib = PositiveInt(memory->second, std::string("label ") + kGfdMemoryLabel, kMaxBytesPerGpu / kMiB);
     if (!mib.ok()) return mib.status();
     out.source = "gfd";
     out.bytes.assign(static_cast<size_t>(*n), *mib * kMiB);

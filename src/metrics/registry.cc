@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "vramd/parse.h"
+
 namespace vramd::metrics {
 namespace {
 
@@ -31,7 +33,7 @@ std::string FormatValue(double v) {
   }
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.15g", v);
-  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+  if (ParseDouble(buf) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
 
@@ -101,6 +103,9 @@ void Histogram::Read(std::vector<uint64_t>* cumulative, double* sum, uint64_t* c
 Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help,
                                       std::vector<std::string> labels) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& f : counters_) {
+    if (f->name() == name && f->label_names() == labels) return *f;
+  }
   counters_.push_back(std::make_unique<Family<Counter>>(name, help, std::move(labels),
                                                         [] { return std::make_unique<Counter>(); }));
   return *counters_.back();
@@ -109,6 +114,9 @@ Family<Counter>& Registry::AddCounter(const std::string& name, const std::string
 Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help,
                                   std::vector<std::string> labels) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& f : gauges_) {
+    if (f->name() == name && f->label_names() == labels) return *f;
+  }
   gauges_.push_back(
       std::make_unique<Family<Gauge>>(name, help, std::move(labels), [] { return std::make_unique<Gauge>(); }));
   return *gauges_.back();

@@ -5,6 +5,8 @@
 
 #include <random>
 
+#include "vramd/metrics/thread_guard.h"
+
 namespace vramd::reconcile {
 namespace {
 
@@ -104,7 +106,14 @@ void LeaderElector::Stop() {
 
 void LeaderElector::Loop(std::stop_token st) {
   while (!st.stop_requested()) {
-    TryAcquireOrRenew();
+    if (!metrics::GuardedStep(metrics::kThreadLeader, [this] { TryAcquireOrRenew(); })) {
+      // Whether the lease is held is unknown: step down until a renewal succeeds.
+      if (leader_.exchange(false)) {
+        transitions_->With({"follower"}).Inc();
+        gauge_->With({identity_}).Set(0);
+        spdlog::info("replica {} is no longer the leader", identity_);
+      }
+    }
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, st, std::chrono::milliseconds(lease_ms_ / 3), [] { return false; });
   }

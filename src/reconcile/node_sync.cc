@@ -7,6 +7,7 @@
 
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/quantity.h"
+#include "vramd/metrics/thread_guard.h"
 
 namespace vramd::reconcile {
 
@@ -22,6 +23,10 @@ NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::K
   shrunk_ = &registry->AddGauge("vramd_node_capacity_below_allocation",
                                 "1 when a node's capacity shrank below what is allocated on it (not truncated).",
                                 {"node"});
+  malformed_ = &registry->AddGauge(kMalformedObjectsGauge, kMalformedObjectsHelp, {"kind"});
+  malformed_->With({"node"});
+  malformed_reports_ = &registry->AddCounter(kMalformedReportsCounter, kMalformedReportsHelp, {"kind"});
+  malformed_reports_->With({"node"});
 }
 
 NodeSync::~NodeSync() { Stop(); }
@@ -36,7 +41,7 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
     }
     desired[n.name] = std::move(gpus);
   }
-  bool authoritative = true;  // may nodes missing from `desired` be removed?
+  std::set<std::string> unreadable;  // malformed nodes: skipped, never removed
   if (kube_ != nullptr) {
     // The node watcher's copy when it has one; a list of our own otherwise.
     std::optional<std::vector<kube::NodeInfo>> items = node_source_ ? node_source_() : std::nullopt;
@@ -51,12 +56,13 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
     }
     for (const kube::NodeInfo& n : *items) {
       if (desired.count(n.name)) continue;  // the config file wins
+      metrics::WorkingOn working_on("node " + n.name);
       Result<ledger::PhysicalGpus> phys = ledger::GpusFromNodeMetadata(n.labels, n.annotations);
       if (!phys.ok()) {
+        // Skipped: its ledger entry (if any) stays as it is; the other nodes are synced.
         ++stats.invalid;
-        spdlog::warn("node {}: {}; its ledger entry is left unchanged", n.name, phys.status().message());
-        desired.erase(n.name);
-        authoritative = false;  // don't remove a node we could not read
+        stats.malformed.push_back({n.name, n.uid, phys.status().message()});
+        unreadable.insert(n.name);
         continue;
       }
       if (phys->bytes.empty()) continue;
@@ -66,6 +72,7 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
       }
       desired[n.name] = std::move(gpus);
     }
+    ReportMalformed(stats.malformed);
   }
   Result<ledger::SnapshotPtr> snap = store_->Snapshot();
   if (!snap.ok()) {
@@ -107,18 +114,18 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
       }
     }
   }
-  if (authoritative) {
-    for (const auto& [name, node] : (*snap)->nodes) {
-      if (desired.count(name)) continue;
-      if (Status s = store_->RemoveNode(name); !s.ok()) {
-        passes_->With({"error"}).Inc();
-        return s;
-      }
-      shrunk_->Remove({name});
-      ++stats.removed;
-      spdlog::info("node {} left the cluster (or lost its GPUs): removed from the ledger", name);
+  // Nodes that left the cluster (or lost their GPUs) leave the ledger.
+  for (const auto& [name, node] : (*snap)->nodes) {
+    if (desired.count(name) || unreadable.count(name)) continue;
+    if (Status s = store_->RemoveNode(name); !s.ok()) {
+      passes_->With({"error"}).Inc();
+      return s;
     }
+    shrunk_->Remove({name});
+    ++stats.removed;
+    spdlog::info("node {} left the cluster (or lost its GPUs): removed from the ledger", name);
   }
+
   passes_->With({"ok"}).Inc();
   return stats;
 }
@@ -143,10 +150,43 @@ void NodeSync::Poke() {
   cv_.notify_all();
 }
 
+void NodeSync::ReportMalformed(const std::vector<MalformedNode>& now) {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  std::map<std::string, bool> still;  // name + reason -> Event posted
+  for (const MalformedNode& m : now) {
+    const std::string key = m.name + '\n' + m.reason;
+    auto it = reported_.find(key);
+    bool posted = it != reported_.end() && it->second;
+    if (it == reported_.end()) {
+      spdlog::warn("node {} (uid {}): {}; vramd skips it and keeps its ledger entry as it is", m.name, m.uid,
+                   m.reason);
+      malformed_reports_->With({"node"}).Inc();
+    }
+    if (!posted && kube_ != nullptr) {
+      kube::NodeInfo node;
+      node.name = m.name;
+      node.uid = m.uid;
+      Status s = kube_->PostNodeEvent(node, "Warning", kMalformedNodeEventReason,
+                                      "vramd cannot read this node's GPU capacity: " + m.reason +
+                                          ". vramd skips the node and keeps its ledger entry as it is.");
+      // Retried next pass only when the API server was unreachable.
+      posted = s.ok() || s.code() != Code::kUnavailable;
+      if (!s.ok()) spdlog::warn("node {}: posting the {} event failed: {}", m.name, kMalformedNodeEventReason, s.message());
+    }
+    still[key] = posted;
+  }
+  reported_ = std::move(still);
+  malformed_->With({"node"}).Set(static_cast<double>(now.size()));
+}
+
 void NodeSync::Loop(std::stop_token st) {
   while (!st.stop_requested()) {
-    Result<NodeSyncStats> r = SyncOnce();
-    if (!r.ok()) spdlog::warn("node capacity sync failed: {}", r.status().message());
+    bool ok = metrics::GuardedStep(metrics::kThreadNodeSync, [&] {
+      metrics::WorkingOn ctx("node capacity sync");
+      Result<NodeSyncStats> r = SyncOnce();
+      if (!r.ok()) spdlog::warn("node capacity sync failed: {}", r.status().message());
+    });
+    if (!ok) metrics::PauseAfterError(st);
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, st, std::chrono::milliseconds(cfg_.node_sync_interval_ms), [this] { return poked_; });
     poked_ = false;

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "vramd/ledger/capacity.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/pod_request.h"
+#include "vramd/ledger/quantity.h"
+#include "vramd/parse.h"
 
 namespace vramd::reconcile {
 
@@ -29,32 +32,61 @@ const char* ReleaseCauseName(ReleaseCause c) {
   return "?";
 }
 
-bool GpusFromAnnotations(const std::map<std::string, std::string>& ann, std::vector<int>* gpus, int64_t* per_gpu) {
-  auto g = ann.find("vramd.io/gpus");
-  auto b = ann.find("vramd.io/vram-per-gpu");
-  if (g == ann.end() || b == ann.end() || g->second.empty() || b->second.empty()) return false;
-  std::vector<int> out;
-  int cur = -1;
-  for (char c : g->second + ",") {
-    if (c >= '0' && c <= '9') {
-      cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
-      if (cur > 4096) return false;
-    } else if (c == ',') {
-      if (cur < 0) return false;
-      out.push_back(cur);
-      cur = -1;
-    } else {
-      return false;
-    }
+namespace {
+
+// At most 64 bytes of an annotation's value, quoted, for a reason.
+std::string Quoted(std::string_view v) {
+  std::string out = "\"";
+  out += v.substr(0, 64);
+  if (v.size() > 64) out += "...";
+  return out + "\"";
+}
+
+}  // namespace
+
+Result<std::optional<AnnotatedGpus>> GpusFromAnnotations(const std::map<std::string, std::string>& ann) {
+  auto g = ann.find(kGpusAnnotation);
+  auto b = ann.find(kVramPerGpuAnnotation);
+  if (g == ann.end() && b == ann.end()) return std::optional<AnnotatedGpus>();
+  if (g == ann.end() || b == ann.end()) {
+    return InvalidArgument(std::string("annotation ") + (g == ann.end() ? kVramPerGpuAnnotation : kGpusAnnotation) +
+                           " is set without " + (g == ann.end() ? kGpusAnnotation : kVramPerGpuAnnotation));
   }
-  const std::string& s = b->second;
-  if (s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return false;
-  int64_t bytes = std::stoll(s);
-  std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end()) return false;
-  *gpus = std::move(out);
-  *per_gpu = bytes;
-  return true;
+  const std::string_view list = g->second;
+  auto bad_list = [&](const std::string& why) {
+    return InvalidArgument(std::string("annotation ") + kGpusAnnotation + "=" + Quoted(list) + " " + why);
+  };
+  if (list.empty()) return bad_list("is empty");
+  AnnotatedGpus out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::optional<int> idx = ParseSmallInt(item, kMaxGpuIndex);
+    if (!idx) {
+      return bad_list("is not a comma list of GPU indices 0.." + std::to_string(kMaxGpuIndex) + " (item " +
+                      Quoted(item) + ")");
+    }
+    out.gpus.push_back(*idx);
+    if (static_cast<int>(out.gpus.size()) > kMaxAnnotatedGpus) {
+      return bad_list("names more than " + std::to_string(kMaxAnnotatedGpus) + " GPUs");
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::sort(out.gpus.begin(), out.gpus.end());
+  if (auto d = std::adjacent_find(out.gpus.begin(), out.gpus.end()); d != out.gpus.end()) {
+    return bad_list("names GPU " + std::to_string(*d) + " twice");
+  }
+  const std::string_view bytes = b->second;
+  std::optional<uint64_t> per_gpu = ParseDigits(bytes, static_cast<uint64_t>(ledger::kMaxBytesPerGpu));
+  if (!per_gpu || *per_gpu == 0) {
+    return InvalidArgument(std::string("annotation ") + kVramPerGpuAnnotation + "=" + Quoted(bytes) +
+                           " is not a whole number of bytes from 1 to " +
+                           std::to_string(ledger::kMaxBytesPerGpu) + " (1Pi)");
+  }
+  out.per_gpu = static_cast<int64_t>(*per_gpu);
+  return std::optional<AnnotatedGpus>(std::move(out));
 }
 
 namespace {
@@ -153,15 +185,39 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     if (phantom > 0 || !node.entries.empty()) r.phantom_bytes[name] = phantom;
   }
 
-  // 2. Pods against the ledger: orphans.
+  // 2. Pods against the ledger: orphans. A pod whose metadata cannot be read
+  // is reported (MalformedPod) and never stops the pass.
   for (const kube::PodInfo& p : pods) {
     if (p.node_name.empty() || Terminal(p)) continue;
+    auto report = [&](std::string reason) {
+      r.malformed.push_back({p.uid, p.ns, p.name, p.node_name, std::move(reason)});
+    };
     Result<ledger::VramRequest> req = ledger::ComputeVramRequest(p.spec);
-    if (!req.ok() || !req->wants_vram()) continue;
+    if (req.ok() && std::max(req->per_gpu, req->peak_per_gpu) > ledger::kMaxBytesPerGpu) {
+      req = InvalidArgument("the pod asks for " + ledger::FormatBytes(std::max(req->per_gpu, req->peak_per_gpu)) +
+                            " per GPU, more than the " + ledger::FormatBytes(ledger::kMaxBytesPerGpu) +
+                            " one GPU may have");
+    }
+    if (!req.ok()) {
+      report("invalid VRAM request: " + req.status().message() +
+             "; reconcile does not account this pod (an entry it already holds is kept until the pod ends)");
+      continue;
+    }
+    if (!req->wants_vram()) continue;
+    Result<std::optional<AnnotatedGpus>> annotations = GpusFromAnnotations(p.annotations);
+    if (!annotations.ok()) {
+      report(annotations.status().message() + "; reconcile ignores both placement annotations and accounts the pod by its request (" +
+             ledger::FormatBytes(req->per_gpu) + " on each of " + std::to_string(req->gpu_count) +
+             " GPU(s) it chooses)");
+    }
     auto h = held.find(p.uid);
-    if (h != held.end() && h->second.first->name == p.node_name) continue;
+    const bool held_here = h != held.end() && h->second.first->name == p.node_name;
     const ledger::Node* node = snap.Find(p.node_name);
-    if (node == nullptr || node->gpus.empty()) continue;  // capacity not known yet: next pass
+    const bool placeable = node != nullptr && !node->gpus.empty();
+    // What a rebuild must find before it seals the ledger: this pod's entry.
+    if (held_here || placeable) r.required.emplace_back(p.node_name, p.uid);
+    if (held_here) continue;
+    if (!placeable) continue;  // capacity not known yet: next pass
     ledger::Entry e;
     e.pod_uid = p.uid;
     e.ns = p.ns;
@@ -170,18 +226,18 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     e.peak_per_gpu = req->peak_per_gpu;
     e.state = p.deleting ? ledger::EntryState::kTerminating : ledger::EntryState::kBound;
     e.created_ms = opts.now_ms;
-    std::vector<int> gpus;
-    int64_t per_gpu = 0;
-    bool annotated = GpusFromAnnotations(p.annotations, &gpus, &per_gpu);
+    // Annotations naming a GPU the node does not have (its capacity changed)
+    // are not malformed, just unusable: GPUs are chosen as without them.
+    bool annotated = annotations.ok() && annotations->has_value();
     if (annotated) {
-      for (int g : gpus) {
+      for (int g : (*annotations)->gpus) {
         bool known = std::any_of(node->gpus.begin(), node->gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
         if (!known) annotated = false;
       }
     }
     if (annotated) {
-      e.gpus = gpus;
-      e.per_gpu = per_gpu;
+      e.gpus = (*annotations)->gpus;
+      e.per_gpu = (*annotations)->per_gpu;
     } else {
       e.gpus = PickGpus(*node, req->gpu_count, opts.now_ms);
       e.per_gpu = req->per_gpu;

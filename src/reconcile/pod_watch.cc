@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "vramd/ledger/pod_request.h"
+#include "vramd/metrics/thread_guard.h"
 #include "vramd/reconcile/reconciler.h"
 
 namespace vramd::reconcile {
@@ -77,6 +78,8 @@ std::set<std::string> PodWatcher::RecentlyDeleted() const {
 }
 
 void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
+  metrics::WorkingOn working_on("pod watch event for " + ev.object.ns + "/" + ev.object.name + " (uid " +
+                                ev.object.uid + ")");
   bool matters = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -113,20 +116,26 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
 void PodWatcher::Loop(std::stop_token st) {
   int backoff_ms = 200;
   bool need_list = true;
-  while (!st.stop_requested()) {
+  auto pause = [&] {
+    std::mutex m;
+    std::unique_lock<std::mutex> lock(m);
+    cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+    backoff_ms = std::min(backoff_ms * 2, 5000);
+  };
+  // One list (when needed) and one watch; an exception that escapes it is
+  // counted and logged by the guard, and the cache is listed afresh.
+  auto step = [&] {
     if (need_list) {
       Result<kube::List<kube::PodInfo>> list = kube_->ListPods();
       if (!list.ok()) {
         synced_ = false;
         events_->With({"error"}).Inc();
         spdlog::warn("listing pods failed: {} (retrying in {} ms)", list.status().message(), backoff_ms);
-        std::mutex m;
-        std::unique_lock<std::mutex> lock(m);
-        cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
-        backoff_ms = std::min(backoff_ms * 2, 5000);
-        continue;
+        pause();
+        return;
       }
       {
+        metrics::WorkingOn working_on("pod list of " + std::to_string(list->items.size()) + " pods");
         std::lock_guard<std::mutex> lock(mu_);
         std::unordered_map<std::string, kube::PodInfo> fresh;
         std::set<std::string> uids;
@@ -159,20 +168,24 @@ void PodWatcher::Loop(std::stop_token st) {
       rv = resource_version_;
     }
     Status s = kube_->WatchPods(rv, stop_flag_, [this](const kube::WatchEvent<kube::PodInfo>& ev) { Apply(ev); });
-    if (st.stop_requested()) break;
-    if (s.ok()) continue;  // the server ended the stream: watch again from the last version
+    if (st.stop_requested()) return;
+    if (s.ok()) return;  // the server ended the stream: watch again from the last version
     if (s.code() == Code::kConflict) {
       spdlog::info("pod watch expired ({}): relisting", s.message());
     } else {
       synced_ = false;
       events_->With({"error"}).Inc();
       spdlog::warn("pod watch broke: {} (relisting in {} ms)", s.message(), backoff_ms);
-      std::mutex m;
-      std::unique_lock<std::mutex> lock(m);
-      cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
-      backoff_ms = std::min(backoff_ms * 2, 5000);
+      pause();
     }
     need_list = true;
+  };
+  while (!st.stop_requested()) {
+    if (!metrics::GuardedStep(metrics::kThreadPodWatch, step)) {
+      synced_ = false;  // an event may have been lost: list again
+      need_list = true;
+      metrics::PauseAfterError(st);
+    }
   }
 }
 
@@ -216,13 +229,14 @@ void NodeWatcher::Loop(std::stop_token st) {
     std::lock_guard<std::mutex> lock(mu_);
     synced_ = false;
   };
-  while (!st.stop_requested()) {
+  // One list (when needed) and one watch; see PodWatcher::Loop.
+  auto step = [&] {
     if (rv.empty()) {
       Result<kube::List<kube::NodeInfo>> list = kube_->ListNodes();
       if (!list.ok()) {
         spdlog::warn("listing nodes failed: {} (retrying in {} ms)", list.status().message(), backoff_ms);
         pause();
-        continue;
+        return;
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -238,6 +252,7 @@ void NodeWatcher::Loop(std::stop_token st) {
       if (on_change_) on_change_();
     }
     Status s = kube_->WatchNodes(rv, stop_flag_, [&](const kube::WatchEvent<kube::NodeInfo>& ev) {
+      metrics::WorkingOn working_on("node watch event for " + ev.object.name);
       if (!ev.object.resource_version.empty()) rv = ev.object.resource_version;
       bool matters = false;
       {
@@ -259,14 +274,21 @@ void NodeWatcher::Loop(std::stop_token st) {
       }
       if (matters && on_change_) on_change_();
     });
-    if (st.stop_requested()) break;
-    if (s.ok()) continue;
+    if (st.stop_requested()) return;
+    if (s.ok()) return;
     unsynced();
     if (s.code() != Code::kConflict) {
       spdlog::warn("node watch broke: {} (relisting in {} ms)", s.message(), backoff_ms);
       pause();
     }
     rv.clear();  // relist
+  };
+  while (!st.stop_requested()) {
+    if (!metrics::GuardedStep(metrics::kThreadNodeWatch, step)) {
+      unsynced();
+      rv.clear();  // an event may have been lost: list again
+      metrics::PauseAfterError(st);
+    }
   }
 }
 

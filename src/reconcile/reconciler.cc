@@ -5,6 +5,8 @@
 #include <chrono>
 #include <set>
 
+#include "vramd/metrics/thread_guard.h"
+
 namespace vramd::reconcile {
 
 Reconciler::Reconciler(const config::Config& cfg, store::LedgerStore* store, kube::KubeClient* kube,
@@ -38,6 +40,20 @@ Reconciler::Reconciler(const config::Config& cfg, store::LedgerStore* store, kub
                                  "VRAM held by terminating pods (phantom-capacity rule), per node.", {"node"});
   duration_ = &registry->AddHistogram("vramd_reconcile_duration_seconds", "Duration of a reconcile pass.",
                                       metrics::LatencyBuckets());
+  rebuilding_ = &registry->AddGauge("vramd_ledger_rebuilding",
+                                    "1 while the ledger is unsealed: its store lost data and the leader is rebuilding "
+                                    "it from the cluster (no VRAM is granted meanwhile).");
+  rebuilding_->With({});
+  rebuilds_ = &registry->AddCounter("vramd_ledger_rebuilds_total",
+                                    "Ledger rebuilds after a loss of the store, by event (begun, sealed) on this "
+                                    "replica as leader.",
+                                    {"event"});
+  rebuilds_->With({"begun"});
+  rebuilds_->With({"sealed"});
+  malformed_ = &registry->AddGauge(kMalformedObjectsGauge, kMalformedObjectsHelp, {"kind"});
+  malformed_->With({"pod"});
+  malformed_reports_ = &registry->AddCounter(kMalformedReportsCounter, kMalformedReportsHelp, {"kind"});
+  malformed_reports_->With({"pod"});
 }
 
 Reconciler::~Reconciler() { Stop(); }
@@ -69,6 +85,27 @@ Result<PassStats> Reconciler::RunOnce() {
     errors_->With({}).Inc();
     return s;
   };
+  // 0. The seal. A store that lost data lost its seal with it: nothing is
+  // granted until this loop has restored every bound pod's entry and sealed
+  // the ledger again, no earlier than the quiet period after the rebuild
+  // began (a bind granted before the loss may create its Binding meanwhile),
+  // and from a fresh list of the cluster's pods, not the watch's copy.
+  Result<store::SealState> seal = store_->ReadSeal();
+  if (!seal.ok()) return fail(seal.status());
+  if (!seal->sealed && seal->rebuild_token.empty()) {
+    seal = store_->BeginRebuild(leader_ != nullptr ? leader_->identity() : std::string("reconciler"));
+    if (!seal.ok()) return fail(seal.status());
+    if (!seal->sealed) {
+      rebuilds_->With({"begun"}).Inc();
+      spdlog::warn("reconcile: the ledger is not sealed (its store is new or lost data): rebuilding it from the "
+                   "cluster; no VRAM is granted until it is sealed, in {} ms at the earliest",
+                   config::RebuildQuietMs(cfg_));
+    }
+  }
+  rebuilding_->With({}).Set(seal->sealed ? 0 : 1);
+  const bool seal_now = !seal->sealed && seal->now_ms - seal->rebuild_since_ms >= config::RebuildQuietMs(cfg_);
+  rebuilding_now_.store(!seal->sealed);
+
   // 4. Capacities (errors do not stop the pass: the ledger keeps the last ones).
   if (node_sync_ != nullptr) {
     Result<NodeSyncStats> ns = node_sync_->SyncOnce();
@@ -78,7 +115,15 @@ Result<PassStats> Reconciler::RunOnce() {
     }
   }
   if (!watcher_->Synced()) return fail(Unavailable("the pod watch is not synced with the API server"));
-  std::vector<kube::PodInfo> pods = watcher_->Pods();
+  std::vector<kube::PodInfo> pods;
+  if (seal_now && kube_ != nullptr) {
+    // Every Binding the API server accepted before this list is in it.
+    Result<kube::List<kube::PodInfo>> list = kube_->ListPods();
+    if (!list.ok()) return fail(list.status());
+    pods = std::move(list->items);
+  } else {
+    pods = watcher_->Pods();
+  }
   std::set<std::string> deleted = watcher_->RecentlyDeleted();
   Result<std::set<std::string>> in_flight = store_->BindsInFlight();
   if (!in_flight.ok()) return fail(in_flight.status());
@@ -93,11 +138,16 @@ Result<PassStats> Reconciler::RunOnce() {
     // updating it in place.
     Result<ledger::SnapshotPtr> snap = store_->Snapshot();
     if (!snap.ok()) return fail(snap.status());
+    metrics::WorkingOn working_on("plan over " + std::to_string(pods.size()) + " pods");
     plan = Plan(**snap, pods, *in_flight, opts);
   }
+  ReportMalformed(plan.malformed);
 
   std::set<std::string> freed_nodes;
+  int failed_actions = 0;
   for (const Action& a : plan.actions) {
+    metrics::WorkingOn working_on(std::string(ActionKindName(a.kind)) + " pod " + a.entry.ns + "/" + a.entry.name +
+                                  " (uid " + a.entry.pod_uid + ") on node " + a.node);
     Status s;
     switch (a.kind) {
       case ActionKind::kReadd: s = store_->PutEntry(a.node, a.entry); break;
@@ -117,6 +167,7 @@ Result<PassStats> Reconciler::RunOnce() {
       }
     }
     if (!s.ok()) {
+      ++failed_actions;
       errors_->With({}).Inc();
       spdlog::warn("reconcile: {} {}/{} on {} failed: {}", ActionKindName(a.kind), a.entry.ns, a.entry.name, a.node,
                    s.message());
@@ -131,6 +182,25 @@ Result<PassStats> Reconciler::RunOnce() {
   stats.stale = plan.stale;
   stats.gone = plan.gone;
   stats.terminal = plan.terminal;
+
+  if (seal_now && failed_actions == 0) {
+    // One atomic step checks that every entry the plan requires exists and
+    // seals; a second loss meanwhile took the rebuild's token with it.
+    Status s = store_->Seal(seal->rebuild_token, plan.required);
+    if (s.ok()) {
+      rebuilds_->With({"sealed"}).Inc();
+      rebuilding_->With({}).Set(0);
+      rebuilding_now_.store(false);
+      spdlog::warn("reconcile: ledger rebuilt and sealed ({} bound pods accounted, {} entries re-added this pass, "
+                   "{} ms after the rebuild began); VRAM is granted again",
+                   plan.required.size(), plan.orphans, seal->now_ms - seal->rebuild_since_ms);
+    } else {
+      spdlog::warn("reconcile: not sealing the ledger yet: {}", s.message());
+    }
+  } else if (!seal->sealed) {
+    spdlog::info("reconcile: rebuilding the ledger ({} re-added this pass{})", plan.orphans,
+                 seal_now ? ", some actions failed" : ", quiet period running");
+  }
 
   // Phantom bytes per node (series for every node that holds entries).
   for (const auto& [node, bytes] : plan.phantom_bytes) phantom_->With({node}).Set(static_cast<double>(bytes));
@@ -159,13 +229,46 @@ Result<PassStats> Reconciler::RunOnce() {
   return stats;
 }
 
+void Reconciler::ReportMalformed(const std::vector<MalformedPod>& now) {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  std::map<std::string, bool> still;  // what is malformed now; the rest is forgotten
+  for (const MalformedPod& m : now) {
+    const std::string key = m.uid + '\n' + m.reason;
+    auto it = reported_.find(key);
+    bool posted = it != reported_.end() && it->second;
+    if (it == reported_.end()) {
+      spdlog::warn("reconcile: pod {}/{} (uid {}) on {}: {}", m.ns, m.name, m.uid, m.node, m.reason);
+      malformed_reports_->With({"pod"}).Inc();
+    }
+    if (!posted && kube_ != nullptr) {
+      kube::PodInfo pod;
+      pod.ns = m.ns;
+      pod.name = m.name;
+      pod.uid = m.uid;
+      Status s = kube_->PostPodEvent(pod, "Warning", kMalformedPodEventReason, "vramd: " + m.reason);
+      // Retried next pass only when the API server was unreachable.
+      posted = s.ok() || s.code() != Code::kUnavailable;
+      if (!s.ok()) {
+        spdlog::warn("reconcile: posting the {} event on pod {}/{} failed: {}", kMalformedPodEventReason, m.ns,
+                     m.name, s.message());
+      }
+    }
+    still[key] = posted;
+  }
+  reported_ = std::move(still);
+  malformed_->With({"pod"}).Set(static_cast<double>(now.size()));
+}
+
 void Reconciler::Loop(std::stop_token st) {
   using Steady = std::chrono::steady_clock;
   Steady::time_point last_pass{};  // long ago: the first poke runs at once
   while (!st.stop_requested()) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, st, std::chrono::milliseconds(cfg_.reconcile_interval_ms), [this] { return poked_; });
+      // During a rebuild the next pass comes sooner, so the ledger is sealed
+      // soon after its quiet period ends.
+      const int wait_ms = rebuilding_now_.load() ? std::min(cfg_.reconcile_interval_ms, 500) : cfg_.reconcile_interval_ms;
+      cv_.wait_for(lock, st, std::chrono::milliseconds(wait_ms), [this] { return poked_; });
       if (poked_) {
         // A burst of watch events (a deployment scaled up, a scheduler
         // binding hundreds of pods) becomes one pass per gap, not one per event.
@@ -176,9 +279,15 @@ void Reconciler::Loop(std::stop_token st) {
     }
     if (st.stop_requested()) break;
     if (!leader_->IsLeader() || !watcher_->Synced()) continue;
-    Result<PassStats> r = RunOnce();
+    const bool ok = metrics::GuardedStep(metrics::kThreadReconcile, [&] {
+      Result<PassStats> r = RunOnce();
+      if (!r.ok()) spdlog::warn("reconcile pass failed: {}", r.status().message());
+    });
     last_pass = Steady::now();
-    if (!r.ok()) spdlog::warn("reconcile pass failed: {}", r.status().message());
+    if (!ok) {
+      passes_->With({"error"}).Inc();
+      metrics::PauseAfterError(st);
+    }
   }
 }
 

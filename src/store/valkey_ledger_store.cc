@@ -11,6 +11,9 @@
 //   P:changes        zset  change log: node -> epoch of its last change; member ''
 //                          -> the epoch after which every change is logged
 //                          (kBumpLua; at most ~100,000 members)
+//   P:sealed         str   present while the ledger is complete: "<ms>:<token>"
+//                          of the rebuild that sealed it (ReadSeal, Seal)
+//   P:rebuilding     str   "<ms>:<who>": the rebuild under way (BeginRebuild)
 //
 // Every write is one Lua script (atomic) that stamps times with the server's
 // TIME, so replicas' clocks never matter, and moves the epoch and logs the
@@ -36,6 +39,8 @@
 
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
+#include "vramd/metrics/thread_guard.h"
+#include "vramd/parse.h"
 #include "vramd/store/valkey_client.h"
 
 namespace vramd::store {
@@ -94,21 +99,49 @@ local function bump(epoch_key, changes_key, ...)
   redis.call('PUBLISH', epoch_key, now)
   return epoch
 end
+-- The store lost writes (its epoch is below `floor`, the highest epoch the
+-- caller has seen: a stale replica was promoted, or it was flushed). The
+-- seal goes, and the epoch restarts past every value a replica may have
+-- cached (the server's time in microseconds, as bump() starts a new one, or
+-- the floor if that is higher), so every cache reloads and sees the ledger
+-- unsealed, and no replica with a higher floor than this caller's sees the
+-- epoch go back again after the rebuild.
+local function unseal(sealed_key, epoch_key, changes_key, floor)
+  redis.call('DEL', sealed_key)
+  local t = redis.call('TIME')
+  local restart = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if restart < floor then restart = floor end
+  local ep = tonumber(redis.call('GET', epoch_key) or '0') or 0
+  if ep < restart then redis.call('SET', epoch_key, string.format('%d', restart)) end
+  bump(epoch_key, changes_key)
+end
 )lua";
 
 // Reserve.
 // KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes,
-//       9 inflight
+//       9 inflight, 10 sealed
 // ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
 //       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
-//       8 model, 9 in-flight ttl ms (0: no mark), 10.. gpu indices
+//       8 model, 9 in-flight ttl ms (0: no mark), 10 require the seal (1/0),
+//       11 highest epoch the caller has seen, 12.. gpu indices
 // Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
 //       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 //       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
+//       | {'rebuilding', why}
+// With the seal required nothing is granted (not even an entry already held)
+// while the ledger is unsealed: entries of bound pods may be missing.
 constexpr const char* kReserveLua = R"lua(
 local node, uid = ARGV[2], ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[10] == '1' then
+  if redis.call('EXISTS', KEYS[10]) == 0 then return {'rebuilding', 'unsealed'} end
+  local floor = tonumber(ARGV[11]) or 0
+  if (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) < floor then
+    unseal(KEYS[10], KEYS[7], KEYS[8], floor)
+    return {'rebuilding', 'epoch went back'}
+  end
+end
 local function mark_in_flight()
   local ttl = tonumber(ARGV[9]) or 0
   if ttl > 0 then redis.call('HSET', KEYS[9], uid, string.format('%d', now + ttl)) end
@@ -151,7 +184,7 @@ if ARGV[6] == '1' then
   if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
 end
 local fails = {}
-for i = 10, #ARGV do
+for i = 12, #ARGV do
   local c = redis.call('HGET', KEYS[2], ARGV[i])
   if not c then return {'no_gpu', ARGV[i]} end
   local cap = tonumber(c)
@@ -287,6 +320,54 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'ts', nowtext, unpack(ARGV, 2))
 bump(KEYS[3], KEYS[4], ARGV[1])
 return 1
+)lua";
+
+// ReadSeal. KEYS: 1 sealed, 2 rebuilding, 3 epoch, 4 changes. ARGV: 1 the
+// highest epoch the caller has seen. Returns {sealed 1/0, rebuilding or '',
+// server ms}; unseals first when the epoch went back.
+constexpr const char* kReadSealLua = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local floor = tonumber(ARGV[1]) or 0
+if (tonumber(redis.call('GET', KEYS[3]) or '0') or 0) < floor then unseal(KEYS[1], KEYS[3], KEYS[4], floor) end
+return {redis.call('EXISTS', KEYS[1]), redis.call('GET', KEYS[2]) or '', now}
+)lua";
+
+// BeginRebuild. KEYS: 1 sealed, 2 rebuilding. ARGV: 1 who. Returns as ReadSeal.
+constexpr const char* kBeginRebuildLua = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[1]) == 1 then return {1, '', now} end
+local r = redis.call('GET', KEYS[2])
+if not r then
+  r = string.format('%d', now) .. ':' .. ARGV[1]
+  redis.call('SET', KEYS[2], r)
+end
+return {0, r, now}
+)lua";
+
+// Seal. KEYS: 1 sealed, 2 rebuilding, 3 epoch, 4 changes. ARGV: 1 prefix,
+// 2 rebuild token, 3.. node, pod uid pairs that must hold an entry. Returns
+// {'sealed'} | {'token'} (another rebuild began: the store was lost again)
+// | {'missing', count, node, uid} (the first one missing). Checking the
+// entries and sealing are one atomic step: a loss in between cannot leave a
+// seal on an incomplete ledger.
+constexpr const char* kSealLua = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'sealed'} end
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return {'token'} end
+local missing, mnode, muid = 0, '', ''
+for i = 3, #ARGV - 1, 2 do
+  if redis.call('HEXISTS', ARGV[1] .. ':{' .. ARGV[i] .. '}:alloc', ARGV[i + 1]) == 0 then
+    if missing == 0 then mnode, muid = ARGV[i], ARGV[i + 1] end
+    missing = missing + 1
+  end
+end
+if missing > 0 then return {'missing', missing, mnode, muid} end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. ':' .. ARGV[2])
+redis.call('DEL', KEYS[2])
+bump(KEYS[3], KEYS[4])
+return {'sealed'}
 )lua";
 
 // A write script: the shared prelude, then the body.
@@ -518,25 +599,34 @@ class ValkeyLedgerStore final : public LedgerStore {
   void StartEpochWatch() override {
     if (watch_thread_.joinable()) return;
     watch_thread_ = std::thread([this] {
-      (void)client_->Subscribe(
-          epoch_key_, watch_stop_,
-          [this](bool live) {
-            if (live) {
-              watched_epoch_.store(0);  // a new primary may count from lower
-              watch_gen_.fetch_add(1);
-              watch_live_.store(true);
-              spdlog::info("valkey: following ledger changes on {}", epoch_key_);
-            } else {
-              watch_live_.store(false);
-            }
-          },
-          [this](const std::string& payload) {
-            int64_t e = 0;
-            if (!ParseInt64(payload, &e) || e < 0) return;
-            uint64_t cur = watched_epoch_.load();
-            while (cur < static_cast<uint64_t>(e) && !watched_epoch_.compare_exchange_weak(cur, e)) {
-            }
-          });
+      // Subscribe returns at stop; an exception is counted and the watch starts over.
+      while (!watch_stop_.load()) {
+        if (metrics::GuardedStep(metrics::kThreadEpochWatch, [this] {
+          (void)client_->Subscribe(
+              epoch_key_, watch_stop_,
+              [this](bool live) {
+                if (live) {
+                  watched_epoch_.store(0);  // a new primary may count from lower
+                  watch_gen_.fetch_add(1);
+                  watch_live_.store(true);
+                  spdlog::info("valkey: following ledger changes on {}", epoch_key_);
+                } else {
+                  watch_live_.store(false);
+                }
+              },
+              [this](const std::string& payload) {
+                int64_t e = 0;
+                if (!ParseInt64(payload, &e) || e < 0) return;
+                uint64_t cur = watched_epoch_.load();
+                while (cur < static_cast<uint64_t>(e) && !watched_epoch_.compare_exchange_weak(cur, e)) {
+                }
+              });
+        })) {
+          break;
+        }
+        watch_live_.store(false);
+        metrics::PauseAfterError(watch_stop_);
+      }
     });
   }
 
@@ -633,11 +723,13 @@ class ValkeyLedgerStore final : public LedgerStore {
     args.push_back(std::to_string(std::max<int64_t>(req.usage_max_age_ms, 0)));
     args.push_back(e.model);
     args.push_back(std::to_string(std::max<int64_t>(req.in_flight_ttl_ms, 0)));
+    args.emplace_back(req.require_sealed ? "1" : "0");
+    args.push_back(std::to_string(max_epoch_seen_.load()));
     for (int g : e.gpus) args.push_back(std::to_string(g));
     auto r = client_->EvalReplicated(
         reserve_,
         {nodes_key_, NodeKey(req.node, "cap"), NodeKey(req.node, "alloc"), NodeKey(req.node, "used"),
-         NodeKey(req.node, "models"), pods_key_, epoch_key_, changes_key_, inflight_key_},
+         NodeKey(req.node, "models"), pods_key_, epoch_key_, changes_key_, inflight_key_, sealed_key_},
         args);
     if (!r.ok()) return r.status();
     const Reply& rep = r->reply;
@@ -655,6 +747,13 @@ class ValkeyLedgerStore final : public LedgerStore {
     }
     if (tag == "reserved") return ReserveOutcome::kReserved;
     if (tag == "held") return ReserveOutcome::kAlreadyHeld;
+    if (tag == "rebuilding") {
+      if (arg(1) == "epoch went back") {
+        spdlog::error("valkey: the ledger's epoch went back (a replica that missed writes was promoted?): "
+                      "unsealed; the leader rebuilds it from the cluster");
+      }
+      return Unavailable(std::string(kRebuildingMessage) + " (" + arg(1) + ")");
+    }
     if (tag == "moved") {
       spdlog::info("moved the unbound reservation of {} from node {} to node {}", pod, arg(1),
                    req.node);
@@ -807,6 +906,43 @@ class ValkeyLedgerStore final : public LedgerStore {
     return out;
   }
 
+  Result<SealState> ReadSeal() override {
+    auto r = client_->Eval(read_seal_, {sealed_key_, rebuilding_key_, epoch_key_, changes_key_},
+                           {std::to_string(max_epoch_seen_.load())});
+    if (!r.ok()) return r.status();
+    return ParseSeal("read-seal", *r);
+  }
+
+  Result<SealState> BeginRebuild(const std::string& who) override {
+    auto r = client_->Eval(begin_rebuild_, {sealed_key_, rebuilding_key_}, {who});
+    if (!r.ok()) return r.status();
+    return ParseSeal("begin-rebuild", *r);
+  }
+
+  Status Seal(const std::string& token, const std::vector<std::pair<std::string, std::string>>& required) override {
+    WriteMark mark{&local_writes_};
+    std::vector<std::string> args;
+    args.reserve(2 + 2 * required.size());
+    args.push_back(prefix_);
+    args.push_back(token);
+    for (const auto& [node, uid] : required) {
+      if (Status s = CheckNodeName(node); !s.ok()) return s;
+      args.push_back(node);
+      args.push_back(uid);
+    }
+    auto r = client_->Eval(seal_, {sealed_key_, rebuilding_key_, epoch_key_, changes_key_}, args);
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kArray || r->elements.empty()) return ScriptError("seal", *r);
+    const std::string& tag = r->elements[0].str;
+    if (tag == "sealed") return Status::Ok();
+    if (tag == "token") return Unavailable("the rebuild was restarted (the store lost data again)");
+    if (tag == "missing" && r->elements.size() == 4) {
+      return Unavailable(std::to_string(r->elements[1].integer) + " bound pod(s) still have no entry, e.g. pod " +
+                         r->elements[3].str + " on node " + r->elements[2].str);
+    }
+    return ScriptError("seal", *r);
+  }
+
   Status MarkReconciled() override {
     auto r = client_->Eval(mark_reconciled_, {reconciled_key_}, {});
     if (!r.ok()) return r.status();
@@ -819,11 +955,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     if (!r.ok()) return r.status();
     if (r->is_nil()) return int64_t{0};
     if (r->type != Reply::Type::kString) return Internal("unexpected reply for " + reconciled_key_);
-    try {
-      return static_cast<int64_t>(std::stoll(r->str));
-    } catch (...) {
-      return Internal(reconciled_key_ + " is not a number");
-    }
+    std::optional<int64_t> ms = vramd::ParseInt64(r->str);
+    if (!ms) return Internal(reconciled_key_ + " is not a number");
+    return *ms;
   }
 
   Status Ping() override {
@@ -854,7 +988,35 @@ class ValkeyLedgerStore final : public LedgerStore {
   Result<uint64_t> ReadEpoch() {
     auto r = client_->Command({"GET", epoch_key_});
     if (!r.ok()) return r.status();
-    return ParseEpoch(*r);
+    auto e = ParseEpoch(*r);
+    if (e.ok()) Saw(*e);
+    return e;
+  }
+
+  // The highest epoch read from the store (ReadSeal and Reserve pass it: a
+  // lower one later means the store lost writes).
+  void Saw(uint64_t epoch) {
+    uint64_t cur = max_epoch_seen_.load();
+    while (cur < epoch && !max_epoch_seen_.compare_exchange_weak(cur, epoch)) {
+    }
+  }
+
+  Result<SealState> ParseSeal(const char* what, const Reply& r) const {
+    if (r.type != Reply::Type::kArray || r.elements.size() != 3 || r.elements[0].type != Reply::Type::kInteger ||
+        r.elements[2].type != Reply::Type::kInteger) {
+      return ScriptError(what, r);
+    }
+    SealState st;
+    st.sealed = r.elements[0].integer == 1;
+    st.rebuild_token = r.elements[1].str;
+    st.now_ms = r.elements[2].integer;
+    if (!st.rebuild_token.empty()) {
+      int64_t since = 0;
+      const size_t colon = st.rebuild_token.find(':');
+      if (ParseInt64(std::string_view(st.rebuild_token).substr(0, colon), &since)) st.rebuild_since_ms = since;
+      else st.rebuild_since_ms = st.now_ms;  // unreadable: the quiet period starts now
+    }
+    return st;
   }
 
   Result<uint64_t> ParseEpoch(const Reply& r) const {
@@ -875,10 +1037,11 @@ class ValkeyLedgerStore final : public LedgerStore {
   // half-visible until that next reload.
   // Called with reload_mu_ held (as is Refresh).
   Result<ledger::SnapshotPtr> Load() {
-    auto head = client_->Pipeline({{"GET", epoch_key_}, {"SMEMBERS", nodes_key_}});
+    auto head = client_->Pipeline({{"GET", epoch_key_}, {"SMEMBERS", nodes_key_}, {"EXISTS", sealed_key_}});
     if (!head.ok()) return head.status();
     auto epoch = ParseEpoch((*head)[0]);
     if (!epoch.ok()) return epoch.status();
+    Saw(*epoch);
     const Reply& members = (*head)[1];
     if (members.type != Reply::Type::kArray) {
       return Internal("valkey key " + nodes_key_ + " is not a set" +
@@ -893,6 +1056,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     }
     auto snap = std::make_shared<ledger::Snapshot>();
     snap->epoch = *epoch;
+    snap->sealed = (*head)[2].type == Reply::Type::kInteger && (*head)[2].integer == 1;
     snap->nodes.reserve(n);
     Problems problems;
     NodeProblems node_problems;
@@ -939,10 +1103,14 @@ class ValkeyLedgerStore final : public LedgerStore {
     auto head = client_->Pipeline({{"GET", epoch_key_},
                                    {"ZSCORE", changes_key_, ""},
                                    {"ZRANGEBYSCORE", changes_key_, "(" + std::to_string(e0), "+inf",
-                                    "WITHSCORES", "LIMIT", "0", std::to_string(max_changed + 1)}});
+                                    "WITHSCORES", "LIMIT", "0", std::to_string(max_changed + 1)},
+                                   {"EXISTS", sealed_key_}});
     if (!head.ok()) return head.status();
     auto epoch = ParseEpoch((*head)[0]);
     if (!epoch.ok()) return epoch.status();
+    Saw(*epoch);
+    // Sealing and unsealing move the epoch, so an unchanged epoch keeps it.
+    const bool sealed = (*head)[3].type == Reply::Type::kInteger && (*head)[3].integer == 1;
     const Reply& marker = (*head)[1];
     const Reply& log = (*head)[2];
     std::vector<std::string> changed;
@@ -1033,6 +1201,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     for (const auto& u : updates) changed_names.push_back(u.first);
     std::shared_ptr<ledger::Snapshot> snap = Writable(std::move(base));
     snap->epoch = *epoch;
+    snap->sealed = sealed;
     for (auto& [name, node] : updates) {
       if (node) {
         snap->nodes.insert_or_assign(name, std::move(*node));
@@ -1314,6 +1483,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   const std::string epoch_key_;
   const std::string changes_key_;
   const std::string inflight_key_ = prefix_ + ":inflight";
+  const std::string sealed_key_ = prefix_ + ":sealed";
+  const std::string rebuilding_key_ = prefix_ + ":rebuilding";
   const std::string reconciled_key_ = prefix_ + ":reconciled";
 
   const Script reserve_{WriteScript(kReserveLua)};
@@ -1324,6 +1495,9 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script set_capacity_{WriteScript(kSetCapacityLua)};
   const Script remove_node_{WriteScript(kRemoveNodeLua)};
   const Script push_usage_{WriteScript(kPushUsageLua)};
+  const Script read_seal_{WriteScript(kReadSealLua)};
+  const Script begin_rebuild_{kBeginRebuildLua};
+  const Script seal_{WriteScript(kSealLua)};
   // Binds in flight: P:inflight hash uid -> expiry (server ms).
   const Script begin_bind_{R"lua(
 local t = redis.call('TIME')
@@ -1356,6 +1530,7 @@ return 1
   std::atomic<uint64_t> watched_epoch_{0};   // highest epoch notified under the current one
   std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
   std::atomic<uint64_t> epoch_checks_{0};
+  std::atomic<uint64_t> max_epoch_seen_{0};  // Saw()
   uint64_t cache_gen_ = 0;     // guarded by cache_mu_: the cache covers every change
   uint64_t cache_writes_ = 0;  //   notified under subscription cache_gen_ and local write cache_writes_
 

@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "vramd/parse.h"
+
 extern char** environ;
 
 namespace vramctl {
@@ -71,9 +73,9 @@ std::optional<int64_t> ParseDurationMs(const std::string& s) {
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
   if (i == 0) return std::nullopt;
   std::string num = s.substr(0, i), unit = s.substr(i);
-  char* end = nullptr;
-  double v = std::strtod(num.c_str(), &end);
-  if (end == nullptr || *end != '\0' || !std::isfinite(v)) return std::nullopt;
+  std::optional<double> parsed = vramd::ParseDouble(num, 0, 1e15);
+  if (!parsed) return std::nullopt;
+  const double v = *parsed;
   double mult;
   if (unit.empty() || unit == "s") mult = 1000;
   else if (unit == "ms") mult = 1;

@@ -67,6 +67,11 @@ struct Config {
   int reconcile_min_gap_ms = 250;  // watch events wait this long after the last pass
   int reservation_grace_ms = 60'000;
   int leader_lease_ms = 10'000;
+  // After the store lost data the leader rebuilds the ledger from the
+  // cluster and seals it no earlier than this after the rebuild began: a bind
+  // granted before the loss may still create its Binding meanwhile. -1: as
+  // long as a bind is marked in flight (BindInFlightMs).
+  int rebuild_quiet_ms = -1;
 
   // Logging.
   std::string log_level = "info";            // trace debug info warn error
@@ -102,5 +107,11 @@ Status ApplyJson(const std::string& text, Config* cfg);
 
 // Per-GPU capacity after the reserve: physical − max(percent × physical, min), ≥ 0.
 int64_t ApplyReserve(const Config& cfg, int64_t physical);
+
+// How long a bind is marked in flight: longer than its three API calls take
+// (3 x kube.timeout_ms + 2 s).
+int64_t BindInFlightMs(const Config& cfg);
+// rebuild_quiet_ms, with -1 resolved to BindInFlightMs.
+int64_t RebuildQuietMs(const Config& cfg);
 
 }  // namespace vramd::config

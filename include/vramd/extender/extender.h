@@ -56,6 +56,9 @@ class Extender {
     std::string ns, name;
     ledger::VramRequest req;
   };
+  // With Kubernetes nothing is granted from an unsealed ledger (it is being
+  // rebuilt from the cluster); standalone mode has nothing to rebuild from.
+  bool Rebuilding(const ledger::Snapshot& s) const { return kube_ != nullptr && !s.sealed; }
   void Remember(const std::string& uid, const std::string& ns, const std::string& name,
                 const ledger::VramRequest& req);
   bool Recall(const std::string& uid, Cached* out);

@@ -120,6 +120,11 @@ class KubeClient {
   virtual Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,
                               const std::string& message) = 0;
 
+  // The same about a Node (name and uid): the Event lives in namespace
+  // "default", as the kubelet's node events do (`kubectl describe node` shows it).
+  virtual Status PostNodeEvent(const NodeInfo& node, const std::string& type, const std::string& reason,
+                               const std::string& message) = 0;
+
   // Watches from resource_version (empty: from now, starting with synthetic
   // ADDED events for every existing object); calls `on_event` per event, on the
   // calling thread, until the server ends the stream (timeoutSeconds; returns

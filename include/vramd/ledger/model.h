@@ -53,6 +53,11 @@ struct PlacementIndex;  // placement.h
 // between threads (held by shared_ptr<const Snapshot>).
 struct Snapshot {
   uint64_t epoch = 0;
+  // False while the ledger is being rebuilt from the cluster after its store
+  // lost data (a flush, a restart without persistence, a failover to a stale
+  // replica): entries of bound pods may be missing, so nothing may be granted
+  // from it (DESIGN.md §7; the store's seal, LedgerStore::ReadSeal).
+  bool sealed = true;
   std::unordered_map<std::string, Node> nodes;
   // Optional compact copy of what Filter and Prioritize read, built by
   // ledger::IndexSnapshot once `nodes` is complete (the store does so before
@@ -61,9 +66,10 @@ struct Snapshot {
   std::shared_ptr<const PlacementIndex> index;
 
   Snapshot() = default;
-  Snapshot(const Snapshot& o) : epoch(o.epoch), nodes(o.nodes) {}
+  Snapshot(const Snapshot& o) : epoch(o.epoch), sealed(o.sealed), nodes(o.nodes) {}
   Snapshot& operator=(const Snapshot& o) {
     epoch = o.epoch;
+    sealed = o.sealed;
     nodes = o.nodes;
     index.reset();
     return *this;

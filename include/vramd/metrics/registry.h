@@ -113,6 +113,9 @@ void Family<T>::Remove(const Labels& values) {
 
 class Registry {
  public:
+  // A counter or gauge family added again under the same name and label
+  // names is the same family (the first help text stays): two components
+  // may share one family, each with its own label values.
   Family<Counter>& AddCounter(const std::string& name, const std::string& help,
                               std::vector<std::string> labels = {});
   Family<Gauge>& AddGauge(const std::string& name, const std::string& help, std::vector<std::string> labels = {});

@@ -8,8 +8,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,11 +22,35 @@
 
 namespace vramd::reconcile {
 
+// A node whose GPU capacity metadata cannot be read (vramd.io/capacity or the
+// GPU Feature Discovery labels): skipped, its ledger entry left as it is.
+struct MalformedNode {
+  std::string name;
+  std::string uid;
+  std::string reason;
+};
+
+// The reason of the Warning Event vramd posts on such a node (once per node and reason).
+inline constexpr const char* kMalformedNodeEventReason = "VramdInvalidGpuCapacity";
+
+// Malformed objects, shared by NodeSync (kind="node") and the Reconciler
+// (kind="pod"): how many the last pass found, and how many were reported
+// (logged + Event), once per object and reason.
+inline constexpr const char* kMalformedObjectsGauge = "vramd_reconcile_malformed_objects";
+inline constexpr const char* kMalformedObjectsHelp =
+    "Objects whose VRAM metadata vramd cannot read, as of the last pass, by kind: pod (a bound pod with an invalid "
+    "VRAM request or malformed vramd.io/gpus / vramd.io/vram-per-gpu annotations) or node (a malformed "
+    "vramd.io/capacity annotation or GPU Feature Discovery labels). They are skipped, not fatal.";
+inline constexpr const char* kMalformedReportsCounter = "vramd_reconcile_malformed_reports_total";
+inline constexpr const char* kMalformedReportsHelp =
+    "Malformed objects reported with a warning and a Warning Event, once per object and reason, by kind.";
+
 struct NodeSyncStats {
   int nodes_seen = 0;        // nodes with GPUs in the desired state
   int capacity_writes = 0;   // nodes whose capacity was (re)written
   int removed = 0;           // nodes removed from the ledger
   int invalid = 0;           // nodes skipped for malformed labels/annotations
+  std::vector<MalformedNode> malformed;  // those nodes, with the reason
   std::vector<std::string> shrunk_below_allocation;  // reported, not truncated
 };
 
@@ -34,7 +60,10 @@ class NodeSync {
            metrics::Registry* registry);
   ~NodeSync();
 
-  // One pass. Errors leave the ledger unchanged.
+  // One pass. Errors leave the ledger unchanged. A malformed node is skipped
+  // (the others are synced): a warning is logged and a Warning Event posted
+  // on the Node once per node and reason, and vramd_malformed_objects{kind="node"}
+  // counts the malformed nodes of the last pass that read the nodes.
   Result<NodeSyncStats> SyncOnce();
 
   // Runs SyncOnce now and then every interval until Stop().
@@ -49,6 +78,7 @@ class NodeSync {
 
  private:
   void Loop(std::stop_token st);
+  void ReportMalformed(const std::vector<MalformedNode>& now);
 
   const config::Config& cfg_;
   store::LedgerStore* store_;
@@ -57,6 +87,10 @@ class NodeSync {
   metrics::Family<metrics::Counter>* passes_;
   metrics::Family<metrics::Counter>* lists_;
   metrics::Family<metrics::Gauge>* shrunk_;
+  metrics::Family<metrics::Gauge>* malformed_;
+  metrics::Family<metrics::Counter>* malformed_reports_;
+  std::mutex report_mu_;
+  std::map<std::string, bool> reported_;  // "name\nreason" -> Event posted (or given up)
   std::mutex mu_;
   std::condition_variable_any cv_;
   bool poked_ = false;

@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/model.h"
+#include "vramd/status.h"
 
 namespace vramd::reconcile {
 
@@ -47,9 +50,35 @@ struct PlanOptions {
   const std::set<std::string>* deleted = nullptr;
 };
 
+// A bound, non-terminal pod whose VRAM metadata cannot be read: its request
+// (containers' vramd.io/vram, vramd.io/gpu-count, vramd.io/vram-peak, overhead)
+// is invalid, or its placement annotations (vramd.io/gpus,
+// vramd.io/vram-per-gpu) are present but malformed. What the plan does with it:
+//  - invalid request: nothing; the pod is not (re-)added, an entry it already
+//    holds is kept (released only when the pod is gone or terminal);
+//  - malformed placement annotations, valid request: as a pod without them —
+//    an orphan is re-added on the GPUs with the most free memory, with the
+//    request's bytes (the ledger stays honest about what the pod asked for).
+// Either way the rest of the pass goes on. `reason` says what is wrong and
+// what was done, for a log line and an Event on the pod.
+struct MalformedPod {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  std::string node;
+  std::string reason;
+  bool operator==(const MalformedPod&) const = default;
+};
+
 struct PlanResult {
   std::vector<Action> actions;
+  std::vector<MalformedPod> malformed;  // in the order of `pods`
   std::map<std::string, int64_t> phantom_bytes;  // per node: VRAM held by terminating pods
+  // (node, pod UID) of every assigned, non-terminal pod with a valid VRAM
+  // request on a node whose GPUs the ledger knows: the entries the ledger
+  // holds once the actions are applied. A rebuild seals the ledger only when
+  // all of them exist (LedgerStore::Seal).
+  std::vector<std::pair<std::string, std::string>> required;
   int orphans = 0;
   int stale = 0;
   int gone = 0;
@@ -62,9 +91,26 @@ struct PlanResult {
 PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& pods,
                 const std::set<std::string>& in_flight, const PlanOptions& opts);
 
+inline constexpr const char* kGpusAnnotation = "vramd.io/gpus";
+inline constexpr const char* kVramPerGpuAnnotation = "vramd.io/vram-per-gpu";
+// Bounds of what placement annotations may claim (ledger::kMaxBytesPerGpu
+// bounds the bytes).
+inline constexpr int kMaxGpuIndex = 4096;
+inline constexpr int kMaxAnnotatedGpus = ledger::kMaxGpuCount;
+
+struct AnnotatedGpus {
+  std::vector<int> gpus;  // ascending, distinct
+  int64_t per_gpu = 0;    // bytes on each
+};
+
 // The GPUs and bytes a bound pod holds according to its annotations
-// (vramd.io/gpus, vramd.io/vram-per-gpu). False when absent or malformed.
-bool GpusFromAnnotations(const std::map<std::string, std::string>& annotations, std::vector<int>* gpus,
-                         int64_t* per_gpu);
+// (vramd.io/gpus "0,3", vramd.io/vram-per-gpu "1073741824", as bind writes
+// them). nullopt when neither annotation is there. kInvalidArgument, with the
+// reason, when they are malformed: only one of the two present; an empty
+// list, an item that is not a plain decimal index (whitespace, signs, text),
+// an index above kMaxGpuIndex, a duplicate index, more than
+// kMaxAnnotatedGpus GPUs; bytes that are not plain decimal digits, 0, or above
+// ledger::kMaxBytesPerGpu (a 19-digit value past INT64_MAX included). Pure; never throws.
+Result<std::optional<AnnotatedGpus>> GpusFromAnnotations(const std::map<std::string, std::string>& annotations);
 
 }  // namespace vramd::reconcile

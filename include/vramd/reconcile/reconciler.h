@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,6 +29,9 @@ namespace vramd::reconcile {
 
 // The node label vramd changes to make kube-scheduler retry unschedulable pods.
 inline constexpr const char* kFreedLabel = "vramd.io/vram-freed";
+// The reason of the Warning Event vramd posts on a bound pod whose VRAM
+// metadata it cannot read (plan.h MalformedPod), once per pod UID and reason.
+inline constexpr const char* kMalformedPodEventReason = "VramdInvalidVramMetadata";
 
 struct PassStats {
   int actions = 0;
@@ -61,6 +65,9 @@ class Reconciler {
 
  private:
   void Loop(std::stop_token st);
+  // Logs, counts and posts a Warning Event for each malformed pod the plan
+  // found that was not reported yet with the same reason; sets the gauge.
+  void ReportMalformed(const std::vector<MalformedPod>& now);
 
   const config::Config& cfg_;
   store::LedgerStore* store_;
@@ -79,7 +86,14 @@ class Reconciler {
   metrics::Family<metrics::Counter>* nudges_;
   metrics::Family<metrics::Gauge>* phantom_;
   metrics::Family<metrics::Histogram>* duration_;
+  metrics::Family<metrics::Gauge>* malformed_;
+  metrics::Family<metrics::Counter>* malformed_reports_;
+  std::mutex report_mu_;
+  std::map<std::string, bool> reported_;  // "uid\nreason" -> Event posted (or given up)
 
+  metrics::Family<metrics::Gauge>* rebuilding_;
+  metrics::Family<metrics::Counter>* rebuilds_;
+  std::atomic<bool> rebuilding_now_{false};
   std::atomic<bool> first_pass_done_{false};
   std::mutex mu_;
   std::condition_variable_any cv_;

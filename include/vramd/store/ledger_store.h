@@ -7,6 +7,7 @@
 #include <set>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vramd/ledger/model.h"
@@ -29,6 +30,28 @@ struct ReserveRequest {
   // (as BeginBind) when the entry is written, moved or already held — the
   // reservation and its protection from reconcile appear together.
   int64_t in_flight_ttl_ms = 0;
+  // Refuse (kUnavailable, "being rebuilt") unless the ledger is sealed (see
+  // ReadSeal). Every reservation made with Kubernetes sets it; standalone
+  // mode has no cluster to rebuild from and does not.
+  bool require_sealed = false;
+};
+
+// What every refusal during a rebuild says (filter, prioritize, bind, preempt).
+inline constexpr const char* kRebuildingMessage =
+    "the VRAM ledger is being rebuilt from the cluster after its store lost data; no VRAM is granted until every "
+    "bound pod's reservation is restored (kube-scheduler retries)";
+
+// Whether the ledger is complete (DESIGN.md §7, docs/valkey-ha.md). A store
+// that lost data (FLUSHALL, a restart without persistence, a failover to a
+// replica that missed writes) loses the seal with it; the leader then rebuilds
+// the ledger from the cluster and seals it again only when every bound pod's
+// entry is back (Seal). No reservation that requires the seal is granted
+// meanwhile, on any replica.
+struct SealState {
+  bool sealed = false;
+  std::string rebuild_token;     // non-empty while a rebuild is under way (BeginRebuild)
+  int64_t rebuild_since_ms = 0;  // server time at which that rebuild began
+  int64_t now_ms = 0;            // server time of this read
 };
 
 enum class ReserveOutcome {
@@ -115,6 +138,21 @@ class LedgerStore {
     return s.ok() ? e : s;
   }
   virtual Result<std::set<std::string>> BindsInFlight() = 0;
+
+  // The seal (SealState). ReadSeal also checks the epoch against the highest
+  // one this process has seen: an epoch that went back means the store lost
+  // writes (a stale replica was promoted), so the seal is removed then and the
+  // epoch moved past every value a replica may have cached.
+  virtual Result<SealState> ReadSeal() = 0;
+  // Starts a rebuild unless one is under way or the ledger is sealed; returns
+  // the state afterwards (its token names the rebuild Seal completes).
+  virtual Result<SealState> BeginRebuild(const std::string& who) = 0;
+  // Seals the ledger in one atomic step, provided the rebuild `token` is still
+  // the current one (a second loss meanwhile removed it) and every (node, pod
+  // UID) in `required` has its entry. kUnavailable naming what is missing
+  // otherwise (the caller tries again on its next pass).
+  virtual Status Seal(const std::string& token,
+                      const std::vector<std::pair<std::string, std::string>>& required) = 0;
 
   // The leader stamps the time of each full reconcile pass (server time, ms);
   // readiness of every replica looks at it.

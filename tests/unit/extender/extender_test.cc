@@ -1,5 +1,6 @@
 #include "vramd/extender/extender.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -188,6 +189,30 @@ TEST_F(KubeExtender, TheBindIsInFlightWhileTheBindingIsCreatedAndNotAfter) {
   EXPECT_EQ(entries_during, 1u);
   EXPECT_TRUE(store.BindsInFlight()->empty());    // cleared together with marking it bound
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+// Issue 11: a store that lost data is unsealed until the leader rebuilt it;
+// meanwhile no verb grants anything, and each says why (kube-scheduler retries).
+TEST_F(KubeExtender, NothingIsGrantedWhileTheLedgerIsBeingRebuilt) {
+  store.LoseStore();
+  store.AddNode("big", {96 * kGi});  // capacities come back before the entries
+  Response f = ext.Filter(FilterBody("u1", "32Gi", {"big"}));
+  EXPECT_EQ(f.status, 200);
+  EXPECT_THAT(json::parse(f.body)["Error"].get<std::string>(), ::testing::HasSubstr("being rebuilt"));
+  EXPECT_TRUE(json::parse(f.body)["NodeNames"].is_null() || json::parse(f.body)["NodeNames"].empty()) << f.body;
+  Response p = ext.Prioritize(FilterBody("u1", "32Gi", {"big"}));
+  EXPECT_EQ(p.status, 503);
+  EXPECT_THAT(p.body, ::testing::HasSubstr("being rebuilt"));
+  EXPECT_THAT(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"].get<std::string>(),
+              ::testing::HasSubstr("being rebuilt"));
+  EXPECT_TRUE(store.Entries("big").empty());
+  EXPECT_TRUE(kube.pods["default/p-u1"].node_name.empty()) << "no Binding while unsealed";
+  // Sealed again (the rebuild found everything): granted as before.
+  store.now_ms += 1;
+  ASSERT_TRUE(store.BeginRebuild("test").ok());
+  ASSERT_TRUE(store.Seal(store.ReadSeal()->rebuild_token, {}).ok());
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(kube.pods["default/p-u1"].node_name, "big");
 }
 
 TEST_F(KubeExtender, FailedBindingLeavesNoBindInFlight) {

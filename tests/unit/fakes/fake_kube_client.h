@@ -17,7 +17,7 @@ class FakeKubeClient : public kube::KubeClient {
   std::map<std::string, kube::PodInfo> pods;  // "ns/name"
   std::vector<kube::NodeInfo> nodes;
   std::vector<std::string> calls;             // "patch ns/name", "bind ns/name node", ...
-  Status fail_patch, fail_bind, fail_list;
+  Status fail_patch, fail_bind, fail_list, fail_event;
   bool bind_conflict_then_bound = false;      // Binding answers 409 but the pod is bound
   std::function<void()> on_bind;              // called as a Binding arrives
 
@@ -88,7 +88,13 @@ class FakeKubeClient : public kube::KubeClient {
                       const std::string&) override {
     std::lock_guard<std::mutex> l(mu_);
     calls.push_back("event " + pod.ns + "/" + pod.name + " " + reason);
-    return Status::Ok();
+    return fail_event;
+  }
+  Status PostNodeEvent(const kube::NodeInfo& node, const std::string&, const std::string& reason,
+                       const std::string&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("node-event " + node.name + " " + reason);
+    return fail_event;
   }
   Status WatchPods(const std::string&, const std::atomic<bool>&,
                    const std::function<void(const kube::WatchEvent<kube::PodInfo>&)>&) override {
@@ -97,6 +103,24 @@ class FakeKubeClient : public kube::KubeClient {
   Status WatchNodes(const std::string&, const std::atomic<bool>&,
                     const std::function<void(const kube::WatchEvent<kube::NodeInfo>&)>&) override {
     return Unavailable("fake: no watch");
+  }
+
+  // Removes a pod (as a delete with grace period 0); false when absent.
+  bool DeletePod(const std::string& ns, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    return pods.erase(ns + "/" + name) > 0;
+  }
+  // A copy of every pod, under the lock (tests that bind concurrently).
+  std::vector<kube::PodInfo> PodsNow() {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<kube::PodInfo> out;
+    for (const auto& [k, p] : pods) out.push_back(p);
+    return out;
+  }
+  // Adds a pod under the lock (AddPod's shape, for concurrent tests).
+  void AddPodLocked(const kube::PodInfo& p) {
+    std::lock_guard<std::mutex> l(mu_);
+    pods[p.ns + "/" + p.name] = p;
   }
 
   void AddPod(const std::string& ns, const std::string& name, const std::string& uid, const char* vram,

@@ -39,6 +39,7 @@ class FakeLedgerStore : public store::LedgerStore {
   Result<store::ReserveOutcome> Reserve(const store::ReserveRequest& req) override {
     std::lock_guard<std::mutex> l(mu_);
     if (unavailable) return Unavailable("fake store down");
+    if (req.require_sealed && !snap_.sealed) return Unavailable("the VRAM ledger is being rebuilt");
     auto it = snap_.nodes.find(req.node);
     if (it == snap_.nodes.end()) return NotFound("node " + req.node + " is not in the ledger");
     ledger::Node& n = it->second;
@@ -152,6 +153,50 @@ class FakeLedgerStore : public store::LedgerStore {
   std::set<std::string> in_flight;
   int64_t reconciled_ms = 0;
 
+  // The seal: sealed from the start (a test of the rebuild calls LoseStore).
+  Result<store::SealState> ReadSeal() override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    return SealLocked();
+  }
+  Result<store::SealState> BeginRebuild(const std::string& who) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    if (!snap_.sealed && rebuild_token_.empty()) {
+      rebuild_token_ = std::to_string(now_ms) + ":" + who;
+      rebuild_since_ms_ = now_ms;
+    }
+    return SealLocked();
+  }
+  Status Seal(const std::string& token, const std::vector<std::pair<std::string, std::string>>& required) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unavailable) return Unavailable("fake store down");
+    if (snap_.sealed) return Status::Ok();
+    if (token.empty() || token != rebuild_token_) return Unavailable("the rebuild was restarted");
+    for (const auto& [node, uid] : required) {
+      auto it = snap_.nodes.find(node);
+      const bool held = it != snap_.nodes.end() &&
+                        std::any_of(it->second.entries.begin(), it->second.entries.end(),
+                                    [&](const ledger::Entry& e) { return e.pod_uid == uid; });
+      if (!held) return Unavailable("entry of pod " + uid + " on node " + node + " is missing");
+    }
+    snap_.sealed = true;
+    rebuild_token_.clear();
+    ++snap_.epoch;
+    ++seals;
+    return Status::Ok();
+  }
+  // Test helper: the store lost everything (FLUSHALL).
+  void LoseStore() {
+    std::lock_guard<std::mutex> l(mu_);
+    snap_ = ledger::Snapshot();
+    snap_.sealed = false;
+    snap_.epoch = 1;
+    rebuild_token_.clear();
+    in_flight.clear();
+  }
+  int seals = 0;
+
   Status Ping() override { return unavailable ? Unavailable("fake store down") : Status::Ok(); }
 
   // Test helpers.
@@ -169,6 +214,16 @@ class FakeLedgerStore : public store::LedgerStore {
   int releases = 0;
 
  private:
+  store::SealState SealLocked() const {
+    store::SealState st;
+    st.sealed = snap_.sealed;
+    st.rebuild_token = rebuild_token_;
+    st.rebuild_since_ms = rebuild_since_ms_;
+    st.now_ms = now_ms;
+    return st;
+  }
+  std::string rebuild_token_;
+  int64_t rebuild_since_ms_ = 0;
   std::mutex mu_;
   ledger::Snapshot snap_;
 };

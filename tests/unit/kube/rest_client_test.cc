@@ -353,6 +353,30 @@ TEST_F(RestClientTest, PostPodEventCreatesACoreV1Event) {
   EXPECT_EQ(client->PostPodEvent(pod, "Error", "X", "y").code(), Code::kInvalidArgument);
 }
 
+TEST_F(RestClientTest, PostNodeEventCreatesAnEventInTheDefaultNamespace) {
+  server_->Post("/api/v1/namespaces/default/events", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    res.status = 201;
+    res.set_content(req.body, "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  NodeInfo node;
+  node.name = "ness-linux3";
+  node.uid = "node-uid-1";
+  Status st = client->PostNodeEvent(node, "Warning", "VramdInvalidGpuCapacity", "annotation vramd.io/capacity: 1e30");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  json ev = json::parse(Last().body);
+  EXPECT_EQ(ev["metadata"]["generateName"], "ness-linux3.vramd-");
+  EXPECT_EQ(ev["metadata"]["namespace"], "default");
+  EXPECT_EQ(ev["involvedObject"],
+            json::parse(R"({"apiVersion":"v1","kind":"Node","name":"ness-linux3","uid":"node-uid-1"})"));
+  EXPECT_EQ(ev["reason"], "VramdInvalidGpuCapacity");
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["message"], "annotation vramd.io/capacity: 1e30");
+  EXPECT_EQ(client->PostNodeEvent(node, "Error", "X", "y").code(), Code::kInvalidArgument);
+}
+
 // --- Lists -----------------------------------------------------------------
 
 TEST_F(RestClientTest, ListPodsFollowsContinueTokens) {

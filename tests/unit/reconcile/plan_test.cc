@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "vramd/ledger/capacity.h"
+
 namespace vramd::reconcile {
 namespace {
 
@@ -155,16 +157,188 @@ TEST(Plan, PodSeenDeletedIsReleasedAtOnceWhateverItsAge) {
 }
 
 TEST(Plan, AnnotationParsing) {
-  std::vector<int> g;
-  int64_t b = 0;
-  EXPECT_TRUE(GpusFromAnnotations({{"vramd.io/gpus", "0,3"}, {"vramd.io/vram-per-gpu", "1024"}}, &g, &b));
-  EXPECT_EQ(g, (std::vector<int>{0, 3}));
-  EXPECT_EQ(b, 1024);
-  for (const char* bad : {"", "a", "0,,1", "1,1", "-1", "0;1"}) {
-    EXPECT_FALSE(GpusFromAnnotations({{"vramd.io/gpus", bad}, {"vramd.io/vram-per-gpu", "1"}}, &g, &b)) << bad;
-  }
-  EXPECT_FALSE(GpusFromAnnotations({{"vramd.io/gpus", "0"}, {"vramd.io/vram-per-gpu", "1Gi"}}, &g, &b));
-  EXPECT_FALSE(GpusFromAnnotations({{"vramd.io/gpus", "0"}}, &g, &b));
+  Result<std::optional<AnnotatedGpus>> ok =
+      GpusFromAnnotations({{"vramd.io/gpus", "3,0"}, {"vramd.io/vram-per-gpu", "1024"}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_TRUE(ok->has_value());
+  EXPECT_EQ((*ok)->gpus, (std::vector<int>{0, 3}));
+  EXPECT_EQ((*ok)->per_gpu, 1024);
+  Result<std::optional<AnnotatedGpus>> none = GpusFromAnnotations({{"vramd.io/model", "llama"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  Result<std::optional<AnnotatedGpus>> edge = GpusFromAnnotations(
+      {{"vramd.io/gpus", "4096"}, {"vramd.io/vram-per-gpu", std::to_string(ledger::kMaxBytesPerGpu)}});
+  ASSERT_TRUE(edge.ok()) << edge.status().message();
+  EXPECT_EQ((*edge)->per_gpu, ledger::kMaxBytesPerGpu);
+}
+
+// Hostile annotations (issue 11): each is an error with a reason, never an
+// exception (std::stoll threw std::out_of_range on the 19-digit value and
+// aborted the reconcile thread).
+struct BadAnnotations {
+  const char* name;
+  std::map<std::string, std::string> annotations;
+  const char* reason_part;
+};
+
+class AnnotationRejects : public ::testing::TestWithParam<BadAnnotations> {};
+
+TEST_P(AnnotationRejects, WithAReason) {
+  Result<std::optional<AnnotatedGpus>> r = GpusFromAnnotations(GetParam().annotations);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(GetParam().reason_part), std::string::npos) << r.status().message();
+}
+
+std::map<std::string, std::string> A(const std::string& gpus, const std::string& bytes) {
+  return {{"vramd.io/gpus", gpus}, {"vramd.io/vram-per-gpu", bytes}};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plan, AnnotationRejects,
+    ::testing::Values(
+        BadAnnotations{"BytesPastInt64", A("0", "9999999999999999999"), "vramd.io/vram-per-gpu=\"9999999999999999999\""},
+        BadAnnotations{"BytesFarPastInt64", A("0", std::string(400, '9')), "is not a whole number of bytes"},
+        BadAnnotations{"BytesUint64Max", A("0", "18446744073709551615"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesTwoToThe60", A("0", std::to_string(int64_t{1} << 60)), "from 1 to"},
+        BadAnnotations{"BytesJustAboveBound", A("0", std::to_string(ledger::kMaxBytesPerGpu + 1)), "(1Pi)"},
+        BadAnnotations{"BytesZero", A("0", "0"), "from 1 to"},
+        BadAnnotations{"BytesNegative", A("0", "-1"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesPlus", A("0", "+1"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesQuantity", A("0", "1Gi"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesFloat", A("0", "1e9"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesWhitespace", A("0", " 1024"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesTrailingSpace", A("0", "1024 "), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesEmpty", A("0", ""), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"BytesText", A("0", "lots"), "vramd.io/vram-per-gpu"},
+        BadAnnotations{"GpusEmpty", A("", "1024"), "is empty"},
+        BadAnnotations{"GpusText", A("a", "1024"), "item \"a\""},
+        BadAnnotations{"GpusEmptyItem", A("0,,1", "1024"), "item \"\""},
+        BadAnnotations{"GpusTrailingComma", A("0,", "1024"), "item \"\""},
+        BadAnnotations{"GpusDuplicate", A("1,1", "1024"), "names GPU 1 twice"},
+        BadAnnotations{"GpusDuplicateLeadingZero", A("1,01", "1024"), "names GPU 1 twice"},
+        BadAnnotations{"GpusNegative", A("-1", "1024"), "item \"-1\""},
+        BadAnnotations{"GpusHugeIndex", A("4097", "1024"), "0..4096"},
+        BadAnnotations{"GpusIndexPastInt64", A("99999999999999999999", "1024"), "vramd.io/gpus"},
+        BadAnnotations{"GpusWhitespace", A("0, 1", "1024"), "item \" 1\""},
+        BadAnnotations{"GpusSemicolon", A("0;1", "1024"), "vramd.io/gpus"},
+        BadAnnotations{"GpusTooMany", A([] {
+                                          std::string s = "0";
+                                          for (int i = 1; i <= 64; ++i) s += "," + std::to_string(i);
+                                          return s;
+                                        }(),
+                                        "1024"),
+                       "more than 64 GPUs"},
+        BadAnnotations{"OnlyGpus", {{"vramd.io/gpus", "0"}}, "vramd.io/gpus is set without vramd.io/vram-per-gpu"},
+        BadAnnotations{"OnlyBytes", {{"vramd.io/vram-per-gpu", "1024"}},
+                       "vramd.io/vram-per-gpu is set without vramd.io/gpus"}),
+    [](const auto& info) { return info.param.name; });
+
+// Hostile bound pods in a plan: every one is reported with its reason, none
+// stops the pass, and the good pods beside them are planned as usual.
+struct HostilePod {
+  const char* name;
+  kube::PodInfo pod;
+  const char* reason_part;
+  const char* want_action;  // the pod's action, "" for none
+};
+
+kube::PodInfo WithAnnotations(kube::PodInfo p, std::map<std::string, std::string> ann) {
+  for (auto& [k, v] : ann) p.annotations[k] = v;
+  return p;
+}
+
+kube::PodInfo WithSpec(kube::PodInfo p, const char* gpu_count, const char* peak) {
+  if (gpu_count) p.spec.gpu_count = gpu_count;
+  if (peak) p.spec.vram_peak = peak;
+  return p;
+}
+
+class PlanHostile : public ::testing::TestWithParam<HostilePod> {};
+
+TEST_P(PlanHostile, IsReportedAndTheRestIsPlanned) {
+  const HostilePod& c = GetParam();
+  ledger::Snapshot s = Snap({E("held", {0}, 8 * kGi, EntryState::kBound, 1000)});
+  std::vector<kube::PodInfo> pods = {P("held", "n1", "8Gi"), c.pod, P("good", "n2", "4Gi")};
+  PlanResult r;
+  ASSERT_NO_THROW(r = Plan(s, pods, {}, PlanOptions{kNow, kGrace}));
+  ASSERT_EQ(r.malformed.size(), 1u);
+  const MalformedPod& m = r.malformed[0];
+  EXPECT_EQ(m.uid, c.pod.uid);
+  EXPECT_EQ(m.ns, "default");
+  EXPECT_EQ(m.name, c.pod.name);
+  EXPECT_EQ(m.node, "n1");
+  EXPECT_NE(m.reason.find(c.reason_part), std::string::npos) << m.reason;
+  std::vector<std::string> got;
+  for (const Action& a : r.actions) got.push_back(Describe(a));
+  std::vector<std::string> want;
+  if (*c.want_action) want.push_back(c.want_action);
+  want.push_back("readd n2 good gpus=0 per_gpu=4Gi");
+  EXPECT_EQ(got, want);
+  // Nothing planned claims more than one GPU may have.
+  for (const Action& a : r.actions) EXPECT_LE(a.entry.per_gpu, ledger::kMaxBytesPerGpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plan, PlanHostile,
+    ::testing::Values(
+        // Malformed placement annotations, valid request: re-added from the request.
+        HostilePod{"PerGpuPastInt64", WithAnnotations(P("h", "n1", "8Gi"), A("0", "9999999999999999999")),
+                   "accounts the pod by its request (8Gi on each of 1 GPU(s)", "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"PerGpuTwoToThe60", WithAnnotations(P("h", "n1", "8Gi"), A("0", "1152921504606846976")),
+                   "from 1 to", "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"PerGpuZero", WithAnnotations(P("h", "n1", "8Gi"), A("0", "0")), "from 1 to",
+                   "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"PerGpuNegative", WithAnnotations(P("h", "n1", "8Gi"), A("0", "-8589934592")),
+                   "vramd.io/vram-per-gpu", "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"GpusDuplicate", WithAnnotations(P("h", "n1", "8Gi"), A("0,0", "8589934592")), "twice",
+                   "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"GpusHugeIndex", WithAnnotations(P("h", "n1", "8Gi"), A("99999", "8589934592")), "0..4096",
+                   "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"GpusEmpty", WithAnnotations(P("h", "n1", "8Gi"), A("", "8589934592")), "is empty",
+                   "readd n1 h gpus=1 per_gpu=8Gi"},
+        HostilePod{"GpusText", WithAnnotations(P("h", "n1", "8Gi"), A("all", "8589934592")), "vramd.io/gpus",
+                   "readd n1 h gpus=1 per_gpu=8Gi"},
+        // Invalid request: reported, not re-added.
+        HostilePod{"AbsurdGpuCount", WithSpec(P("h", "n1", "8Gi"), "99999999999999", nullptr), "vramd.io/gpu-count",
+                   ""},
+        HostilePod{"GpuCountZero", WithSpec(P("h", "n1", "8Gi"), "0", nullptr), "from 1 to 64", ""},
+        HostilePod{"GpuCountText", WithSpec(P("h", "n1", "8Gi"), "two", nullptr), "vramd.io/gpu-count", ""},
+        HostilePod{"PeakBelowRequest", WithSpec(P("h", "n1", "8Gi"), nullptr, "1Gi"), "vramd.io/vram-peak", ""},
+        HostilePod{"PeakPastInt64", WithSpec(P("h", "n1", "8Gi"), nullptr, "9999999999999999999"),
+                   "vramd.io/vram-peak", ""},
+        HostilePod{"RequestPastInt64", P("h", "n1", "9999999999999999999"), "invalid VRAM request", ""},
+        HostilePod{"RequestNegative", P("h", "n1", "-5Gi"), "negative", ""},
+        HostilePod{"RequestText", P("h", "n1", "lots"), "invalid VRAM request", ""},
+        HostilePod{"RequestAbovePerGpuBound", P("h", "n1", "2Pi"), "more than the 1Pi one GPU may have", ""},
+        HostilePod{"PeakAbovePerGpuBound", WithSpec(P("h", "n1", "8Gi"), nullptr, "4Ei"), "more than the 1Pi", ""}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Plan, HeldPodWithBadAnnotationsKeepsItsEntry) {
+  ledger::Snapshot s = Snap({E("a", {1}, 8 * kGi, EntryState::kBound, 1000)});
+  PlanResult r = Plan(s, {WithAnnotations(P("a", "n1", "8Gi"), A("0", "9999999999999999999"))}, {},
+                      PlanOptions{kNow, kGrace});
+  EXPECT_TRUE(r.actions.empty());
+  ASSERT_EQ(r.malformed.size(), 1u);
+}
+
+TEST(Plan, TerminalAndUnboundPodsAreNotReported) {
+  kube::PodInfo done = WithAnnotations(P("a", "n1", "8Gi", "Succeeded"), A("0", "x"));
+  kube::PodInfo pending = WithSpec(P("b", "", "8Gi", "Pending"), "0", nullptr);
+  PlanResult r = Plan(Snap({}), {done, pending}, {}, PlanOptions{kNow, kGrace});
+  EXPECT_TRUE(r.malformed.empty());
+  EXPECT_TRUE(r.actions.empty());
+}
+
+TEST(Plan, ReasonIsTheSameEveryPass) {
+  // The reconciler posts one Event per pod UID and reason: a reason that
+  // changed once the orphan was re-added would post a second one.
+  kube::PodInfo p = WithAnnotations(P("a", "n1", "8Gi"), A("0", "9999999999999999999"));
+  PlanResult first = Plan(Snap({}), {p}, {}, PlanOptions{kNow, kGrace});
+  ASSERT_EQ(first.actions.size(), 1u);
+  PlanResult second = Plan(Snap({first.actions[0].entry}), {p}, {}, PlanOptions{kNow, kGrace});
+  EXPECT_TRUE(second.actions.empty());
+  EXPECT_EQ(first.malformed, second.malformed);
 }
 
 }  // namespace
