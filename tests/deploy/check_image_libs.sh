@@ -10,8 +10,10 @@
 #     missing, no -dev package is installed at run time, and each package
 #     exists in this Debian release's archive (apt-cache);
 #  3. smoke test: vramd runs as uid 65532 with the root filesystem remounted
-#     read-only (a private mount namespace; skipped where unshare is not
-#     permitted) and answers /healthz, /readyz and /metrics.
+#     read-only (a private mount namespace) and answers /healthz, /readyz and
+#     /metrics. Where that cannot run (no redis-server, unshare or setpriv, or
+#     no permission to remount / read-only in a mount namespace: run as root,
+#     or in a container with CAP_SYS_ADMIN) the check FAILS, never skips.
 #
 # Usage: tests/deploy/check_image_libs.sh        (binaries from $VRAMD_BIN_DIR or build/bin)
 # Exits non-zero with a message naming what is wrong.
@@ -130,12 +132,15 @@ done
 
 # --- 3. Non-root, read-only root filesystem smoke test ----------------------
 smoke() {
-  command -v redis-server >/dev/null || { echo "check_image_libs: SKIP smoke test: redis-server not installed"; return 0; }
+  command -v redis-server >/dev/null ||
+    { fail "smoke test cannot run: redis-server is not installed (scripts/install-deps.sh --test)"; return 1; }
   command -v unshare >/dev/null && command -v setpriv >/dev/null ||
-    { echo "check_image_libs: SKIP smoke test: unshare/setpriv not available"; return 0; }
-  if ! unshare -m --propagation private sh -c 'mount -o remount,bind,ro / && ! touch /.vramd-ro-probe 2>/dev/null' 2>/dev/null; then
-    echo "check_image_libs: SKIP smoke test: cannot remount / read-only in a private mount namespace here"
-    return 0
+    { fail "smoke test cannot run: unshare/setpriv (util-linux) not available"; return 1; }
+  local probe_err
+  if ! probe_err=$(unshare -m --propagation private sh -c 'mount -o remount,bind,ro / && ! touch /.vramd-ro-probe 2>/dev/null' 2>&1); then
+    fail "smoke test cannot run: / cannot be remounted read-only in a private mount namespace here" \
+      "(needs root or CAP_SYS_ADMIN; $(tr -s "\n" " " <<<"${probe_err:-no message}"))"
+    return 1
   fi
   local work port vport pid rc=0
   work=$(mktemp -d /tmp/vramd-image-smoke.XXXXXX)

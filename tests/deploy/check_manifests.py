@@ -110,9 +110,12 @@ def metric_names(expr):
 
 
 def known_config_keys(vramd_bin):
-    """The config keys vramd knows, from `vramd --help-config` (None without the binary)."""
-    if not vramd_bin or not os.access(vramd_bin, os.X_OK):
+    """The config keys vramd knows, from `vramd --help-config` (None when no
+    binary is named; a named binary that is missing is an error)."""
+    if not vramd_bin:
         return None
+    if not os.access(vramd_bin, os.X_OK):
+        sys.exit(f"check_manifests: FAILED: --vramd-bin {vramd_bin} is not an executable (build it first)")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     out = subprocess.run([vramd_bin, "--help-config"], capture_output=True, text=True, env=env, check=True).stdout
     lines = out.splitlines()[1:]

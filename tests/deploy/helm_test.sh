@@ -22,11 +22,17 @@
 #     and `promtool test rules` with tests/deploy/rules_test.yaml (alerts fire
 #     once per GPU/pod with two replicas scraped, at the right time, with the
 #     expected text);
-#  6. when the testbed's kube-scheduler 1.20.2 is cached
-#     (${VRAMD_CACHE}/k8s-1.20.2/bin, built by tests/e2e/testbed/build-k8s.sh),
-#     it is started with each rendered v1beta1 configuration (plain and TLS with
-#     client certificates) and must stay up: 1.20 exits at once on a config it
-#     rejects (unknown field, invalid extender, unreadable CA).
+#  6. the testbed's kube-scheduler 1.20.2 (${VRAMD_CACHE}/k8s-1.20.2/bin, built
+#     by tests/e2e/testbed/build-k8s.sh) is started with each rendered v1beta1
+#     configuration (plain and TLS with client certificates), its healthz and
+#     metrics pinned to a free loopback port, and must serve /healthz: 1.20
+#     loads and validates the whole configuration (extenders, TLS files) before
+#     it serves, and exits at once on a config it rejects (unknown field,
+#     invalid extender, unreadable CA). e2e.chart_scheduler_test then schedules
+#     pods through the testbed configuration against a real API server.
+#
+# Needs vramd (VRAMD_BIN_DIR or build/bin) and the testbed's kube-scheduler:
+# without either it FAILS (a deploy tier that cannot run its checks is no pass).
 #
 # Usage: tests/deploy/helm_test.sh [OUT_DIR]
 #   OUT_DIR (or $VRAMD_TEST_DEPLOY_OUT) keeps the rendered manifests and the
@@ -86,6 +92,12 @@ if ! "$py" -c 'import yaml' 2>/dev/null; then
   py=/usr/bin/python3
 fi
 "$py" -c 'import yaml' || die "no Python with PyYAML"
+[[ -x "$vramd_bin" ]] ||
+  die "$vramd_bin is not built: the config-key and docs checks need it (run scripts/build.sh, or set VRAMD_BIN_DIR)"
+echo "vramd: $vramd_bin"
+[[ -x "$k8s_bin/kube-scheduler" ]] ||
+  die "$k8s_bin/kube-scheduler is not built: the rendered scheduler configurations cannot be checked (run tests/e2e/testbed/build-k8s.sh, which caches it)"
+echo "kube-scheduler: $k8s_bin/kube-scheduler"
 echo "python: $("$py" --version) with PyYAML $("$py" -c 'import yaml; print(yaml.__version__)')"
 
 if ! command -v promtool >/dev/null; then
@@ -162,11 +174,7 @@ step "manifest checks"
   die "manifest checks (see FAIL lines above)"
 
 step "docs/configuration.md lists every key of vramd --help-config"
-if [[ -x "$vramd_bin" ]]; then
-  "$py" "$root/tests/deploy/config_doc.py" --check --vramd-bin "$vramd_bin" || die "docs/configuration.md is stale"
-else
-  echo "SKIP: $vramd_bin is not built"
-fi
+"$py" "$root/tests/deploy/config_doc.py" --check --vramd-bin "$vramd_bin" || die "docs/configuration.md is stale"
 
 step "dashboard JSON is generated"
 "$py" "$root/deploy/grafana/make-dashboard.py" --check || die "dashboard JSON is stale"
@@ -181,16 +189,14 @@ cp "$root/tests/deploy/rules_test.yaml" "$out/rules_test.yaml"
 promtool test rules "$out/rules_test.yaml" || die "promtool test rules"
 
 # --- kube-scheduler 1.20 accepts the v1beta1 configurations ------------------------
-step "kube-scheduler 1.20.2 starts with the rendered v1beta1 configurations"
-if [[ ! -x "$k8s_bin/kube-scheduler" ]]; then
-  echo "SKIP: $k8s_bin/kube-scheduler is not built (tests/e2e/testbed/build-k8s.sh builds it; the e2e tier runs it against an API server)"
-else
-  ks=$work/kube-scheduler
-  mkdir -p "$ks"
-  # A kubeconfig for an API server that is not there: the configuration is
-  # loaded and validated (and the extender's TLS client built) before any
-  # connection, and the scheduler then keeps retrying its informers.
-  cat >"$ks/kubeconfig" <<'EOF'
+step "kube-scheduler 1.20.2 loads the rendered v1beta1 configurations"
+ks=$work/kube-scheduler
+mkdir -p "$ks"
+# A kubeconfig for an API server that is not there: the configuration is
+# loaded and validated (and the extender's TLS client built) before the
+# healthz server starts and before any connection; the scheduler then keeps
+# retrying its informers.
+cat >"$ks/kubeconfig" <<'EOF'
 apiVersion: v1
 kind: Config
 clusters: [{name: none, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]
@@ -198,21 +204,25 @@ users: [{name: none, user: {token: none}}]
 contexts: [{name: none, context: {cluster: none, user: none}}]
 current-context: none
 EOF
-  # TLS material for the configurations that name a CA and a client certificate.
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=vramd-test-ca \
-    -keyout "$ks/ca.key" -out "$ks/ca.crt" 2>/dev/null || die "openssl CA"
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vramd-scheduler \
-    -keyout "$ks/client.key" -out "$ks/client.csr" 2>/dev/null || die "openssl client key"
-  openssl x509 -req -in "$ks/client.csr" -CA "$ks/ca.crt" -CAkey "$ks/ca.key" -CAcreateserial -days 1 \
-    -out "$ks/client.crt" 2>/dev/null || die "openssl client certificate"
-  run_scheduler() {  # run_scheduler NAME CONFIG.yaml
-    local name=$1 src=$2 cfg=$ks/$1.yaml log=$ks/$1.log pid
-    "$py" - "$src" "$cfg" "$ks" <<'EOF' || die "preparing $name"
+# TLS material for the configurations that name a CA and a client certificate.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=vramd-test-ca \
+  -keyout "$ks/ca.key" -out "$ks/ca.crt" 2>/dev/null || die "openssl CA"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=vramd-scheduler \
+  -keyout "$ks/client.key" -out "$ks/client.csr" 2>/dev/null || die "openssl client key"
+openssl x509 -req -in "$ks/client.csr" -CA "$ks/ca.crt" -CAkey "$ks/ca.key" -CAcreateserial -days 1 \
+  -out "$ks/client.crt" 2>/dev/null || die "openssl client certificate"
+run_scheduler() {  # run_scheduler NAME CONFIG.yaml
+  local name=$1 src=$2 cfg=$ks/$1.yaml log=$ks/$1.log pid health code
+  # healthz and metrics on a free loopback port: with --config, 1.20 ignores
+  # --port=0 and would bind 0.0.0.0:10251, a fixed port that may be taken.
+  health=127.0.0.1:$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$py" - "$src" "$cfg" "$ks" "$health" <<'EOF' || die "preparing $name"
 import sys, yaml
-src, dst, ks = sys.argv[1:4]
+src, dst, ks, health = sys.argv[1:5]
 c = yaml.safe_load(open(src))
 c["clientConnection"] = {"kubeconfig": ks + "/kubeconfig"}
 c.setdefault("leaderElection", {})["leaderElect"] = False   # no API server to hold a lease on
+c["healthzBindAddress"] = c["metricsBindAddress"] = health
 for e in c.get("extenders", []):
     t = e.get("tlsConfig")
     if t:
@@ -221,32 +231,36 @@ for e in c.get("extenders", []):
                 t[k] = ks + "/" + f
 yaml.safe_dump(c, open(dst, "w"))
 EOF
-    "$k8s_bin/kube-scheduler" --config="$cfg" --port=0 --secure-port=0 >"$log" 2>&1 &
-    pid=$!
-    pids+=("$pid")
-    local alive=1
-    for _ in $(seq 40); do
-      sleep 0.1
-      if ! kill -0 "$pid" 2>/dev/null; then alive=0; break; fi
-    done
-    if ((alive)) && ! grep -qiE 'invalid|unknown field|couldn.t create scheduler|error loading|no such file' "$log"; then
-      echo "kube-scheduler 1.20.2 started with $name and stayed up"
-      kill "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
-    else
-      kill "$pid" 2>/dev/null || true
-      grep -v 'reflector.go' "$log" | tail -20 >&2
-      die "kube-scheduler 1.20.2 rejected $name ($src)"
-    fi
-  }
-  run_scheduler testbed "$out/kube-scheduler-config.testbed.yaml"
-  run_scheduler external-tls "$out/kube-scheduler-config.external.yaml"
-  # NOTES.txt's snippet for an existing scheduler (v1beta1), plain and with TLS + client certificates.
-  run_scheduler notes-v1beta1 "$out/notes-extender-v1beta1.yaml"
-  "$py" "$root/tests/deploy/check_manifests.py" --out "$work/notes-all-on" "all-on=$out/rendered-all-on.yaml,$out/NOTES-all-on.txt" >/dev/null ||
-    die "extracting the all-on NOTES.txt snippet"
-  run_scheduler notes-v1beta1-mtls "$work/notes-all-on/notes-extender-v1beta1.yaml"
-fi
+  "$k8s_bin/kube-scheduler" --config="$cfg" --port=0 --secure-port=0 >"$log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  # Up means /healthz answers 200: the configuration was accepted. A rejected
+  # one ends the process first. Bounded: 30 s.
+  local up=0
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$health/healthz" || true)
+    if [[ $code == 200 ]]; then up=1; break; fi
+    sleep 0.1
+  done
+  if ((up)) && kill -0 "$pid" 2>/dev/null &&
+     ! grep -qiE 'invalid|unknown field|couldn.t create scheduler|error loading|no such file' "$log"; then
+    echo "kube-scheduler 1.20.2 loaded $name and serves http://$health/healthz"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  else
+    kill "$pid" 2>/dev/null || true
+    grep -v 'reflector.go' "$log" | tail -20 >&2
+    die "kube-scheduler 1.20.2 rejected $name ($src), or did not serve /healthz within 30 s"
+  fi
+}
+run_scheduler testbed "$out/kube-scheduler-config.testbed.yaml"
+run_scheduler external-tls "$out/kube-scheduler-config.external.yaml"
+# NOTES.txt's snippet for an existing scheduler (v1beta1), plain and with TLS + client certificates.
+run_scheduler notes-v1beta1 "$out/notes-extender-v1beta1.yaml"
+"$py" "$root/tests/deploy/check_manifests.py" --out "$work/notes-all-on" "all-on=$out/rendered-all-on.yaml,$out/NOTES-all-on.txt" >/dev/null ||
+  die "extracting the all-on NOTES.txt snippet"
+run_scheduler notes-v1beta1-mtls "$work/notes-all-on/notes-extender-v1beta1.yaml"
 
 step "summary"
 echo "profiles: ${profiles[*]}; outputs in $out:"
