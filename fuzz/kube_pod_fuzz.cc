@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(plan.actions.size() <= 1 && plan.malformed.size() <= 1);
     for (const reconcile::Action& a : plan.actions) {
       FUZZ_CHECK(a.kind == reconcile::ActionKind::kReadd && a.entry.pod_uid == bound.uid);
-      FUZZ_CHECK(a.entry.per_gpu > 0 && a.entry.per_gpu <= ledger::kMaxBytesPerGpu && a.entry.gpus == std::vector<int>{0});
+      FUZZ_CHECK(a.entry.per_gpu > 0 && a.entry.per_gpu <= ledger::kMaxBytesPerGpu);
+      FUZZ_CHECK(a.entry.gpus == std::vector<int>{0});
     }
     const bool terminal = bound.phase == "Succeeded" || bound.phase == "Failed";
     const bool bad_request =

@@ -216,7 +216,8 @@ class RestClient final : public KubeClient {
 
   Status PostPodEvent(const PodInfo& pod, const std::string& type, const std::string& reason,
                       const std::string& message) override {
-    json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}};
+    json involved = {
+        {"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}};
     return PostEvent(pod.ns, pod.name, std::move(involved), type, reason, message, "pod " + pod.ns + "/" + pod.name);
   }
 

@@ -171,7 +171,9 @@ void NodeSync::ReportMalformed(const std::vector<MalformedNode>& now) {
                                           ". vramd skips the node and keeps its ledger entry as it is.");
       // Retried next pass only when the API server was unreachable.
       posted = s.ok() || s.code() != Code::kUnavailable;
-      if (!s.ok()) spdlog::warn("node {}: posting the {} event failed: {}", m.name, kMalformedNodeEventReason, s.message());
+      if (!s.ok()) {
+        spdlog::warn("node {}: posting the {} event failed: {}", m.name, kMalformedNodeEventReason, s.message());
+      }
     }
     still[key] = posted;
   }

@@ -61,7 +61,8 @@ Result<std::optional<AnnotatedGpus>> GpusFromAnnotations(const std::map<std::str
   size_t start = 0;
   for (;;) {
     const size_t comma = list.find(',', start);
-    const std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item =
+        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     std::optional<int> idx = ParseSmallInt(item, kMaxGpuIndex);
     if (!idx) {
       return bad_list("is not a comma list of GPU indices 0.." + std::to_string(kMaxGpuIndex) + " (item " +
@@ -206,7 +207,8 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     if (!req->wants_vram()) continue;
     Result<std::optional<AnnotatedGpus>> annotations = GpusFromAnnotations(p.annotations);
     if (!annotations.ok()) {
-      report(annotations.status().message() + "; reconcile ignores both placement annotations and accounts the pod by its request (" +
+      report(annotations.status().message() +
+             "; reconcile ignores both placement annotations and accounts the pod by its request (" +
              ledger::FormatBytes(req->per_gpu) + " on each of " + std::to_string(req->gpu_count) +
              " GPU(s) it chooses)");
     }

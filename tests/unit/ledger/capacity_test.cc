@@ -68,8 +68,9 @@ INSTANTIATE_TEST_SUITE_P(
                                                  return s;
                                                }()}},
                 "too many GPUs"},
-        BadMeta{"CountPastInt64", {{"nvidia.com/gpu.count", "99999999999999999999999"}, {"nvidia.com/gpu.memory", "8192"}},
-                {}, "out of range"},
+        BadMeta{"CountPastInt64",
+                {{"nvidia.com/gpu.count", "99999999999999999999999"}, {"nvidia.com/gpu.memory", "8192"}}, {},
+                "out of range"},
         BadMeta{"Count14Digits", {{"nvidia.com/gpu.count", "99999999999999"}, {"nvidia.com/gpu.memory", "8192"}}, {},
                 "nvidia.com/gpu.count"},
         BadMeta{"CountWhitespace", {{"nvidia.com/gpu.count", " 1"}, {"nvidia.com/gpu.memory", "8192"}}, {},

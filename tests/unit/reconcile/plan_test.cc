@@ -197,7 +197,8 @@ std::map<std::string, std::string> A(const std::string& gpus, const std::string&
 INSTANTIATE_TEST_SUITE_P(
     Plan, AnnotationRejects,
     ::testing::Values(
-        BadAnnotations{"BytesPastInt64", A("0", "9999999999999999999"), "vramd.io/vram-per-gpu=\"9999999999999999999\""},
+        BadAnnotations{"BytesPastInt64", A("0", "9999999999999999999"),
+                       "vramd.io/vram-per-gpu=\"9999999999999999999\""},
         BadAnnotations{"BytesFarPastInt64", A("0", std::string(400, '9')), "is not a whole number of bytes"},
         BadAnnotations{"BytesUint64Max", A("0", "18446744073709551615"), "vramd.io/vram-per-gpu"},
         BadAnnotations{"BytesTwoToThe60", A("0", std::to_string(int64_t{1} << 60)), "from 1 to"},
