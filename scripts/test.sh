@@ -15,6 +15,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+
+# The tiers set their own sanitizer options and run every test: options or a
+# GoogleTest filter inherited from the caller's shell would weaken them (or
+# shrink what CTest discovers) without a word. Drop them, and say so.
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
+         GTEST_FILTER GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX SANITIZE_GTEST_FILTER; do
+  if [[ -n "${!v+x}" ]]; then
+    echo "test.sh: WARNING: ignoring $v=${!v} from the environment (the test command runs every test with its own options)"
+    unset "$v"
+  fi
+done
 TIERS=${TIERS:-"unit integration e2e deploy sanitize fuzz"}
 export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 stages=()

@@ -17,6 +17,11 @@ kube-apiserver and kube-scheduler 1.20.2 come from
 tests/e2e/testbed/build-k8s.sh (cached under ${VRAMD_CACHE:-~/.cache/vramd});
 etcd and redis-server from Debian packages that script also installs.
 
+Every process starts from `clean_env()`: the caller's environment is not
+passed on (a developer's VRAMD_POLICY must not change what is tested), only
+PATH, HOME, LANG, LC_*, TMPDIR, the sanitizers' *_OPTIONS and
+LLVM_PROFILE_FILE, plus what a test passes explicitly.
+
 Environment:
   VRAMD_K8S_BIN        directory holding kube-apiserver and kube-scheduler
   VRAMD_CACHE          cache root used by build-k8s.sh (default ~/.cache/vramd)
@@ -104,6 +109,21 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+# What a process under test inherits from the caller; nothing else (keep in
+# sync with tests/system/harness.py and tests/integration/clean_env.h).
+INHERITED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "ASAN_OPTIONS", "TSAN_OPTIONS",
+                 "UBSAN_OPTIONS", "LSAN_OPTIONS", "LLVM_PROFILE_FILE")
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a process under test: INHERITED_ENV and LC_* from
+    ours (the sanitizer options as scripts/sanitize.sh set them), then `extra`.
+    No VRAMD_* (or anything else) from the caller's shell."""
+    env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith("LC_")}
+    env.update(extra or {})
+    return env
+
+
 def quantity(value: int | str) -> str:
     """A Kubernetes quantity string: ints are bytes, strings pass through."""
     return str(value)
@@ -180,7 +200,8 @@ _SETPRIV = shutil.which("setpriv")
 
 
 class ManagedProcess:
-    """A child process in its own process group, its output in a log file."""
+    """A child process in its own process group, its output in a log file; its
+    environment is `clean_env(env)`."""
 
     url: str | None = None  # base URL, for servers started by the testbed
 
@@ -195,8 +216,7 @@ class ManagedProcess:
             log.flush()
             self.popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=cwd,
-                env=dict(env) if env is not None else None,
+                stderr=subprocess.STDOUT, cwd=cwd, env=clean_env(env),
                 start_new_session=True)  # own process group: killpg reaches children
 
     @property
@@ -797,8 +817,12 @@ class Testbed:
 
     def start_vramd(self, binary: str, args: Sequence[str], name: str | None = None,
                     health_url: str | None = None,
-                    timeout: float = VRAMD_READY_TIMEOUT) -> ManagedProcess:
+                    timeout: float = VRAMD_READY_TIMEOUT,
+                    env: Mapping[str, str] | None = None) -> ManagedProcess:
         """Starts vramd and waits until GET {health_url} answers 200.
+
+        Its environment is `clean_env(env)`: the test's own `env` (e.g. a
+        VRAMD_* variable under test) and nothing of the caller's VRAMD_*.
 
         `health_url` defaults to http://<--listen address>/healthz taken from
         `args`. Several instances may run; each gets its own name and log
@@ -818,7 +842,7 @@ class Testbed:
         if name is None:
             name = "vramd" if self._vramd_count == 0 else f"vramd-{self._vramd_count}"
         self._vramd_count += 1
-        proc = self._spawn(name, [os.path.abspath(binary), *args])
+        proc = self._spawn(name, [os.path.abspath(binary), *args], env=env)
         proc.url = health_url.rsplit("/", 1)[0]
         self._wait_ready(proc, lambda: _http_get_status(health_url) == 200, timeout,
                          f"{name} {health_url}")

@@ -40,9 +40,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integration/clean_env.h"
 #include "vramd/store/valkey_client.h"
-
-extern char** environ;
 
 namespace vramd {
 namespace {
@@ -531,7 +530,8 @@ class BadInput : public ::testing::Test {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, (dir_ / "vramd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    itest::CleanEnv env;  // none of the caller's VRAMD_* (issue 18)
+    ASSERT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), env.envp()), 0);
     posix_spawn_file_actions_destroy(&fa);
     // Up, with both static nodes in the ledger.
     auto until = Steady::now() + std::chrono::seconds(20);

@@ -1,6 +1,7 @@
 """A small harness for system tests: the real vramd binary against a real
 Valkey-compatible server (redis-server), both started here on loopback.
-Bounded waits everywhere; processes are killed at teardown."""
+Bounded waits everywhere; processes are killed at teardown. vramd starts from
+`clean_env()`, never with the caller's whole environment."""
 
 import json
 import os
@@ -18,6 +19,21 @@ BIN_DIR = os.environ.get("VRAMD_BIN_DIR",
                          os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
 VRAMD = os.path.abspath(os.path.join(BIN_DIR, "vramd"))
 GI = 1 << 30
+
+
+# What vramd under test inherits from the caller; nothing else (keep in sync
+# with tests/e2e/testbed.py and tests/integration/clean_env.h).
+INHERITED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "ASAN_OPTIONS", "TSAN_OPTIONS",
+                 "UBSAN_OPTIONS", "LSAN_OPTIONS", "LLVM_PROFILE_FILE")
+
+
+def clean_env(extra=None) -> dict:
+    """INHERITED_ENV and LC_* from our environment (the sanitizer options as
+    scripts/sanitize.sh sets them), then `extra`: a developer's VRAMD_POLICY
+    or VRAMD_RESERVE_PERCENT never changes what a test checks."""
+    env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith("LC_")}
+    env.update(extra or {})
+    return env
 
 
 def free_port() -> int:
@@ -86,11 +102,9 @@ class Vramd:
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.log_path = os.path.join(workdir, f"{name}-{self.port}.log")
         self.ssl_ctx = ssl_ctx
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("VRAMD_")}
-        full_env.update(env or {})
         self.args = [VRAMD, "--listen", f"127.0.0.1:{self.port}", *args]
         self.proc = subprocess.Popen(self.args, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
-                                     env=full_env)
+                                     env=clean_env(env))
         if wait:
             wait_for(lambda: self.alive_or_raise() and self.healthy(), 15, message=f"{name} /healthz")
 
