@@ -713,16 +713,19 @@ class Testbed:
                         extender_overrides: Mapping[str, Any] | None = None,
                         config_overrides: Mapping[str, Any] | None = None,
                         config_path: str | None = None,
-                        extra_args: Sequence[str] = ()) -> ManagedProcess:
+                        extra_args: Sequence[str] = (),
+                        health_address: str | None = None) -> ManagedProcess:
         """Starts kube-scheduler (stopping a running one first).
 
         With `config_path` the caller's configuration file is used as is (its
         clientConnection.kubeconfig may point at `self.scheduler_kubeconfig`);
-        otherwise one is written from `scheduler_config(...)`. JSON is valid
-        YAML, so the files are written as JSON.
+        `health_address` is its healthzBindAddress (HOST:PORT; pin it to a
+        free loopback port, 1.20 binds 0.0.0.0:10251 otherwise), waited on
+        like the testbed's own. Otherwise a file is written from
+        `scheduler_config(...)`. JSON is valid YAML, so the files are JSON.
         """
         self.stop_scheduler()
-        health = None
+        health = health_address
         if config_path is None:
             cfg = self.scheduler_config(extender_url_prefixes, scheduler_name,
                                         extender_overrides, config_overrides)
