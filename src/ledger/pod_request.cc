@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "vramd/ledger/quantity.h"
+#include "vramd/parse.h"
 
 namespace vramd::ledger {
 namespace {
@@ -72,17 +73,13 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   req.model = pod.model;
   if (pod.gpu_count) {
     const std::string& g = *pod.gpu_count;
-    int n = 0;
-    bool ok = !g.empty() && g.size() <= 3;
-    for (char c : g) {
-      if (c < '0' || c > '9') ok = false;
-      else n = n * 10 + (c - '0');
-    }
-    if (!ok || n < 1 || n > kMaxGpuCount) {
+    // Digits only, bounded: a 14-digit count is an error, not an int overflow.
+    const std::optional<int> n = ParseSmallInt(g, kMaxGpuCount);
+    if (!n || *n < 1) {
       return InvalidArgument("annotation vramd.io/gpu-count=\"" + g + "\" must be a whole number from 1 to " +
                              std::to_string(kMaxGpuCount));
     }
-    req.gpu_count = n;
+    req.gpu_count = *n;
   }
   req.per_gpu = CeilDiv(total, req.gpu_count);
   req.peak_per_gpu = req.per_gpu;

@@ -98,6 +98,12 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"GpuCountNotNumber", Pod({Req("4Gi")}, {}, std::nullopt, "two"), "gpu-count"},
         ErrorCase{"GpuCountTooLarge", Pod({Req("4Gi")}, {}, std::nullopt, "65"), "gpu-count"},
         ErrorCase{"GpuCountNegative", Pod({Req("4Gi")}, {}, std::nullopt, "-1"), "gpu-count"},
+        // Hostile shapes (issue 11): no int overflow on the way to the error.
+        ErrorCase{"GpuCountFourteenDigits", Pod({Req("4Gi")}, {}, std::nullopt, "99999999999999"), "gpu-count"},
+        ErrorCase{"GpuCountPastUint64", Pod({Req("4Gi")}, {}, std::nullopt, std::string(40, '9')), "gpu-count"},
+        ErrorCase{"GpuCountWhitespace", Pod({Req("4Gi")}, {}, std::nullopt, " 2"), "gpu-count"},
+        ErrorCase{"GpuCountPlus", Pod({Req("4Gi")}, {}, std::nullopt, "+2"), "gpu-count"},
+        ErrorCase{"GpuCountEmpty", Pod({Req("4Gi")}, {}, std::nullopt, ""), "gpu-count"},
         ErrorCase{"SumOverflows", Pod({Req("8Ei"), Req("8Ei")}), "maximum"},
         ErrorCase{"SumOverflowsBelowMax", Pod({Req("7Ei"), Req("7Ei")}), "overflows"},
         ErrorCase{"PeakBelowRequest", WithPeak(Pod({Req("8Gi")}), "4Gi"), "below"},
