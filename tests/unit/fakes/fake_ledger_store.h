@@ -177,7 +177,7 @@ class FakeLedgerStore : public store::LedgerStore {
       auto it = snap_.nodes.find(node);
       const bool held = it != snap_.nodes.end() &&
                         std::any_of(it->second.entries.begin(), it->second.entries.end(),
-                                    [&](const ledger::Entry& e) { return e.pod_uid == uid; });
+                                    [&uid = uid](const ledger::Entry& e) { return e.pod_uid == uid; });
       if (!held) return Unavailable("entry of pod " + uid + " on node " + node + " is missing");
     }
     snap_.sealed = true;
