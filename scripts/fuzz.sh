@@ -5,16 +5,33 @@
 # or out-of-memory fails the run; the input is kept and its path printed.
 #   scripts/fuzz.sh                          every target, 20 s each
 #   FUZZ_SECONDS=600 scripts/fuzz.sh         longer runs (docs/fuzzing.md)
-#   FUZZ_TARGETS="quantity lock" scripts/fuzz.sh
+#   FUZZ_TARGETS="quantity lock" scripts/fuzz.sh   a subset (said loudly: not the full tier)
 #   FUZZ_BUILD_DIR=build-asan (default)      FUZZ_JOBS=1 parallel workers per target
 # New inputs that reach new code go to $FUZZ_BUILD_DIR/corpus/<target>/ (kept
 # between runs, not committed); fuzz/corpus/ is only read.
+# The sanitizer options are this script's own: ASAN_OPTIONS, UBSAN_OPTIONS and
+# LSAN_OPTIONS from the caller's environment (a detect_leaks=0 left exported)
+# are ignored, with a warning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+  if [[ -n "${!v+x}" ]]; then
+    echo "fuzz.sh: WARNING: ignoring $v=${!v} from the environment (this tier sets its own options)"
+    unset "$v"
+  fi
+done
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-asan}
 SECONDS_EACH=${FUZZ_SECONDS:-20}
-TARGETS=${FUZZ_TARGETS:-"quantity extender bind config usage lock kube_pod"}
+# Every target of fuzz/ (NAME_fuzz.cc), unless FUZZ_TARGETS asks for a subset.
+words() { tr -s ' ' '\n' <<<"$1" | sed '/^$/d' | sort -u | xargs; }  # sorted, one space apart
+ALL_TARGETS=$(words "$(cd fuzz && for f in *_fuzz.cc; do printf '%s ' "${f%_fuzz.cc}"; done)")
+TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
+partial=""
+if [[ "$(words "$TARGETS")" != "$ALL_TARGETS" ]]; then
+  partial="only FUZZ_TARGETS='$TARGETS' of '$ALL_TARGETS'"
+  printf '\n!!! fuzz.sh: PARTIAL RUN: %s; this is not the full fuzz tier\n\n' "$partial"
+fi
 JOBS=${FUZZ_JOBS:-1}
 
 # The ASan+UBSan tree of scripts/sanitize.sh (clang; the libraries are
@@ -34,8 +51,8 @@ built=$(date +%s)
 root=$(pwd)
 bdir=$(cd "$BUILD_DIR" && pwd)
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 logs="$bdir/fuzz-logs"
 mkdir -p "$logs"
 failed=()
@@ -78,6 +95,7 @@ echo "== fuzzing: ${SECONDS_EACH} s per target, build $((built - start)) s =="
 printf '%-10s %12s %9s %6s %8s  %s\n' target execs exec/s cov corpus result
 printf '%s\n' "${summary[@]}"
 echo "fuzz.sh: took $(( $(date +%s) - start )) s"
+[[ -z "$partial" ]] || echo "!!! fuzz.sh: PARTIAL RUN: $partial; this is not the full fuzz tier"
 if ((${#failed[@]})); then
   echo "fuzz.sh: FAILED: ${failed[*]} (reproduce: $BUILD_DIR/bin/fuzz_TARGET INPUT)"
   exit 1

@@ -4,23 +4,56 @@
 #         (build-asan/, clang; the same tree holds the fuzz targets)
 #   tsan  ThreadSanitizer (build-tsan/, clang)
 # Each runs every unit test, every integration test and the system tests
-# (tests/system: the real vramd binary against redis-server). The
-# integration and system tests spawn vramd and vramctl from the same
-# sanitized build, so the daemon runs under the sanitizer too. Every process
-# writes its reports to files (log_path); the run fails on any report and
-# on any failed test. Before the tests, a canary (a deliberate heap overflow
-# and a deliberate data race, built with the same flags) must produce a
-# report, so a sanitizer that silently reports nothing fails the tier.
+# (tests/system: the real vramd binary against redis-server); asan also runs
+# the e2e files of E2E_UNDER_ASAN against the real kube-apiserver and
+# kube-scheduler (tests/e2e: vramd's reconcile passes and its pod/node
+# watches, which only a real API server drives; needs the testbed of
+# tests/e2e/testbed/build-k8s.sh). The integration, system and e2e tests
+# spawn vramd and vramctl from the same sanitized build, so the daemon runs
+# under the sanitizer too. Every process writes its reports to files
+# (log_path); the run fails on any report and on any failed test.
+# Before the tests, two proofs that "0 reports" means something:
+#   - canaries (scripts/lib/sanitizer-canary.cc, built with the tree's flags
+#     and run with the tests' options): a heap overflow, a signed overflow, a
+#     misaligned load and a leak (asan), a data race (tsan) must each leave
+#     their report where the tests' reports are looked for;
+#   - the tree's own binaries are instrumented: vramd, vramctl and the test
+#     binaries link the sanitizer runtime, and every object file of vramd's
+#     code calls into it (nm).
 #   scripts/sanitize.sh                      both
-#   SANITIZERS=tsan scripts/sanitize.sh      one of them
-#   GTEST_FILTER='*Concurrent*' scripts/sanitize.sh   a subset of the GoogleTest cases
+#   SANITIZERS=tsan scripts/sanitize.sh      one of them (said loudly: not the full tier)
+#   SANITIZE_GTEST_FILTER='*Concurrent*' scripts/sanitize.sh
+#                                            a subset of the GoogleTest cases (said loudly)
+# The options of the sanitizers are this script's own: ASAN_OPTIONS,
+# UBSAN_OPTIONS, LSAN_OPTIONS, TSAN_OPTIONS and GTEST_FILTER (and GoogleTest's
+# sharding) from the caller's environment are ignored, with a warning, so an
+# exported detect_leaks=0 or filter of a debugging session never weakens the
+# tier unnoticed; a subset must be asked for by SANITIZE_GTEST_FILTER.
 # Needs a Valkey-compatible server at VRAMD_TEST_VALKEY_URL (scripts/test.sh
 # exports it); when unset, a redis-server is started on a free loopback port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
+         GTEST_FILTER GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX; do
+  if [[ -n "${!v+x}" ]]; then
+    echo "sanitize.sh: WARNING: ignoring $v=${!v} from the environment (this tier sets its own options;" \
+      "a subset of the GoogleTest cases: SANITIZE_GTEST_FILTER)"
+    unset "$v"
+  fi
+done
 SANITIZERS=${SANITIZERS:-"asan tsan"}
-GTEST_FILTER=${GTEST_FILTER:-"*"}
+GTEST_FILTER_ARG=${SANITIZE_GTEST_FILTER:-"*"}
+# The e2e files run under ASan+UBSan: reconcile passes over hostile pod and
+# node metadata, the pod/node watches, filter and a bind by kube-scheduler.
+E2E_UNDER_ASAN="hostile_metadata_test"
+partial=()
+[[ "$GTEST_FILTER_ARG" != "*" ]] &&
+  partial+=("only the GoogleTest cases matching SANITIZE_GTEST_FILTER='$GTEST_FILTER_ARG'")
+[[ " $SANITIZERS " != *" asan "* || " $SANITIZERS " != *" tsan "* ]] && partial+=("only SANITIZERS='$SANITIZERS'")
+if ((${#partial[@]})); then
+  printf '\n!!! sanitize.sh: PARTIAL RUN: %s; this is not the full sanitizer tier\n\n' "${partial[*]}"
+fi
 # shellcheck source=scripts/lib/sanitized-tree.sh
 source scripts/lib/sanitized-tree.sh
 TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
@@ -58,33 +91,94 @@ build() {
   done
 }
 
-# canary SANITIZE OPTIONS_VAR: a program with the bug this sanitizer exists
-# for, built with the tree's flags, must leave a report where the tests'
+# canary SAN OPTIONS...: the deliberate bugs of scripts/lib/sanitizer-canary.cc,
+# built with the tree's flags and run with the options the tests get (@R@:
+# the report directory), must each leave their report where the tests'
 # reports are looked for; otherwise "0 reports" would prove nothing.
 canary() {
-  local san=$1 var=$2 dir="$work/canary-$1"
+  local san=$1
+  shift
+  local dir="$work/canary-$san" flags b bug want r o rc=0 seen=()
+  local -a bugs opts
+  case $san in
+    asan)
+      flags=address,undefined
+      bugs=("heap-overflow=ERROR: AddressSanitizer: heap-buffer-overflow"
+            "signed-overflow=runtime error: signed integer overflow"
+            "misaligned=runtime error: load of misaligned address"
+            "leak=ERROR: LeakSanitizer: detected memory leaks") ;;
+    tsan)
+      flags=thread
+      bugs=("race=WARNING: ThreadSanitizer: data race") ;;
+  esac
   mkdir -p "$dir"
-  cat >"$dir/canary.cc" <<'CANARY'
-#include <cstdlib>
-#include <thread>
-int shared = 0;
-int main(int argc, char**) {
-  int* p = static_cast<int*>(std::malloc(4 * sizeof(int)));
-  std::thread t([] { shared = 1; });  // races with the write below (TSan)
-  shared = 2;
-  t.join();
-  int v = p[argc + 3];  // reads one past the end (ASan)
-  std::free(p);
-  return v == 42 ? 0 : shared;
+  clang++ -std=c++20 -O1 -gline-tables-only -fsanitize="$flags" -fno-omit-frame-pointer -fno-sanitize-recover=all \
+    scripts/lib/sanitizer-canary.cc -o "$dir/canary" -lpthread
+  for b in "${bugs[@]}"; do
+    bug=${b%%=*} want=${b#*=} r="$dir/reports-$bug"
+    mkdir -p "$r"
+    opts=()
+    for o in "$@"; do opts+=("${o//@R@/$r}"); done
+    env "${opts[@]}" "$dir/canary" "$bug" >/dev/null 2>&1 || true
+    if grep -qsF -- "$want" "$r"/*; then
+      seen+=("$bug")
+    else
+      echo "sanitize.sh: the $san canary '$bug' left no '$want' report in $r: that sanitizer is not reporting"
+      rc=1
+    fi
+  done
+  ((rc == 0)) && echo "sanitize.sh: $san canaries reported their bugs: ${seen[*]}"
+  return $rc
 }
-CANARY
-  clang++ -std=c++20 -O1 -g -fsanitize="$san" -fno-omit-frame-pointer "$dir/canary.cc" -o "$dir/canary" -lpthread
-  env "$var=halt_on_error=1:log_path=$dir/report" "$dir/canary" >/dev/null 2>&1 || true
-  if ! grep -qs -E "ERROR: (AddressSanitizer|ThreadSanitizer)|WARNING: ThreadSanitizer" "$dir"/report*; then
-    echo "sanitize.sh: the $san canary left no report in $dir: the sanitizer runtime is not reporting"
+
+# instrumented DIR SAN: the tree's own binaries carry the sanitizer. Each
+# binary links its runtime, and every object file of vramd's own code (the
+# daemon and its two libraries) calls into it: a tree built without the
+# flags, or with them dropped for some files, fails here instead of passing
+# with "0 reports".
+instrumented() {
+  local dir=$1 san=$2 b o w missing=()
+  local -a want objs
+  case $san in
+    asan) want=(__asan_ __ubsan_handle_) ;;
+    tsan) want=(__tsan_) ;;
+  esac
+  # "FILE PREFIX" for every sanitizer prefix (__asan_, __ubsan_handle_,
+  # __tsan_) a symbol of FILE starts with; nm -A NM-ARGS FILES... (awk reads
+  # all of nm's output: no SIGPIPE under pipefail).
+  prefixes() {
+    nm -A "$@" 2>/dev/null | awk '{ f = $1; sub(/:[^:]*$/, "", f); s = $NF
+      if (s ~ /^__asan_/) print f, "__asan_"; else if (s ~ /^__ubsan_handle_/) print f, "__ubsan_handle_"
+      else if (s ~ /^__tsan_/) print f, "__tsan_" }' | sort -u
+  }
+  local -A has=()
+  local f p
+  local -a bins=()
+  for b in vramd vramctl unit_tests integration_tests; do
+    if [[ -x "$dir/bin/$b" ]]; then bins+=("$dir/bin/$b"); else missing+=("$dir/bin/$b is missing"); fi
+  done
+  while read -r f p; do has["$f $p"]=1; done < <(((${#bins[@]})) && prefixes --defined-only "${bins[@]}")
+  for b in "${bins[@]}"; do
+    for w in "${want[@]}"; do
+      [[ -n "${has["$b $w"]:-}" ]] || missing+=("$b defines no ${w}* symbols: the $san runtime is not linked")
+    done
+  done
+  mapfile -t objs < <(find "$dir/CMakeFiles/vramd.dir" "$dir/CMakeFiles/vramd_lib.dir" \
+    "$dir/CMakeFiles/vramd_ledger.dir" -name '*.o' 2>/dev/null | sort)
+  ((${#objs[@]} > 0)) || missing+=("$dir has no object files of vramd (CMakeFiles/vramd*.dir)")
+  while read -r f p; do has["$f $p"]=1; done < <(((${#objs[@]})) && prefixes --undefined-only "${objs[@]}")
+  for o in "${objs[@]}"; do
+    for w in "${want[@]}"; do
+      [[ -n "${has["$o $w"]:-}" ]] || missing+=("${o#"$dir"/} is not instrumented: it calls no ${w}*")
+    done
+  done
+  if ((${#missing[@]})); then
+    printf 'sanitize.sh: %s\n' "${missing[@]:0:20}"
+    echo "sanitize.sh: $dir is not instrumented for $san (${#missing[@]} problem(s)): its tests would prove nothing"
     return 1
   fi
-  echo "sanitize.sh: $san canary reported its bug ($(grep -ohs -E '(AddressSanitizer|ThreadSanitizer): [a-z-]+( race)?' "$dir"/report* | head -1))"
+  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, unit_tests and integration_tests" \
+    "link the runtime; all ${#objs[@]} object files of vramd call ${want[*]}"
 }
 
 # run NAME REPORT_DIR BINARY [gtest args]: the tests must pass and no process
@@ -121,13 +215,15 @@ run() {
   fi
 }
 
-# tiers SAN DIR OPTIONS...: unit, integration and system tests of DIR, each
-# with its own report directory.
+# tiers SAN DIR OPTIONS...: unit, integration and system tests of DIR (and,
+# for asan, the e2e files of E2E_UNDER_ASAN), each with its own report
+# directory.
 tiers() {
   local san=$1 dir=$2
   shift 2
-  local tier r opts
-  for tier in unit integration system; do
+  local tier r opts list="unit integration system"
+  [[ $san == asan ]] && list+=" e2e"
+  for tier in $list; do
     r="$work/reports-$san.$tier"
     mkdir -p "$r"
     opts=()
@@ -136,10 +232,20 @@ tiers() {
       system)
         run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
           bash -c 'cd tests/system && python3 -m unittest discover -p "*_test.py" -v' ;;
-      *) run "$san.$tier" "$r" env "${opts[@]}" "$dir/bin/${tier}_tests" --gtest_filter="$GTEST_FILTER" ;;
+      e2e)
+        # The testbed passes the sanitizer options on to the vramd it starts
+        # (tests/e2e/testbed.py clean_env); its Go servers ignore them.
+        run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
+          bash -c "cd tests/e2e && python3 -m unittest -v $E2E_UNDER_ASAN" ;;
+      *) run "$san.$tier" "$r" env "${opts[@]}" "$dir/bin/${tier}_tests" --gtest_filter="$GTEST_FILTER_ARG" ;;
     esac
   done
 }
+
+# The options every process of a tier runs with (@R@: its report directory).
+asan_opts=("ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan"
+           "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=@R@/ubsan" "LSAN_OPTIONS=log_path=@R@/lsan")
+tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan")
 
 for s in $SANITIZERS; do
   t0=$(date +%s)
@@ -147,15 +253,16 @@ for s in $SANITIZERS; do
     asan)
       build build-asan address,undefined
       echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
-      canary address ASAN_OPTIONS || status=1
-      tiers asan build-asan "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan" \
-        "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=@R@/ubsan" "LSAN_OPTIONS=log_path=@R@/lsan"
+      canary asan "${asan_opts[@]}" || status=1
+      instrumented build-asan asan || status=1
+      tiers asan build-asan "${asan_opts[@]}"
       ;;
     tsan)
       build build-tsan thread
       echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
-      canary thread TSAN_OPTIONS || status=1
-      tiers tsan build-tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan"
+      canary tsan "${tsan_opts[@]}" || status=1
+      instrumented build-tsan tsan || status=1
+      tiers tsan build-tsan "${tsan_opts[@]}"
       ;;
     *) echo "sanitize.sh: unknown sanitizer $s (asan, tsan)"; exit 2 ;;
   esac
@@ -164,5 +271,8 @@ done
 echo
 echo "== sanitizers =="
 printf '%s\n' "${summary[@]}"
+if ((${#partial[@]})); then
+  echo "!!! sanitize.sh: PARTIAL RUN: ${partial[*]}; this is not the full sanitizer tier"
+fi
 echo "sanitize.sh: took $(( $(date +%s) - start )) s"
 exit $status

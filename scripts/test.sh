@@ -7,8 +7,10 @@
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
 #                rendered scheduler config against the real kube-scheduler, image libs
 #   sanitize     the unit, integration and system tests again under ASan+UBSan and
-#                under TSan, zero reports (scripts/sanitize.sh; clang trees build-asan,
-#                build-tsan)
+#                under TSan, and the e2e reconcile/watch file under ASan+UBSan, zero
+#                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
+#                binaries checked for instrumentation (scripts/sanitize.sh; clang
+#                trees build-asan, build-tsan)
 #   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-asan)
 # Options: TIERS="unit integration" scripts/test.sh   (default: all tiers)
 #          FUZZ_SECONDS=60 scripts/test.sh             (default: 15 s per fuzz target)
@@ -16,11 +18,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 
-# The tiers set their own sanitizer options and run every test: options or a
-# GoogleTest filter inherited from the caller's shell would weaken them (or
-# shrink what CTest discovers) without a word. Drop them, and say so.
+# The tiers set their own sanitizer options and run every test: options, a
+# GoogleTest filter or a subset knob of the sanitize and fuzz scripts
+# inherited from the caller's shell would weaken them (or shrink what CTest
+# discovers) without a word. Drop them, and say so. (TIERS picks tiers.)
 for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
-         GTEST_FILTER GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX SANITIZE_GTEST_FILTER; do
+         GTEST_FILTER GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX \
+         SANITIZERS SANITIZE_GTEST_FILTER FUZZ_TARGETS; do
   if [[ -n "${!v+x}" ]]; then
     echo "test.sh: WARNING: ignoring $v=${!v} from the environment (the test command runs every test with its own options)"
     unset "$v"
@@ -34,7 +38,8 @@ stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
 t=$(date +%s); scripts/install-deps.sh --test; stage "install-deps" "$t"
 t=$(date +%s); scripts/build.sh; stage "build (build/)" "$t"
 
-if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* ]]; then
+# e2e and deploy run the real kube-scheduler; sanitize runs one e2e file too.
+if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ]]; then
   t=$(date +%s); tests/e2e/testbed/build-k8s.sh; stage "kubernetes testbed" "$t"
 fi
 
