@@ -8,7 +8,6 @@ by the Helm chart's rendered ClusterRole/ClusterRoleBinding (least privilege). N
 import os
 import subprocess
 import sys
-import time
 import unittest
 import urllib.request
 
@@ -71,20 +70,27 @@ class Scheduling(unittest.TestCase):
         msgs = self.tb.pod_events("too-big", reason="FailedScheduling")
         print("\nFailedScheduling event:", msgs[-1])
 
+    def refused_for_a_full_gpu(self, name, free="2Gi"):
+        """kube-scheduler's FailedScheduling event for `name` carries vramd's
+        refusal for a full GPU: the proof that the pod was tried and refused
+        (instead of waiting a while and finding it still unbound)."""
+        return any(f"largest free is {free}" in m for m in self.tb.pod_events(name, reason="FailedScheduling"))
+
     def test_two_pods_that_cannot_both_fit_on_the_only_gpu(self):
         # Both may only go to the pool "only" (ness-server2, 8Gi): one fits.
-        for name in ("race-a", "race-b"):
+        names = ("race-a", "race-b")
+        for name in names:
             self.tb.create_pod(name, "6Gi", extra_spec={"nodeSelector": {"pool": "only"}})
-        self.tb.wait_for(lambda: any(self.tb.pod_node(n) for n in ("race-a", "race-b")), 30,
-                         message="one of the two pods to be bound")
-        time.sleep(3)  # give the scheduler time to (wrongly) bind the second
-        bound = [n for n in ("race-a", "race-b") if self.tb.pod_node(n)]
+
+        def one_bound_one_refused():
+            bound = [n for n in names if self.tb.pod_node(n)]
+            self.assertLessEqual(len(bound), 1, f"both bound to one 8Gi GPU: {bound}")
+            return len(bound) == 1 and self.refused_for_a_full_gpu(({*names} - {*bound}).pop())
+        self.tb.wait_for(one_bound_one_refused, timeout=30,
+                         message="one pod bound and the other refused for the full GPU")
+        bound = [n for n in names if self.tb.pod_node(n)]
         self.assertEqual(len(bound), 1, f"bound: {bound}")
-        loser = ({"race-a", "race-b"} - set(bound)).pop()
-        self.tb.wait_for(
-            lambda: any("largest free is 2Gi" in m
-                        for m in self.tb.pod_events(loser, reason="FailedScheduling")),
-            timeout=30, message="the second pod's event to explain the full GPU")
+        self.assertEqual(ledger_nodes(self.vramd)["ness-server2"]["allocated_bytes"], 6 * GI)
 
     def test_burst_of_pods_never_overbooks_a_gpu(self):
         # 12 pods × 3Gi on an 8Gi GPU (another pool label keeps them on legion1).
@@ -92,9 +98,14 @@ class Scheduling(unittest.TestCase):
         names = [f"burst-{i}" for i in range(12)]
         for n in names:
             self.tb.create_pod(n, "3Gi", extra_spec={"nodeSelector": {"pool": "burst"}})
-        self.tb.wait_for(lambda: sum(1 for n in names if self.tb.pod_node(n)) >= 2, 40,
-                         message="two burst pods to be bound")
-        time.sleep(3)
+        # Two fit (6Gi of 8Gi); each of the other ten must have been refused for
+        # the full GPU (its event), not merely be unbound after a while.
+        def two_bound_ten_refused():
+            bound = [n for n in names if self.tb.pod_node(n)]
+            self.assertLessEqual(len(bound), 2, f"bound: {bound}")
+            return len(bound) == 2 and all(self.refused_for_a_full_gpu(n) for n in names if n not in bound)
+        self.tb.wait_for(two_bound_ten_refused, timeout=60, interval=0.5,
+                         message="two burst pods bound and the ten others refused for the full GPU")
         bound = [n for n in names if self.tb.pod_node(n)]
         self.assertEqual(len(bound), 2, f"bound: {bound}")
         node = ledger_nodes(self.vramd)["ness-legion1"]
