@@ -39,11 +39,10 @@ def create_homelab(tb: Testbed, extra_labels=None):
 
 def start_vramd(tb: Testbed, config=None, extra_args=(), name=None, grant_rbac=True,
                 token_file=None, wait_sealed=True):
-    """Starts vramd as the testbed's `vramd` user (RBAC granted once), or
-    with `token_file` (e.g. the chart's ServiceAccount token)."""
-    if token_file is None and grant_rbac and not getattr(tb, "_vramd_rbac", False):
-        tb.create_clusterrole_binding_for("vramd", VRAMD_RULES)
-        tb._vramd_rbac = True
+    """Starts vramd as the testbed's `vramd` user, or with `token_file` (e.g.
+    the chart's ServiceAccount token)."""
+    if token_file is None and grant_rbac:
+        grant_vramd_rules(tb)
     if not getattr(tb, "redis_url", None):
         tb.start_redis()
     # Bindings here take milliseconds: a rebuilt (or new) ledger is sealed 1 s
@@ -58,6 +57,21 @@ def start_vramd(tb: Testbed, config=None, extra_args=(), name=None, grant_rbac=T
     if wait_sealed:
         wait_ledger_sealed(tb, proc)
     return proc
+
+
+def grant_vramd_rules(tb: Testbed):
+    """Grants VRAMD_RULES to the `vramd` user and waits until the authorizer
+    allows every verb. Done for every vramd started, not once per testbed: a
+    test may have replaced the user's grants meanwhile, and what vramd may do
+    must not depend on which test ran before."""
+    tb.create_clusterrole_binding_for("vramd", VRAMD_RULES, wait=False)
+    for rule in VRAMD_RULES:
+        group = rule["apiGroups"][0]
+        for res in rule["resources"]:
+            resource, _, sub = res.partition("/")
+            for verb in rule["verbs"]:
+                tb.wait_for(lambda v=verb, r=resource, s=sub: tb.can_i("vramd", v, r, group=group, subresource=s),
+                            timeout=10, message=f"RBAC: vramd may {verb} {res}")
 
 
 def ledger_sealed(vramd) -> bool:

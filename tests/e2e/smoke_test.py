@@ -145,8 +145,13 @@ class TestbedSmokeTest(unittest.TestCase):
     def test_vramd_user_starts_without_permissions_and_can_be_granted(self):
         tb = self.tb
         self.assertFalse(tb.can_i("vramd", "list", "pods"))
+        # A role of this test's own (not common.start_vramd's e2e-vramd),
+        # removed afterwards: no other test sees this narrower grant.
+        name = "e2e-smoke-vramd"
         tb.create_clusterrole_binding_for("vramd", [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]}])
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "get"]}], name=name)
+        for kind in ("clusterrolebindings", "clusterroles"):
+            self.addCleanup(tb.api.delete, f"/apis/rbac.authorization.k8s.io/v1/{kind}/{name}")
         pods = tb.vramd_api.get("/api/v1/pods")
         self.assertEqual(pods["kind"], "PodList")
 
