@@ -1,6 +1,9 @@
 // The Valkey client and ledger store against a real Redis-protocol server.
 // Needs VRAMD_TEST_VALKEY_URL (e.g. redis://127.0.0.1:16399); fails without it.
-// Every test works under its own random key prefix and deletes its keys.
+// Every test works under its own random key prefix and deletes its keys; a
+// test that changes server-wide state (kills clients, flushes the script
+// cache) starts a redis-server of its own (UseOwnServer), so the tests that
+// run in parallel on the shared server never see it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,11 +19,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <latch>
 #include <random>
 #include <functional>
 #include <thread>
 
+#include "integration/test_servers.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 
@@ -90,6 +95,12 @@ class ValkeyStoreTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (own_server_) {
+      own_server_->Stop(SIGKILL);
+      std::error_code ec;
+      std::filesystem::remove_all(own_dir_, ec);
+      return;
+    }
     if (!client_) return;
     std::string cursor = "0";
     do {
@@ -100,6 +111,29 @@ class ValkeyStoreTest : public ::testing::Test {
       for (const auto& k : r->elements[1].elements) del.push_back(k.str);
       if (del.size() > 1) (void)client_->Command(del);
     } while (cursor != "0");
+  }
+
+  // Moves this test (opts_, client_, store_) to a redis-server of its own on
+  // a free loopback port, stopped at TearDown: for tests that change state
+  // every client of the server shares.
+  void UseOwnServer() {
+    const std::string redis = itest::FindInPath("redis-server");
+    ASSERT_FALSE(redis.empty()) << "redis-server must be installed (scripts/install-deps.sh --test)";
+    own_dir_ = std::filesystem::temp_directory_path() / ("vramd-valkey-store-" + RandomHex(12));
+    std::filesystem::create_directories(own_dir_);
+    const int port = itest::FreePort();
+    ASSERT_GT(port, 0);
+    own_server_ = std::make_unique<itest::Process>();
+    ASSERT_TRUE(own_server_->Start({redis, "--bind", "127.0.0.1", "--port", std::to_string(port), "--save", "",
+                                    "--appendonly", "no", "--dir", own_dir_.string()},
+                                   (own_dir_ / "redis.log").string()));
+    auto probe = itest::DirectClient(port);  // short backoff: polls the new server every few ms
+    ASSERT_TRUE(itest::WaitFor([&] { return probe->Command({"PING"}).ok(); }, std::chrono::milliseconds(10'000)))
+        << "own redis-server did not answer:\n" << itest::Tail(own_server_->log());
+    opts_.url = "redis://127.0.0.1:" + std::to_string(port);
+    client_ = NewValkeyClient(opts_);
+    store_ = NewValkeyLedgerStore(client_);
+    ASSERT_TRUE(store_->Ping().ok());
   }
 
   std::string Key(const std::string& suffix) const { return opts_.key_prefix + ":" + suffix; }
@@ -134,6 +168,8 @@ class ValkeyStoreTest : public ::testing::Test {
   ValkeyOptions opts_;
   std::shared_ptr<ValkeyClient> client_;
   std::unique_ptr<LedgerStore> store_;
+  std::unique_ptr<itest::Process> own_server_;
+  std::filesystem::path own_dir_;
 };
 
 // (a)
@@ -648,7 +684,9 @@ TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
 }
 
 TEST_F(ValkeyStoreTest, EvalFallsBackToEvalWhenTheScriptIsNotCached) {
+  ASSERT_NO_FATAL_FAILURE(UseOwnServer());  // SCRIPT FLUSH empties the cache of every client
   Script script("return {KEYS[1], ARGV[1]}");
+  ASSERT_TRUE(client_->Eval(script, {"k"}, {"cached"}).ok());
   Raw({"SCRIPT", "FLUSH"});
   auto r = client_->Eval(script, {"k"}, {std::string("a\0b", 3)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -1238,14 +1276,16 @@ TEST_F(EpochWatchTest, AnotherProcesssWritesArriveByNotification) {
 }
 
 TEST_F(EpochWatchTest, ALostSubscriptionFallsBackToEpochReadsAndRecovers) {
+  // On a server of its own: killing the pub/sub connections of the shared
+  // server would cut the watch of whichever test runs beside this one.
+  ASSERT_NO_FATAL_FAILURE(UseOwnServer());
   Capacity("n1", {{0, 80 * kGi, ""}});
   auto watching = Watching();
   ASSERT_TRUE(watching->WatchedSnapshot().ok());
-  // Kill every pub/sub connection on the server (this test's and any other
-  // test's watch; those reconnect the same way).
+  // Kill every pub/sub connection on the server: this test's watch, the only one.
   Reply killed = Raw({"CLIENT", "KILL", "TYPE", "pubsub"});
   ASSERT_FALSE(killed.is_error()) << killed.str;
-  ASSERT_GE(killed.integer, 1);
+  ASSERT_EQ(killed.integer, 1) << "a pub/sub client other than this test's watch was killed";
   // Until it is subscribed again (and confirmed by one epoch read) every
   // call reads the epoch, so a write made meanwhile is never missed.
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("during", {0}, kGi))).ok());
