@@ -13,11 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <latch>
 #include <mutex>
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "vramd/gpulock/locks.h"
 #include "vramd/metrics/registry.h"
@@ -89,6 +91,34 @@ class GpuLockTest : public ::testing::Test {
     return r.ok() ? *r : AcquireResult{};
   }
 
+  bool HolderExists(const std::string& node, int gpu) {
+    auto r = client_->Command({"EXISTS", HolderKey(node, gpu)});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return !r.ok() || r->integer != 0;
+  }
+
+  // The owners queued for the lock, in order (LockService::List's view).
+  std::vector<std::string> WaitersOf(const std::string& node, int gpu) {
+    std::vector<std::string> out;
+    auto list = locks_->List();
+    if (!list.ok()) return out;
+    for (const LockInfo& l : *list) {
+      if (l.node != node || l.gpu != gpu) continue;
+      for (const Waiter& w : l.waiters) out.push_back(w.owner);
+    }
+    return out;
+  }
+
+  // Polls `done` every 5 ms for at most 5 s.
+  static bool Eventually(const std::function<bool()>& done) {
+    const auto until = Steady::now() + std::chrono::seconds(5);
+    while (Steady::now() < until) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+
   double Expirations() const {
     std::string text = registry_.Render();
     auto at = text.find("\nvramd_lock_expirations_total ");
@@ -133,6 +163,8 @@ TEST_F(GpuLockTest, MutualExclusionUnderContentionWithIncreasingTokens) {
         s.token = r->token;
         s.enter = Steady::now();
         if (inside.fetch_add(1) != 0) ++overlaps;
+        // The critical section itself: holding the lock a while is what
+        // gives an overlap the chance to show (not a synchronisation).
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         inside.fetch_sub(1);
         s.exit = Steady::now();
@@ -193,7 +225,8 @@ TEST_F(GpuLockTest, AnExpiredHolderLosesTheLockAndItsLateCallsAreRefused) {
 
 TEST_F(GpuLockTest, ALateHeartbeatOnAFreeLockSaysItExpiredAndCountsOnce) {
   ASSERT_EQ(MustAcquire("n1", 1, "pod-a/x", 150).outcome, AcquireOutcome::kGranted);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The server expires the holder key after the TTL: wait for that, not a time.
+  ASSERT_TRUE(Eventually([&] { return !HolderExists("n1", 1); })) << "the 150 ms lock never expired";
   auto hb = locks_->Heartbeat("n1", 1, "pod-a/x");
   ASSERT_FALSE(hb.ok());
   EXPECT_EQ(hb.status().code(), Code::kConflict);
@@ -251,6 +284,8 @@ TEST_F(GpuLockTest, BlockingWaitersAreGrantedInArrivalOrder) {
             std::lock_guard<std::mutex> lock(mu);
             order.push_back(who);
           }
+          // Works a while holding it (the thing under test: the next waiter
+          // must wait through a held lock, not find it free).
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           (void)locks_->Release("n1", 0, who);
           return;
@@ -271,11 +306,9 @@ TEST_F(GpuLockTest, AWaiterThatStopsPollingLosesItsPlaceAfterItsTtl) {
   ASSERT_TRUE(locks_->Release("n1", 0, "pod-h/holder").ok());
   // The quitter still heads the queue within its TTL.
   EXPECT_EQ(MustAcquire("n1", 0, "pod-b/patient", 10'000).outcome, AcquireOutcome::kQueued);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  auto list = locks_->List();
-  ASSERT_TRUE(list.ok());
-  ASSERT_EQ(list->size(), 1u);
-  EXPECT_EQ((*list)[0].waiters.size(), 1u) << "the expired waiter is not listed";
+  // Its 300 ms pass: the listing leaves the expired waiter out.
+  ASSERT_TRUE(Eventually([&] { return WaitersOf("n1", 0) == std::vector<std::string>{"pod-b/patient"}; }))
+      << "the expired waiter is still listed";
   AcquireResult b = MustAcquire("n1", 0, "pod-b/patient", 10'000);
   EXPECT_EQ(b.outcome, AcquireOutcome::kGranted);
   // The quitter comes back: it is at the tail now.
@@ -355,7 +388,8 @@ TEST_F(GpuLockTest, AWaitingCallEndsWhenItsOwnerLeavesTheQueue) {
   Result<AcquireResult> waited = Internal("not run");
   auto started = Steady::now();
   std::thread waiter([&] { waited = locks_->Acquire("n1", 0, "pod-b/y", 10'000, 10'000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(Eventually([&] { return WaitersOf("n1", 0) == std::vector<std::string>{"pod-b/y"}; }))
+      << "the waiting call never queued";
   auto left = locks_->Release("n1", 0, "pod-b/y");
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->left_queue);
@@ -423,7 +457,8 @@ TEST_F(GpuLockTest, StopMakesAWaitingAcquireReturnAtOnce) {
   ASSERT_EQ(MustAcquire("n1", 0, "pod-a/x", 10'000).outcome, AcquireOutcome::kGranted);
   auto started = Steady::now();
   std::thread waiter([&] { (void)locks_->Acquire("n1", 0, "pod-b/y", 10'000, 20'000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(Eventually([&] { return WaitersOf("n1", 0) == std::vector<std::string>{"pod-b/y"}; }))
+      << "the waiting call never queued";
   locks_->Stop();
   waiter.join();
   EXPECT_LT(MsSince(started), 5'000);

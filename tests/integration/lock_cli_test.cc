@@ -183,6 +183,38 @@ class LockCliTest : public ::testing::Test {
     return r.ok() && !r->is_nil() ? std::stoll(r->str) : 0;
   }
 
+  // The lock as GET /v1/locks shows it (null when it has never been taken).
+  nlohmann::json Lock(const std::string& node, int gpu) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get("/v1/locks");
+    if (!r || r->status != 200) return nullptr;
+    const nlohmann::json body = nlohmann::json::parse(r->body);
+    for (const auto& l : body["locks"]) {
+      if (l["node"] == node && l["gpu"] == gpu) return l;
+    }
+    return nullptr;
+  }
+  // The owners waiting for the lock, in queue order (the API's view).
+  std::vector<std::string> Waiters(const std::string& node, int gpu) {
+    std::vector<std::string> out;
+    nlohmann::json l = Lock(node, gpu);
+    if (l.is_object()) {
+      for (const auto& w : l["waiters"]) out.push_back(w["owner"]);
+    }
+    return out;
+  }
+  // One sample of vramd's /metrics (0 when absent).
+  double Metric(const std::string& series) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get("/metrics");
+    if (!r || r->status != 200) return -1;
+    std::istringstream in(r->body);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    }
+    return 0;
+  }
+
   fs::path vramd_, vramctl_, dir_;
   std::string prefix_;
   int port_ = 0;
@@ -236,14 +268,27 @@ TEST_F(LockCliTest, RunWaitsForTheHolderAndGivesUpAfterWait) {
   EXPECT_EQ(RunCtl({"lock", "run", "--node", "n1", "--gpu", "2", "--wait", "500ms", "--", "touch", marker.string()}),
             3);
   EXPECT_FALSE(fs::exists(marker));
-  pid_t pid = Spawn(Ctl({"lock", "run", "--node", "n1", "--gpu", "2", "--", "touch", marker.string()}),
+  // The command itself records when it ran: the test creates `released`
+  // just before releasing, so a command run while the holder still held the
+  // lock leaves `early` behind, however late that happens; otherwise it
+  // writes the fencing token it was given into `marker`.
+  fs::path released = dir_ / "released", early = dir_ / "early";
+  pid_t pid = Spawn(Ctl({"lock", "run", "--node", "n1", "--gpu", "2", "--owner", "pod-w/waiter", "--", "sh", "-c",
+                         "if test -e " + released.string() + "; then echo \"$VRAMD_LOCK_TOKEN\" > " +
+                             marker.string() + "; else touch " + early.string() + "; fi"}),
                     dir_ / "ctl.log");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_FALSE(fs::exists(marker)) << "ran while another owner held the lock";
+  // It waits in the lock's queue (the lock API's view), behind the holder.
+  ASSERT_TRUE(WaitFor([&] { return Waiters("n1", 2) == std::vector<std::string>{"pod-w/waiter"}; }, 10'000))
+      << Lock("n1", 2).dump() << "\n" << ReadFile(dir_ / "ctl.log");
+  EXPECT_EQ(Holder("n1", 2), "pod-h/holder");
+  EXPECT_FALSE(fs::exists(marker) || fs::exists(early)) << "ran while another owner held the lock";
+  WriteFile(released, "");
   ASSERT_EQ(RunCtl({"lock", "release", "--node", "n1", "--gpu", "2", "--owner", "pod-h/holder"}), 0);
   EXPECT_EQ(WaitExit(pid, 10'000), 0) << ReadFile(dir_ / "ctl.log");
-  EXPECT_TRUE(fs::exists(marker));
+  EXPECT_FALSE(fs::exists(early)) << "ran while another owner held the lock";
+  EXPECT_EQ(ReadFile(marker), "2\n") << "ran under the second grant (the holder had token 1)";
   EXPECT_EQ(Holder("n1", 2), "");
+  EXPECT_EQ(Fence("n1", 2), 2) << "two grants: the holder's, then the waiter's";
 }
 
 TEST_F(LockCliTest, ASignalWhileWaitingLeavesTheQueueWithoutRunningTheCommand) {
@@ -257,12 +302,28 @@ TEST_F(LockCliTest, ASignalWhileWaitingLeavesTheQueueWithoutRunningTheCommand) {
     return r.ok() ? r->integer : -1;
   };
   ASSERT_TRUE(WaitFor([&] { return queue_len() == 1; }, 10'000)) << ReadFile(dir_ / "ctl.log");
+  // vramctl's acquire is a blocking call on the server; it answers when the
+  // wait ends, counted in vramd_lock_operations_total by its result.
+  const std::string acquires = "vramd_lock_operations_total{op=\"acquire\",result=";
+  auto ended = [&] {
+    double n = 0;
+    for (const char* r : {"granted", "refreshed", "queued", "left_queue", "queue_full", "error"}) {
+      n += Metric(acquires + "\"" + r + "\"}");
+    }
+    return n;
+  };
+  const double ended_before = ended();  // the holder's grant
   kill(pid, SIGINT);
   EXPECT_EQ(WaitExit(pid, 10'000), 128 + SIGINT) << ReadFile(dir_ / "ctl.log");
   EXPECT_TRUE(WaitFor([&] { return queue_len() == 0; }, 3'000)) << "the waiter left the queue";
   ASSERT_EQ(RunCtl({"lock", "release", "--node", "n1", "--gpu", "4", "--owner", "pod-h/holder"}), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The abandoned call on the server has ended (it could grant the free lock
+  // until then): how it ended is the proof, not a pause.
+  ASSERT_TRUE(WaitFor([&] { return ended() > ended_before; }, 10'000)) << "the abandoned acquire never ended";
+  EXPECT_EQ(Metric(acquires + "\"left_queue\"}"), 1) << "the abandoned acquire did not end as having left the queue";
+  EXPECT_EQ(Metric(acquires + "\"granted\"}"), 1) << "only the holder was granted";
   EXPECT_EQ(Holder("n1", 4), "") << "the abandoned wait was not granted";
+  EXPECT_EQ(Fence("n1", 4), 1) << "the abandoned wait was not granted";
   EXPECT_FALSE(fs::exists(marker));
 }
 
