@@ -114,6 +114,11 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
     return resp;
   }
+  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
+  if (!snap.ok()) {
+    WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
+    return resp;
+  }
   if (Rebuilding(**snap)) {
     WriteFilterError(RebuildingError(), &resp.body);
     return resp;
@@ -136,6 +141,8 @@ Response Extender::Prioritize(std::string_view body) {
     return resp;
   }
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
+  if (!snap.ok()) return LedgerUnavailable(snap.status());
+  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
   if (!snap.ok()) return LedgerUnavailable(snap.status());
   if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
   scores = ledger::Prioritize(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
@@ -370,6 +377,8 @@ Response Extender::Preempt(std::string_view body) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
   if (!req.ok()) return BadRequest(req.status());
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
+  if (!snap.ok()) return LedgerUnavailable(snap.status());
+  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
   if (!snap.ok()) return LedgerUnavailable(snap.status());
   if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
   nlohmann::json kept = nlohmann::json::object();

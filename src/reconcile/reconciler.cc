@@ -132,6 +132,7 @@ Result<PassStats> Reconciler::RunOnce() {
   opts.grace_ms = cfg_.reservation_grace_ms;
   opts.deleted = &deleted;
   PlanResult plan;
+  std::string any_node;  // a node to nudge kube-scheduler through once sealed
   {
     // Held only while planning (the actions carry what they need): while a
     // reader holds a snapshot, every refresh must copy it instead of
@@ -140,6 +141,7 @@ Result<PassStats> Reconciler::RunOnce() {
     if (!snap.ok()) return fail(snap.status());
     metrics::WorkingOn working_on("plan over " + std::to_string(pods.size()) + " pods");
     plan = Plan(**snap, pods, *in_flight, opts);
+    if (seal_now && !(*snap)->nodes.empty()) any_node = (*snap)->nodes.begin()->first;
   }
   ReportMalformed(plan.malformed);
 
@@ -189,6 +191,9 @@ Result<PassStats> Reconciler::RunOnce() {
     Status s = store_->Seal(seal->rebuild_token, plan.required);
     if (s.ok()) {
       rebuilds_->With({"sealed"}).Inc();
+      // kube-scheduler parked the pods refused meanwhile as unschedulable:
+      // one node label change moves them all back to its active queue.
+      if (!any_node.empty()) freed_nodes.insert(any_node);
       rebuilding_->With({}).Set(0);
       rebuilding_now_.store(false);
       spdlog::warn("reconcile: ledger rebuilt and sealed ({} bound pods accounted, {} entries re-added this pass, "

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -111,6 +112,9 @@ TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods)
   EXPECT_TRUE(store.ReadSeal()->sealed);
   EXPECT_TRUE(HasEntry("uid-b")) << "the seal came without the pod bound after the watch's copy";
   EXPECT_EQ(store.seals, 1);
+  // Pods refused meanwhile were parked by kube-scheduler: one node label
+  // change sends them all back to its queue.
+  EXPECT_EQ(std::count(kube.calls.begin(), kube.calls.end(), "label-node n1"), 1);
   EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilding"), "0");
   EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilds_total{event=\"sealed\"}"), "1");
   EXPECT_TRUE(store.Reserve(rr).ok());
