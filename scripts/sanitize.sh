@@ -174,7 +174,7 @@ instrumented() {
   done
   if ((${#missing[@]})); then
     printf 'sanitize.sh: %s\n' "${missing[@]:0:20}"
-    echo "sanitize.sh: $dir is not instrumented for $san (${#missing[@]} problem(s)): its tests would prove nothing"
+    echo "sanitize.sh: $dir fails the $san instrumentation check (${#missing[@]} problem(s)): its tests would prove nothing"
     return 1
   fi
   echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, unit_tests and integration_tests" \
