@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integration/clean_env.h"
 #include "vramd/store/valkey_client.h"
 
 extern char** environ;
@@ -72,7 +73,8 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = -1;
-  int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  itest::CleanEnv env;  // never the caller's VRAMD_* (issue 18)
+  int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), env.envp());
   posix_spawn_file_actions_destroy(&fa);
   return err == 0 ? pid : -1;
 }
