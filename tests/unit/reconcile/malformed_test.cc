@@ -10,6 +10,7 @@
 
 #include "fakes/fake_kube_client.h"
 #include "fakes/fake_ledger_store.h"
+#include "fakes/reconcile_helpers.h"
 #include "vramd/metrics/thread_guard.h"
 #include "vramd/reconcile/node_sync.h"
 #include "vramd/reconcile/pod_watch.h"
@@ -24,14 +25,6 @@ size_t CountCalls(const testing::FakeKubeClient& kube, const std::string& call) 
   return static_cast<size_t>(std::count(kube.calls.begin(), kube.calls.end(), call));
 }
 
-// The value of one sample in the registry's text ("" when absent).
-std::string Sample(const metrics::Registry& r, const std::string& series) {
-  const std::string text = r.Render();
-  size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return "";
-  at += series.size() + 2;
-  return text.substr(at, text.find('\n', at) - at);
-}
 
 kube::NodeInfo Node(const std::string& name, std::map<std::string, std::string> labels,
                     std::map<std::string, std::string> annotations) {
@@ -78,16 +71,16 @@ TEST(NodeSyncMalformed, HostileNodesAreSkippedReportedOnceAndTheOthersSynced) {
     EXPECT_EQ(CountCalls(kube, std::string("node-event ") + name + " " + kMalformedNodeEventReason), 1u) << name;
   }
   EXPECT_EQ(CountCalls(kube, std::string("node-event good ") + kMalformedNodeEventReason), 0u);
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_objects{kind=\"node\"}"), "6");
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "6");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_objects{kind=\"node\"}"), "6");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "6");
 
   // Fixed: the gauge falls; broken again with another reason: reported again.
   kube.nodes[1] = Node("cap-1e30", {}, {{"vramd.io/capacity", "80Gi"}});
   kube.nodes[2] = Node("cap-negative", {}, {{"vramd.io/capacity", "-6Gi"}});
   ASSERT_TRUE(sync.SyncOnce().ok());
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_objects{kind=\"node\"}"), "5");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_objects{kind=\"node\"}"), "5");
   EXPECT_EQ(CountCalls(kube, std::string("node-event cap-negative ") + kMalformedNodeEventReason), 2u);
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "7");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "7");
 }
 
 TEST(NodeSyncMalformed, AnEventTheApiServerCouldNotTakeIsRetried) {
@@ -104,7 +97,7 @@ TEST(NodeSyncMalformed, AnEventTheApiServerCouldNotTakeIsRetried) {
   ASSERT_TRUE(sync.SyncOnce().ok());
   const std::string call = std::string("node-event bad ") + kMalformedNodeEventReason;
   EXPECT_EQ(CountCalls(kube, call), 2u);
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"node\"}"), "1");
 }
 
 TEST(NodeSyncLoop, SurvivesAnExceptionEscapingAPass) {
@@ -132,16 +125,6 @@ TEST(NodeSyncLoop, SurvivesAnExceptionEscapingAPass) {
   EXPECT_GE(calls.load(), 2);
 }
 
-// A kube client whose watch blocks until stopped, so that a PodWatcher lists
-// once and stays synced.
-class QuietWatchKube : public testing::FakeKubeClient {
- public:
-  Status WatchPods(const std::string&, const std::atomic<bool>& stop,
-                   const std::function<void(const kube::WatchEvent<kube::PodInfo>&)>&) override {
-    while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return Status::Ok();
-  }
-};
 
 kube::PodInfo BoundPod(const std::string& name, const char* vram, std::map<std::string, std::string> annotations) {
   kube::PodInfo p;
@@ -162,7 +145,7 @@ kube::PodInfo BoundPod(const std::string& name, const char* vram, std::map<std::
 TEST(ReconcilerMalformed, HostilePodsAreReportedOnceAndTheLedgerStaysSane) {
   config::Config cfg;
   testing::FakeLedgerStore store;
-  QuietWatchKube kube;
+  testing::QuietWatchKube kube;
   ASSERT_TRUE(store.SetCapacity("n1", {{0, 80 * kGi, ""}, {1, 80 * kGi, ""}}).ok());
   for (const kube::PodInfo& p :
        {BoundPod("huge", "8Gi", {{"vramd.io/gpus", "0"}, {"vramd.io/vram-per-gpu", "9999999999999999999"}}),
@@ -191,8 +174,8 @@ TEST(ReconcilerMalformed, HostilePodsAreReportedOnceAndTheLedgerStaysSane) {
     EXPECT_EQ(CountCalls(kube, std::string("event default/") + name + " " + kMalformedPodEventReason), 1u) << name;
   }
   EXPECT_EQ(CountCalls(kube, std::string("event default/good ") + kMalformedPodEventReason), 0u);
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_objects{kind=\"pod\"}"), "3");
-  EXPECT_EQ(Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"pod\"}"), "3");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_objects{kind=\"pod\"}"), "3");
+  EXPECT_EQ(testing::Sample(reg, "vramd_reconcile_malformed_reports_total{kind=\"pod\"}"), "3");
 
   // The ledger: the good pod from its annotations, the malformed ones with a
   // valid request from their request, the invalid request not at all.

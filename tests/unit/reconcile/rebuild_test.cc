@@ -11,6 +11,7 @@
 
 #include "fakes/fake_kube_client.h"
 #include "fakes/fake_ledger_store.h"
+#include "fakes/reconcile_helpers.h"
 #include "vramd/reconcile/pod_watch.h"
 #include "vramd/reconcile/reconciler.h"
 
@@ -19,15 +20,6 @@ namespace {
 
 constexpr int64_t kGi = int64_t{1} << 30;
 
-// Lists once, then a watch that stays open (and quiet) until stopped.
-class ListOnlyKube : public testing::FakeKubeClient {
- public:
-  Status WatchPods(const std::string&, const std::atomic<bool>& stop,
-                   const std::function<void(const kube::WatchEvent<kube::PodInfo>&)>&) override {
-    while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    return Status::Ok();
-  }
-};
 
 kube::PodInfo Bound(const std::string& name, const std::string& node, const std::string& gpus) {
   kube::PodInfo p;
@@ -44,13 +36,6 @@ kube::PodInfo Bound(const std::string& name, const std::string& node, const std:
   return p;
 }
 
-std::string Sample(const metrics::Registry& r, const std::string& series) {
-  const std::string text = r.Render();
-  size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return "";
-  at += series.size() + 2;
-  return text.substr(at, text.find('\n', at) - at);
-}
 
 class Rebuild : public ::testing::Test {
  protected:
@@ -78,7 +63,7 @@ class Rebuild : public ::testing::Test {
 
   config::Config cfg;
   testing::FakeLedgerStore store;
-  ListOnlyKube kube;
+  testing::QuietWatchKube kube;
   metrics::Registry reg;
   PodWatcher watcher{&kube, nullptr, &reg};
   SystemClock clock;
@@ -89,8 +74,8 @@ TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods)
   ASSERT_TRUE(rec.RunOnce().ok());
   EXPECT_FALSE(store.ReadSeal()->sealed);
   EXPECT_TRUE(HasEntry("uid-a")) << "re-adds do not wait for the quiet period";
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilding"), "1");
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilding"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
   store::ReserveRequest rr;
   rr.node = "n1";
   rr.entry.pod_uid = "uid-new";
@@ -115,13 +100,13 @@ TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods)
   // Pods refused meanwhile were parked by kube-scheduler: one node label
   // change sends them all back to its queue.
   EXPECT_EQ(std::count(kube.calls.begin(), kube.calls.end(), "label-node n1"), 1);
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilding"), "0");
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilds_total{event=\"sealed\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilding"), "0");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilds_total{event=\"sealed\"}"), "1");
   EXPECT_TRUE(store.Reserve(rr).ok());
 
   // A sealed ledger stays sealed: no second rebuild.
   ASSERT_TRUE(rec.RunOnce().ok());
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
 }
 
 TEST_F(Rebuild, AFailedFreshListNeitherSealsNorLosesTheRebuild) {
@@ -133,7 +118,7 @@ TEST_F(Rebuild, AFailedFreshListNeitherSealsNorLosesTheRebuild) {
   kube.fail_list = Status::Ok();
   ASSERT_TRUE(rec.RunOnce().ok());
   EXPECT_TRUE(store.ReadSeal()->sealed);
-  EXPECT_EQ(Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
 }
 
 }  // namespace
