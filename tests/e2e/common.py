@@ -4,6 +4,8 @@ and a running vramd pointed at the testbed."""
 
 import json
 import os
+import sys
+import unittest
 import urllib.error
 import urllib.request
 
@@ -160,3 +162,27 @@ def ledger_view(vramd) -> dict:
         out[name] = sorted((p["uid"], tuple(p["gpus"]), p["vram_per_gpu_bytes"], p["state"])
                            for p in n["pods"])
     return out
+
+
+class SharedTestbed(unittest.TestCase):
+    """One testbed per test class: setUpClass enters it and calls
+    `cls.prepare(tb)` (nodes, vramd, kube-scheduler); when that fails, the
+    processes' log tails are printed and the testbed is torn down."""
+
+    @classmethod
+    def prepare(cls, tb: Testbed):
+        pass
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tb = Testbed().__enter__()
+        try:
+            cls.prepare(cls.tb)
+        except BaseException:
+            print(cls.tb.log_tails(), file=sys.stderr)
+            cls.tb.__exit__(None, None, None)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tb.__exit__(None, None, None)

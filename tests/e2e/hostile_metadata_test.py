@@ -31,7 +31,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import GI, ledger_nodes, metric_value, start_vramd, wait_ledger_nodes  # noqa: E402
+from common import GI, SharedTestbed, ledger_nodes, metric_value, start_vramd, wait_ledger_nodes  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 FAST = {"reconcile_interval_ms": 1000, "reservation_grace_ms": 3000,
@@ -98,31 +98,20 @@ def post_json(url, body):
         return r.status, json.loads(r.read())
 
 
-class HostileMetadata(unittest.TestCase):
+class HostileMetadata(SharedTestbed):
     @classmethod
-    def setUpClass(cls):
-        cls.tb = Testbed().__enter__()
-        try:
-            tb = cls.tb
-            tb.create_node(GOOD, labels={GFD[0]: "1", GFD[1]: "81920"})
-            for name, labels, annotations in HOSTILE_NODES:
-                tb.create_node(name, labels=labels, annotations=annotations)
-            cls.vramd = start_vramd(tb, config=FAST)
-            wait_ledger_nodes(tb, cls.vramd, [GOOD])
-            for name, vram, annotations, _ in HOSTILE_PODS:
-                tb.create_pod(name, vram, annotations=annotations, node_name=GOOD)
-            # Every hostile object reported once the passes after their creation ran.
-            tb.wait_for(lambda: cls.malformed("pod") == len(HOSTILE_PODS)
-                        and cls.malformed("node") == len(HOSTILE_NODES), 30,
-                        message="vramd to count every hostile pod and node as malformed")
-        except BaseException:
-            print(cls.tb.log_tails(), file=sys.stderr)
-            cls.tb.__exit__(None, None, None)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tb.__exit__(None, None, None)
+    def prepare(cls, tb):
+        tb.create_node(GOOD, labels={GFD[0]: "1", GFD[1]: "81920"})
+        for name, labels, annotations in HOSTILE_NODES:
+            tb.create_node(name, labels=labels, annotations=annotations)
+        cls.vramd = start_vramd(tb, config=FAST)
+        wait_ledger_nodes(tb, cls.vramd, [GOOD])
+        for name, vram, annotations, _ in HOSTILE_PODS:
+            tb.create_pod(name, vram, annotations=annotations, node_name=GOOD)
+        # Every hostile object reported once the passes after their creation ran.
+        tb.wait_for(lambda: cls.malformed("pod") == len(HOSTILE_PODS)
+                    and cls.malformed("node") == len(HOSTILE_NODES), 30,
+                    message="vramd to count every hostile pod and node as malformed")
 
     @classmethod
     def malformed(cls, kind):

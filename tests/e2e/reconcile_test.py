@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (GI, ledger_nodes, ledger_view, metric_value, start_vramd,  # noqa: E402
+from common import (SharedTestbed, GI, ledger_nodes, ledger_view, metric_value, start_vramd,  # noqa: E402
                     wait_ledger_nodes, wait_ledger_sealed)
 from testbed import Testbed, WaitTimeout, free_port  # noqa: E402
 
@@ -68,28 +68,18 @@ def reconcile_passes(vramd) -> float:
     return metric_value(vramd, "vramd_reconcile_passes_total", {"result": "ok"}) or 0
 
 
-class TestbedPerClass(unittest.TestCase):
+class TestbedPerClass(SharedTestbed):
     """One testbed per class: NODES (name -> (GiB, pool)), a vramd with FAST
     and kube-scheduler using it."""
     NODES: dict = {}
 
     @classmethod
-    def setUpClass(cls):
-        cls.tb = Testbed().__enter__()
-        try:
-            for name, (gib, pool) in cls.NODES.items():
-                gpu_node(cls.tb, name, gib, pool)
-            cls.vramd = start_vramd(cls.tb, config=FAST)
-            wait_ledger_nodes(cls.tb, cls.vramd, list(cls.NODES))
-            cls.tb.start_scheduler([cls.vramd.url + "/scheduler"])
-        except BaseException:
-            print(cls.tb.log_tails(), file=sys.stderr)
-            cls.tb.__exit__(None, None, None)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tb.__exit__(None, None, None)
+    def prepare(cls, tb):
+        for name, (gib, pool) in cls.NODES.items():
+            gpu_node(tb, name, gib, pool)
+        cls.vramd = start_vramd(tb, config=FAST)
+        wait_ledger_nodes(tb, cls.vramd, list(cls.NODES))
+        tb.start_scheduler([cls.vramd.url + "/scheduler"])
 
 
 class Reconcile(TestbedPerClass):

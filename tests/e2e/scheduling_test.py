@@ -14,32 +14,22 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (GI, chart_service_account_token, create_homelab, ledger_nodes,  # noqa: E402
+from common import (GI, SharedTestbed, chart_service_account_token, create_homelab, ledger_nodes,  # noqa: E402
                     start_vramd, wait_ledger_nodes)
 from testbed import Testbed  # noqa: E402
 
 
-class Scheduling(unittest.TestCase):
+class Scheduling(SharedTestbed):
     @classmethod
-    def setUpClass(cls):
-        cls.tb = Testbed().__enter__()
-        try:
-            # ness-server2 is also the "only GPU" pool for the race tests.
-            create_homelab(cls.tb, extra_labels={"ness-server2": {"pool": "only"}})
-            # vramd runs as the chart's ServiceAccount with the chart's RBAC:
-            # proves its permissions are sufficient (and the chart test
-            # proves they are no broader than the verbs vramd uses).
-            cls.vramd = start_vramd(cls.tb, token_file=chart_service_account_token(cls.tb))
-            wait_ledger_nodes(cls.tb, cls.vramd, ["ness-linux3", "ness-server2", "ness-legion1"])
-            cls.tb.start_scheduler([cls.vramd.url + "/scheduler"])
-        except BaseException:
-            print(cls.tb.log_tails(), file=sys.stderr)
-            cls.tb.__exit__(None, None, None)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tb.__exit__(None, None, None)
+    def prepare(cls, tb):
+        # ness-server2 is also the "only GPU" pool for the race tests.
+        create_homelab(tb, extra_labels={"ness-server2": {"pool": "only"}})
+        # vramd runs as the chart's ServiceAccount with the chart's RBAC:
+        # proves its permissions are sufficient (and the chart test
+        # proves they are no broader than the verbs vramd uses).
+        cls.vramd = start_vramd(tb, token_file=chart_service_account_token(tb))
+        wait_ledger_nodes(tb, cls.vramd, ["ness-linux3", "ness-server2", "ness-legion1"])
+        tb.start_scheduler([cls.vramd.url + "/scheduler"])
 
     def test_capacities_come_from_gfd_labels(self):
         nodes = ledger_nodes(self.vramd)
