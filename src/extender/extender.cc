@@ -31,8 +31,6 @@ Response ErrorResponse(int status, const std::string& message) {
   return r;
 }
 
-Response LedgerUnavailable(const Status& s) { return ErrorResponse(503, "vramd: VRAM ledger unavailable: " + s.message()); }
-
 Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 
 const std::string& RebuildingError() {
@@ -84,6 +82,14 @@ bool Extender::Recall(const std::string& uid, Cached* out) {
   return true;
 }
 
+Result<ledger::SnapshotPtr> Extender::DecisionSnapshot() {
+  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
+  if (snap.ok() && Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
+  if (!snap.ok()) return Unavailable("vramd: VRAM ledger unavailable: " + snap.status().message());
+  if (Rebuilding(**snap)) return Unavailable(RebuildingError());
+  return snap;
+}
+
 Response Extender::Filter(std::string_view body) {
   thread_local ArgsDecoder decoder;
   ExtenderArgs args;
@@ -109,18 +115,9 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterResult(all, args, &resp.body);
     return resp;
   }
-  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
+  Result<ledger::SnapshotPtr> snap = DecisionSnapshot();
   if (!snap.ok()) {
-    WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
-    return resp;
-  }
-  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
-  if (!snap.ok()) {
-    WriteFilterError("vramd: VRAM ledger unavailable: " + snap.status().message(), &resp.body);
-    return resp;
-  }
-  if (Rebuilding(**snap)) {
-    WriteFilterError(RebuildingError(), &resp.body);
+    WriteFilterError(snap.status().message(), &resp.body);
     return resp;
   }
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
@@ -140,11 +137,8 @@ Response Extender::Prioritize(std::string_view body) {
     WriteHostPriorities(scores, &resp.body);
     return resp;
   }
-  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
-  if (!snap.ok()) return LedgerUnavailable(snap.status());
-  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
-  if (!snap.ok()) return LedgerUnavailable(snap.status());
-  if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
+  Result<ledger::SnapshotPtr> snap = DecisionSnapshot();
+  if (!snap.ok()) return ErrorResponse(503, snap.status().message());
   scores = ledger::Prioritize(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteHostPriorities(scores, &resp.body);
   return resp;
@@ -376,11 +370,8 @@ Response Extender::Preempt(std::string_view body) {
   }
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
   if (!req.ok()) return BadRequest(req.status());
-  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
-  if (!snap.ok()) return LedgerUnavailable(snap.status());
-  if (Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
-  if (!snap.ok()) return LedgerUnavailable(snap.status());
-  if (Rebuilding(**snap)) return ErrorResponse(503, RebuildingError());
+  Result<ledger::SnapshotPtr> snap = DecisionSnapshot();
+  if (!snap.ok()) return ErrorResponse(503, snap.status().message());
   nlohmann::json kept = nlohmann::json::object();
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();

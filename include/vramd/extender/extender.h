@@ -59,6 +59,11 @@ class Extender {
   // With Kubernetes nothing is granted from an unsealed ledger (it is being
   // rebuilt from the cluster); standalone mode has nothing to rebuild from.
   bool Rebuilding(const ledger::Snapshot& s) const { return kube_ != nullptr && !s.sealed; }
+  // The snapshot filter, prioritize and preempt decide on: the watched one,
+  // read afresh when it shows the ledger unsealed (it may lag the seal).
+  // kUnavailable with the text for kube-scheduler when the ledger cannot be
+  // read or is being rebuilt.
+  Result<ledger::SnapshotPtr> DecisionSnapshot();
   void Remember(const std::string& uid, const std::string& ns, const std::string& name,
                 const ledger::VramRequest& req);
   bool Recall(const std::string& uid, Cached* out);
