@@ -42,6 +42,7 @@
 #include "vramd/metrics/thread_guard.h"
 #include "vramd/parse.h"
 #include "vramd/store/valkey_client.h"
+#include "store/lua_scripts.h"  // generated from src/store/lua/*.lua
 
 namespace vramd::store {
 namespace {
@@ -53,327 +54,16 @@ using ledger::EntryState;
 // Scripts. KEYS are passed explicitly where known in advance; the other
 // node's alloc key (moves) is built from the prefix, which is fine for the
 // standalone primary DESIGN.md §3 prescribes. Every write script is built as
-// kBumpLua followed by its body (WriteScript), and ends a change with bump().
+// the prelude lua/bump.lua followed by its body (WriteScript), and ends a change
+// with bump(). The scripts live in src/store/lua/*.lua (each opens with what it
+// takes, returns and guarantees), embedded at build time as lua::k<Name>.
 
-// The epoch and change log, shared by every write script.
-// bump(epoch_key, changes_key, node...) moves the epoch by one and records
-// the new epoch as the score of each named node (nil and '' are skipped) in
-// the change log P:changes, a sorted set: member = node, score = epoch of
-// its last change (ZADD overwrites). The member '' (node names are never
-// empty) marks from which epoch on every change is recorded; it always has
-// the lowest score. The highest score is the epoch of the last recorded
-// change, so when it is not the epoch before this bump the log has a gap (it
-// is new or was lost, the epoch key was reset, or something bumped the
-// epoch without recording): the log then restarts, holding only the marker
-// at the epoch before this bump. Above kChangesMax members the oldest half is
-// dropped and the marker moves up to the highest dropped score; readers
-// older than the marker reload everything. Epochs (~1.8e15) stay below 2^53,
-// so they are exact as scores and Lua numbers; they travel as '%d' strings.
-constexpr const char* kBumpLua = R"lua(
-local function bump(epoch_key, changes_key, ...)
-  -- A missing epoch (new or flushed ledger) starts at the server's time in
-  -- microseconds, so it never returns to a value a replica has cached.
-  if redis.call('EXISTS', epoch_key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', epoch_key, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  end
-  local epoch = redis.call('INCR', epoch_key)
-  local prev = string.format('%d', epoch - 1)
-  local top = redis.call('ZREVRANGE', changes_key, 0, 0, 'WITHSCORES')
-  if top[2] == nil or tonumber(top[2]) ~= epoch - 1 then
-    redis.call('DEL', changes_key)
-    redis.call('ZADD', changes_key, prev, '')
-  end
-  local now = string.format('%d', epoch)
-  for i = 1, select('#', ...) do
-    local node = select(i, ...)
-    if node and node ~= '' then redis.call('ZADD', changes_key, now, node) end
-  end
-  local n = redis.call('ZCARD', changes_key)
-  if n > 100000 then
-    local cut = redis.call('ZRANGE', changes_key, math.floor(n / 2) - 1, math.floor(n / 2) - 1, 'WITHSCORES')
-    redis.call('ZREMRANGEBYSCORE', changes_key, '-inf', cut[2])
-    redis.call('ZADD', changes_key, cut[2], '')
-  end
-  -- Replicas that follow the channel (StartEpochWatch) skip the epoch read.
-  redis.call('PUBLISH', epoch_key, now)
-  return epoch
-end
--- The store lost writes (its epoch is below `floor`, the highest epoch the
--- caller has seen: a stale replica was promoted, or it was flushed). The
--- seal goes, and the epoch restarts past every value a replica may have
--- cached (the server's time in microseconds, as bump() starts a new one, or
--- the floor if that is higher), so every cache reloads and sees the ledger
--- unsealed, and no replica with a higher floor than this caller's sees the
--- epoch go back again after the rebuild.
-local function unseal(sealed_key, epoch_key, changes_key, floor)
-  redis.call('DEL', sealed_key)
-  local t = redis.call('TIME')
-  local restart = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if restart < floor then restart = floor end
-  local ep = tonumber(redis.call('GET', epoch_key) or '0') or 0
-  if ep < restart then redis.call('SET', epoch_key, string.format('%d', restart)) end
-  bump(epoch_key, changes_key)
-end
-)lua";
-
-// Reserve.
-// KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes,
-//       9 inflight, 10 sealed
-// ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
-//       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
-//       8 model, 9 in-flight ttl ms (0: no mark), 10 require the seal (1/0),
-//       11 highest epoch the caller has seen, 12.. gpu indices
-// Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
-//       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
-//       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
-//       | {'rebuilding', why}
-// With the seal required nothing is granted (not even an entry already held)
-// while the ledger is unsealed: entries of bound pods may be missing.
-constexpr const char* kReserveLua = R"lua(
-local node, uid = ARGV[2], ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[10] == '1' then
-  if redis.call('EXISTS', KEYS[10]) == 0 then return {'rebuilding', 'unsealed'} end
-  local floor = tonumber(ARGV[11]) or 0
-  if (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) < floor then
-    unseal(KEYS[10], KEYS[7], KEYS[8], floor)
-    return {'rebuilding', 'epoch went back'}
-  end
-end
-local function mark_in_flight()
-  local ttl = tonumber(ARGV[9]) or 0
-  if ttl > 0 then redis.call('HSET', KEYS[9], uid, string.format('%d', now + ttl)) end
-end
-if redis.call('HEXISTS', KEYS[3], uid) == 1 then
-  -- Rewritten so that a WAIT after this answer also covers the entry (an
-  -- earlier attempt may have written it without replicas acknowledging).
-  redis.call('HSET', KEYS[6], uid, node)
-  mark_in_flight()
-  return {'held'}
-end
-local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
-if other and other ~= node then
-  local okey = ARGV[1] .. ':{' .. other .. '}:alloc'
-  local raw = redis.call('HGET', okey, uid)
-  if raw then
-    local ok, e = pcall(cjson.decode, raw)
-    local st = 'unreadable'
-    if ok and type(e) == 'table' and type(e.state) == 'string' then st = e.state end
-    if st ~= 'reserved' then return {'conflict', other, st} end
-    moved_from = okey
-  end
-end
-if redis.call('SISMEMBER', KEYS[1], node) == 0 then return {'no_node'} end
-local per = tonumber(ARGV[5])
-local alloc = {}
-for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
-  local ok, e = pcall(cjson.decode, v)
-  if ok and type(e) == 'table' and type(e.gpus) == 'table' then
-    local p = tonumber(e.per_gpu) or 0
-    for _, g in ipairs(e.gpus) do
-      local gi = tonumber(g)
-      if gi then alloc[gi] = (alloc[gi] or 0) + p end
-    end
-  end
-end
-local fresh = false
-if ARGV[6] == '1' then
-  local ts = tonumber(redis.call('HGET', KEYS[4], 'ts'))
-  if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
-end
-local fails = {}
-for i = 12, #ARGV do
-  local c = redis.call('HGET', KEYS[2], ARGV[i])
-  if not c then return {'no_gpu', ARGV[i]} end
-  local cap = tonumber(c)
-  if not cap then return {'bad_cap', ARGV[i], c} end
-  local a = alloc[tonumber(ARGV[i])] or 0
-  local u, known = a, 0
-  if fresh then
-    local uv = tonumber(redis.call('HGET', KEYS[4], ARGV[i]))
-    if uv then u, known = uv, 1 end
-  end
-  local m = a
-  if u > m then m = u end
-  if m + per > cap then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
-end
-if #fails > 0 then return {'insufficient', fails} end
-if moved_from then redis.call('HDEL', moved_from, uid) end
-local nowtext = string.format('%d', now)
-redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')
-redis.call('HSET', KEYS[6], uid, node)
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[8], nowtext) end
-mark_in_flight()
-if moved_from then
-  bump(KEYS[7], KEYS[8], node, other)
-  return {'moved', other}
-end
-bump(KEYS[7], KEYS[8], node)
-return {'reserved'}
-)lua";
-
-// Release. KEYS: 1 alloc, 2 pods, 3 epoch, 4 changes. ARGV: 1 uid, 2 node.
-// Returns 0/1.
-constexpr const char* kReleaseLua = R"lua(
-local n = redis.call('HDEL', KEYS[1], ARGV[1])
-if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[1]) end
-if n > 0 then bump(KEYS[3], KEYS[4], ARGV[2]) end
-return n
-)lua";
-
-// SetEntryState. KEYS: 1 alloc, 2 epoch, 3 changes. ARGV: 1 uid, 2 state,
-// 3 node. Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed.
-constexpr const char* kSetStateFn = R"lua(
-local function set_state(alloc_key, epoch_key, changes_key, uid, state, node)
-  local raw = redis.call('HGET', alloc_key, uid)
-  if not raw then return -1 end
-  if string.match(raw, '"state"%s*:%s*"([^"]*)"') == state then return 0 end
-  local v, n = string.gsub(raw, '("state"%s*:%s*")[^"]*"', '%1' .. state .. '"', 1)
-  if n == 0 then
-    local ok, e = pcall(cjson.decode, raw)
-    if not ok or type(e) ~= 'table' then return -2 end
-    e.state = state
-    v = cjson.encode(e)
-  end
-  redis.call('HSET', alloc_key, uid, v)
-  bump(epoch_key, changes_key, node)
-  return 1
-end
-)lua";
-constexpr const char* kSetStateLua = R"lua(
-return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-)lua";
-
-// FinishBind: SetEntryState(bound) and EndBind in one call. KEYS: 1 alloc,
-// 2 epoch, 3 changes, 4 inflight. ARGV as SetEntryState ('bound').
-constexpr const char* kFinishBindLua = R"lua(
-redis.call('HDEL', KEYS[4], ARGV[1])
-return set_state(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-)lua";
-
-// PutEntry. KEYS: 1 nodes, 2 alloc, 3 models, 4 pods, 5 epoch, 6 changes.
-// ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON, 5 append server time as
-// created_ms (1/0), 6 model. An entry of the pod on another node is removed.
-constexpr const char* kPutEntryLua = R"lua(
-local t = redis.call('TIME')
-local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-local v = ARGV[4]
-if ARGV[5] == '1' then v = v .. nowtext .. '}' end
-local other = redis.call('HGET', KEYS[4], ARGV[3])
-if other and other ~= ARGV[2] then
-  redis.call('HDEL', ARGV[1] .. ':{' .. other .. '}:alloc', ARGV[3])
-else
-  other = nil
-end
-redis.call('HSET', KEYS[2], ARGV[3], v)
-redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
-redis.call('SADD', KEYS[1], ARGV[2])
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], ARGV[6], nowtext) end
-bump(KEYS[5], KEYS[6], ARGV[2], other)
-return 1
-)lua";
-
-// SetCapacity. KEYS: 1 nodes, 2 cap, 3 epoch, 4 changes. ARGV: 1 node, then
-// field/value pairs. Returns 0 when nothing changed (no write, no epoch
-// bump), else 1.
-constexpr const char* kSetCapacityLua = R"lua(
-local cur = redis.call('HGETALL', KEYS[2])
-local same = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 and #cur == #ARGV - 1
-if same then
-  local m = {}
-  for i = 1, #cur, 2 do m[cur[i]] = cur[i + 1] end
-  for i = 2, #ARGV, 2 do
-    if m[ARGV[i]] ~= ARGV[i + 1] then same = false; break end
-  end
-end
-if same then return 0 end
-redis.call('DEL', KEYS[2])
-if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
-redis.call('SADD', KEYS[1], ARGV[1])
-bump(KEYS[3], KEYS[4], ARGV[1])
-return 1
-)lua";
-
-// RemoveNode. KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods,
-// 7 epoch, 8 changes. ARGV: 1 node. Returns how many keys/members were
-// removed. The node stays in the change log: a reader finds it gone from
-// P:nodes and drops it.
-constexpr const char* kRemoveNodeLua = R"lua(
-for _, uid in ipairs(redis.call('HKEYS', KEYS[3])) do
-  if redis.call('HGET', KEYS[6], uid) == ARGV[1] then redis.call('HDEL', KEYS[6], uid) end
-end
-local n = redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) + redis.call('SREM', KEYS[1], ARGV[1])
-if n > 0 then bump(KEYS[7], KEYS[8], ARGV[1]) end
-return n
-)lua";
-
-// PushUsage. KEYS: 1 nodes, 2 used, 3 epoch, 4 changes. ARGV: 1 node, then
-// gpu/bytes pairs. The report replaces the previous one. Returns -1 for an
-// unknown node.
-constexpr const char* kPushUsageLua = R"lua(
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
-local t = redis.call('TIME')
-local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'ts', nowtext, unpack(ARGV, 2))
-bump(KEYS[3], KEYS[4], ARGV[1])
-return 1
-)lua";
-
-// ReadSeal. KEYS: 1 sealed, 2 rebuilding, 3 epoch, 4 changes. ARGV: 1 the
-// highest epoch the caller has seen. Returns {sealed 1/0, rebuilding or '',
-// server ms}; unseals first when the epoch went back.
-constexpr const char* kReadSealLua = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local floor = tonumber(ARGV[1]) or 0
-if (tonumber(redis.call('GET', KEYS[3]) or '0') or 0) < floor then unseal(KEYS[1], KEYS[3], KEYS[4], floor) end
-return {redis.call('EXISTS', KEYS[1]), redis.call('GET', KEYS[2]) or '', now}
-)lua";
-
-// BeginRebuild. KEYS: 1 sealed, 2 rebuilding. ARGV: 1 who. Returns as ReadSeal.
-constexpr const char* kBeginRebuildLua = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('EXISTS', KEYS[1]) == 1 then return {1, '', now} end
-local r = redis.call('GET', KEYS[2])
-if not r then
-  r = string.format('%d', now) .. ':' .. ARGV[1]
-  redis.call('SET', KEYS[2], r)
-end
-return {0, r, now}
-)lua";
-
-// Seal. KEYS: 1 sealed, 2 rebuilding, 3 epoch, 4 changes. ARGV: 1 prefix,
-// 2 rebuild token, 3.. node, pod uid pairs that must hold an entry. Returns
-// {'sealed'} | {'token'} (another rebuild began: the store was lost again)
-// | {'missing', count, node, uid} (the first one missing). Checking the
-// entries and sealing are one atomic step: a loss in between cannot leave a
-// seal on an incomplete ledger.
-constexpr const char* kSealLua = R"lua(
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'sealed'} end
-if redis.call('GET', KEYS[2]) ~= ARGV[2] then return {'token'} end
-local missing, mnode, muid = 0, '', ''
-for i = 3, #ARGV - 1, 2 do
-  if redis.call('HEXISTS', ARGV[1] .. ':{' .. ARGV[i] .. '}:alloc', ARGV[i + 1]) == 0 then
-    if missing == 0 then mnode, muid = ARGV[i], ARGV[i + 1] end
-    missing = missing + 1
-  end
-end
-if missing > 0 then return {'missing', missing, mnode, muid} end
-local t = redis.call('TIME')
-redis.call('SET', KEYS[1], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. ':' .. ARGV[2])
-redis.call('DEL', KEYS[2])
-bump(KEYS[3], KEYS[4])
-return {'sealed'}
-)lua";
-
-// A write script: the shared prelude, then the body.
-std::string WriteScript(const char* body) { return std::string(kBumpLua) + body; }
+// A write script: the shared prelude (lua/bump.lua), then the body.
+std::string WriteScript(std::string_view body) { return std::string(lua::kBump).append(body); }
 // With a shared Lua helper (defined after bump, so it may call it) before the body.
-std::string WriteScript(const char* helper, const char* body) { return std::string(kBumpLua) + helper + body; }
+std::string WriteScript(std::string_view helper, std::string_view body) {
+  return std::string(lua::kBump).append(helper).append(body);
+}
 
 // ---------------------------------------------------------------------------
 // Entry JSON.
@@ -1487,40 +1177,21 @@ class ValkeyLedgerStore final : public LedgerStore {
   const std::string rebuilding_key_ = prefix_ + ":rebuilding";
   const std::string reconciled_key_ = prefix_ + ":reconciled";
 
-  const Script reserve_{WriteScript(kReserveLua)};
-  const Script release_{WriteScript(kReleaseLua)};
-  const Script set_state_{WriteScript(kSetStateFn, kSetStateLua)};
-  const Script finish_bind_{WriteScript(kSetStateFn, kFinishBindLua)};
-  const Script put_entry_{WriteScript(kPutEntryLua)};
-  const Script set_capacity_{WriteScript(kSetCapacityLua)};
-  const Script remove_node_{WriteScript(kRemoveNodeLua)};
-  const Script push_usage_{WriteScript(kPushUsageLua)};
-  const Script read_seal_{WriteScript(kReadSealLua)};
-  const Script begin_rebuild_{kBeginRebuildLua};
-  const Script seal_{WriteScript(kSealLua)};
+  const Script reserve_{WriteScript(lua::kReserve)};
+  const Script release_{WriteScript(lua::kRelease)};
+  const Script set_state_{WriteScript(lua::kSetStateFn, lua::kSetState)};
+  const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
+  const Script put_entry_{WriteScript(lua::kPutEntry)};
+  const Script set_capacity_{WriteScript(lua::kSetCapacity)};
+  const Script remove_node_{WriteScript(lua::kRemoveNode)};
+  const Script push_usage_{WriteScript(lua::kPushUsage)};
+  const Script read_seal_{WriteScript(lua::kReadSeal)};
+  const Script begin_rebuild_{std::string(lua::kBeginRebuild)};
+  const Script seal_{WriteScript(lua::kSeal)};
   // Binds in flight: P:inflight hash uid -> expiry (server ms).
-  const Script begin_bind_{R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now + tonumber(ARGV[2])))
-return 1
-)lua"};
-  const Script binds_in_flight_{R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local all = redis.call('HGETALL', KEYS[1])
-local live = {}
-for i = 1, #all, 2 do
-  local exp = tonumber(all[i + 1])
-  if exp and exp > now then live[#live + 1] = all[i] else redis.call('HDEL', KEYS[1], all[i]) end
-end
-return live
-)lua"};
-  const Script mark_reconciled_{R"lua(
-local t = redis.call('TIME')
-redis.call('SET', KEYS[1], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
-return 1
-)lua"};
+  const Script begin_bind_{std::string(lua::kBeginBind)};
+  const Script binds_in_flight_{std::string(lua::kBindsInFlight)};
+  const Script mark_reconciled_{std::string(lua::kMarkReconciled)};
 
   // The epoch watch (StartEpochWatch, WatchedSnapshot).
   std::atomic<bool> watch_stop_{false};

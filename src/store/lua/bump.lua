@@ -1,0 +1,59 @@
+-- The epoch and change log, shared by every write script.
+-- bump(epoch_key, changes_key, node...) moves the epoch by one and records
+-- the new epoch as the score of each named node (nil and '' are skipped) in
+-- the change log P:changes, a sorted set: member = node, score = epoch of
+-- its last change (ZADD overwrites). The member '' (node names are never
+-- empty) marks from which epoch on every change is recorded; it always has
+-- the lowest score. The highest score is the epoch of the last recorded
+-- change, so when it is not the epoch before this bump the log has a gap (it
+-- is new or was lost, the epoch key was reset, or something bumped the
+-- epoch without recording): the log then restarts, holding only the marker
+-- at the epoch before this bump. Above kChangesMax members the oldest half is
+-- dropped and the marker moves up to the highest dropped score; readers
+-- older than the marker reload everything. Epochs (~1.8e15) stay below 2^53,
+-- so they are exact as scores and Lua numbers; they travel as '%d' strings.
+local function bump(epoch_key, changes_key, ...)
+  -- A missing epoch (new or flushed ledger) starts at the server's time in
+  -- microseconds, so it never returns to a value a replica has cached.
+  if redis.call('EXISTS', epoch_key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', epoch_key, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  local epoch = redis.call('INCR', epoch_key)
+  local prev = string.format('%d', epoch - 1)
+  local top = redis.call('ZREVRANGE', changes_key, 0, 0, 'WITHSCORES')
+  if top[2] == nil or tonumber(top[2]) ~= epoch - 1 then
+    redis.call('DEL', changes_key)
+    redis.call('ZADD', changes_key, prev, '')
+  end
+  local now = string.format('%d', epoch)
+  for i = 1, select('#', ...) do
+    local node = select(i, ...)
+    if node and node ~= '' then redis.call('ZADD', changes_key, now, node) end
+  end
+  local n = redis.call('ZCARD', changes_key)
+  if n > 100000 then
+    local cut = redis.call('ZRANGE', changes_key, math.floor(n / 2) - 1, math.floor(n / 2) - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYSCORE', changes_key, '-inf', cut[2])
+    redis.call('ZADD', changes_key, cut[2], '')
+  end
+  -- Replicas that follow the channel (StartEpochWatch) skip the epoch read.
+  redis.call('PUBLISH', epoch_key, now)
+  return epoch
+end
+-- The store lost writes (its epoch is below `floor`, the highest epoch the
+-- caller has seen: a stale replica was promoted, or it was flushed). The
+-- seal goes, and the epoch restarts past every value a replica may have
+-- cached (the server's time in microseconds, as bump() starts a new one, or
+-- the floor if that is higher), so every cache reloads and sees the ledger
+-- unsealed, and no replica with a higher floor than this caller's sees the
+-- epoch go back again after the rebuild.
+local function unseal(sealed_key, epoch_key, changes_key, floor)
+  redis.call('DEL', sealed_key)
+  local t = redis.call('TIME')
+  local restart = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if restart < floor then restart = floor end
+  local ep = tonumber(redis.call('GET', epoch_key) or '0') or 0
+  if ep < restart then redis.call('SET', epoch_key, string.format('%d', restart)) end
+  bump(epoch_key, changes_key)
+end

@@ -1,0 +1,94 @@
+-- Reserve.
+-- KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes,
+--       9 inflight, 10 sealed
+-- ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
+--       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
+--       8 model, 9 in-flight ttl ms (0: no mark), 10 require the seal (1/0),
+--       11 highest epoch the caller has seen, 12.. gpu indices
+-- Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
+--       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
+--       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
+--       | {'rebuilding', why}
+-- With the seal required nothing is granted (not even an entry already held)
+-- while the ledger is unsealed: entries of bound pods may be missing.
+local node, uid = ARGV[2], ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[10] == '1' then
+  if redis.call('EXISTS', KEYS[10]) == 0 then return {'rebuilding', 'unsealed'} end
+  local floor = tonumber(ARGV[11]) or 0
+  if (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) < floor then
+    unseal(KEYS[10], KEYS[7], KEYS[8], floor)
+    return {'rebuilding', 'epoch went back'}
+  end
+end
+local function mark_in_flight()
+  local ttl = tonumber(ARGV[9]) or 0
+  if ttl > 0 then redis.call('HSET', KEYS[9], uid, string.format('%d', now + ttl)) end
+end
+if redis.call('HEXISTS', KEYS[3], uid) == 1 then
+  -- Rewritten so that a WAIT after this answer also covers the entry (an
+  -- earlier attempt may have written it without replicas acknowledging).
+  redis.call('HSET', KEYS[6], uid, node)
+  mark_in_flight()
+  return {'held'}
+end
+local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
+if other and other ~= node then
+  local okey = ARGV[1] .. ':{' .. other .. '}:alloc'
+  local raw = redis.call('HGET', okey, uid)
+  if raw then
+    local ok, e = pcall(cjson.decode, raw)
+    local st = 'unreadable'
+    if ok and type(e) == 'table' and type(e.state) == 'string' then st = e.state end
+    if st ~= 'reserved' then return {'conflict', other, st} end
+    moved_from = okey
+  end
+end
+if redis.call('SISMEMBER', KEYS[1], node) == 0 then return {'no_node'} end
+local per = tonumber(ARGV[5])
+local alloc = {}
+for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
+  local ok, e = pcall(cjson.decode, v)
+  if ok and type(e) == 'table' and type(e.gpus) == 'table' then
+    local p = tonumber(e.per_gpu) or 0
+    for _, g in ipairs(e.gpus) do
+      local gi = tonumber(g)
+      if gi then alloc[gi] = (alloc[gi] or 0) + p end
+    end
+  end
+end
+local fresh = false
+if ARGV[6] == '1' then
+  local ts = tonumber(redis.call('HGET', KEYS[4], 'ts'))
+  if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
+end
+local fails = {}
+for i = 12, #ARGV do
+  local c = redis.call('HGET', KEYS[2], ARGV[i])
+  if not c then return {'no_gpu', ARGV[i]} end
+  local cap = tonumber(c)
+  if not cap then return {'bad_cap', ARGV[i], c} end
+  local a = alloc[tonumber(ARGV[i])] or 0
+  local u, known = a, 0
+  if fresh then
+    local uv = tonumber(redis.call('HGET', KEYS[4], ARGV[i]))
+    if uv then u, known = uv, 1 end
+  end
+  local m = a
+  if u > m then m = u end
+  if m + per > cap then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
+end
+if #fails > 0 then return {'insufficient', fails} end
+if moved_from then redis.call('HDEL', moved_from, uid) end
+local nowtext = string.format('%d', now)
+redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')
+redis.call('HSET', KEYS[6], uid, node)
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[5], ARGV[8], nowtext) end
+mark_in_flight()
+if moved_from then
+  bump(KEYS[7], KEYS[8], node, other)
+  return {'moved', other}
+end
+bump(KEYS[7], KEYS[8], node)
+return {'reserved'}
