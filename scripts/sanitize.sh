@@ -12,11 +12,13 @@
 # spawn vramd and vramctl from the same sanitized build, so the daemon runs
 # under the sanitizer too. Every process writes its reports to files
 # (log_path); the run fails on any report and on any failed test.
-# Before the tests, two proofs that "0 reports" means something:
+# Before the tests, three proofs that "0 reports" means something:
 #   - canaries (scripts/lib/sanitizer-canary.cc, built with the tree's flags
 #     and run with the tests' options): a heap overflow, a signed overflow, a
 #     misaligned load and a leak (asan), a data race (tsan) must each leave
 #     their report where the tests' reports are looked for;
+#   - clang's thread-safety analysis is on as an error for every source and
+#     refuses its canary (scripts/lib/thread-safety-canary.cc);
 #   - the tree's own binaries are instrumented: vramd, vramctl and the test
 #     binaries link the sanitizer runtime, and every object file of vramd's
 #     code calls into it (nm).
@@ -129,6 +131,31 @@ canary() {
   done
   ((rc == 0)) && echo "sanitize.sh: $san canaries reported their bugs: ${seen[*]}"
   return $rc
+}
+
+# thread_safety_canary DIR: every vramd source of the tree compiles with
+# clang's -Werror=thread-safety, and that flag does refuse a field guarded by
+# a vramd::Mutex written without it (scripts/lib/thread-safety-canary.cc must
+# fail to compile with the analysis' message); otherwise a clean build would
+# prove nothing about the GUARDED_BY annotations.
+thread_safety_canary() {
+  local dir=$1 out missing
+  missing=$(python3 -c '
+import json, sys
+cmds = json.load(open(sys.argv[1] + "/compile_commands.json"))
+bad = [c["file"] for c in cmds if "/src/" in c["file"] and "-Werror=thread-safety" not in c.get("command", " ".join(c.get("arguments", [])))]
+print("\n".join(bad))' "$dir")
+  if [[ -n "$missing" ]]; then
+    echo "sanitize.sh: $dir compiles these without -Werror=thread-safety:"; echo "$missing"; return 1
+  fi
+  if out=$(clang++ -std=c++20 -Iinclude -fsyntax-only -Wthread-safety -Werror=thread-safety \
+      scripts/lib/thread-safety-canary.cc 2>&1); then
+    echo "sanitize.sh: the thread-safety canary compiled: the analysis is not checking vramd::Mutex"; return 1
+  fi
+  if ! grep -q "requires holding mutex 'mu_'" <<<"$out"; then
+    echo "sanitize.sh: the thread-safety canary failed without the analysis' message:"; echo "$out"; return 1
+  fi
+  echo "sanitize.sh: $dir builds with -Werror=thread-safety; its canary was refused (writing a guarded field without its mutex)"
 }
 
 # instrumented DIR SAN: the tree's own binaries carry the sanitizer. Each
@@ -254,6 +281,7 @@ for s in $SANITIZERS; do
       build build-asan address,undefined
       echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
       canary asan "${asan_opts[@]}" || status=1
+      thread_safety_canary build-asan || status=1
       instrumented build-asan asan || status=1
       tiers asan build-asan "${asan_opts[@]}"
       ;;
@@ -261,6 +289,7 @@ for s in $SANITIZERS; do
       build build-tsan thread
       echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
       canary tsan "${tsan_opts[@]}" || status=1
+      thread_safety_canary build-tsan || status=1
       instrumented build-tsan tsan || status=1
       tiers tsan build-tsan "${tsan_opts[@]}"
       ;;
