@@ -7,7 +7,8 @@
 // of throwing (an exception aborts the target); a decoded pod has a name; a
 // request, when valid, is consistent; accepted placement annotations name
 // 1..64 distinct GPUs 0..4096 with 1..2^50 bytes each; the plan re-adds at
-// most the pod, never with more than 2^50 bytes per GPU, and reports the pod
+// most the pod, never with more than 2^50 bytes per GPU and always with an
+// entry the store accepts (store::EntryFieldProblem), and reports the pod
 // as malformed exactly when its request or its annotations are invalid;
 // capacities are 0..2^50 per GPU.
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "store/entry_codec.h"
 #include "vramd/kube/decode.h"
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/pod_request.h"
@@ -58,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(a.kind == reconcile::ActionKind::kReadd && a.entry.pod_uid == bound.uid);
       FUZZ_CHECK(a.entry.per_gpu > 0 && a.entry.per_gpu <= ledger::kMaxBytesPerGpu);
       FUZZ_CHECK(a.entry.gpus == std::vector<int>{0});
+      FUZZ_CHECK(store::EntryFieldProblem(a.entry).empty());
     }
     const bool terminal = bound.phase == "Succeeded" || bound.phase == "Failed";
     const bool bad_request =

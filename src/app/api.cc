@@ -162,7 +162,13 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                         {"peak_per_gpu_bytes", e.peak_per_gpu},
                         {"model", e.model},
                         {"state", ledger::EntryStateName(e.state)},
-                        {"created_ms", e.created_ms}});
+                        {"created_ms", e.created_ms},
+                        {"priority", e.priority},
+                        {"priority_class", e.priority_class},
+                        {"victim", e.victim},
+                        {"used_per_gpu_bytes", e.used},
+                        {"usage_reported_ms", e.used_ts_ms},
+                        {"last_active_ms", e.last_active_ms}});
   }
   json out = VectorsJson(ledger::SumVectors(vec));
   out["name"] = node.name;

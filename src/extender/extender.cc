@@ -264,8 +264,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         rr.entry.name = name;
         rr.entry.gpus = d.choice.gpus;
         rr.entry.per_gpu = d.choice.per_gpu;
-        rr.entry.peak_per_gpu = req.peak_per_gpu;
-        rr.entry.model = req.model;
+        ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
         rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
         rr.in_flight_ttl_ms = in_flight_ttl_ms;
         rr.require_sealed = kube_ != nullptr;

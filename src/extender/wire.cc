@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 namespace vramd::extender {
@@ -141,14 +142,18 @@ Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
       for (auto a : ann) {
         std::string_view akey;
         if (auto e = a.unescaped_key().get(akey)) return Bad("Pod.metadata.annotations", e);
-        if (akey != "vramd.io/gpu-count" && akey != "vramd.io/vram-peak" && akey != "vramd.io/model") continue;
+        if (akey != "vramd.io/gpu-count" && akey != "vramd.io/vram-peak" && akey != "vramd.io/model" &&
+            akey != ledger::kDisposableAnnotation) {
+          continue;
+        }
         std::string_view val;
         if (a.value().get_string().get(val) != simdjson::SUCCESS) {
           return BadType("Pod.metadata.annotations[" + std::string(akey) + "]", "a string");
         }
         if (akey == "vramd.io/gpu-count") pod->gpu_count = std::string(val);
         else if (akey == "vramd.io/vram-peak") pod->vram_peak = std::string(val);
-        else pod->model = std::string(val);
+        else if (akey == "vramd.io/model") pod->model = std::string(val);
+        else pod->disposable = std::string(val);
       }
     }
   }
@@ -171,9 +176,29 @@ Status ReadSpec(od::value v, const std::string& resource, ledger::PodSpecView* p
     } else if (key == "overhead") {
       if (Status s = ReadResourceMap(field.value(), resource, "Pod.spec.overhead", &pod->overhead); !s.ok()) return s;
     } else if (key == "priority") {
-      int64_t p;
+      // As the Kubernetes decoder (kube/decode.cc) reads it: a 32-bit integer or null.
       od::value pv = field.value();
-      if (pv.get_int64().get(p) == simdjson::SUCCESS) pod->priority = static_cast<int32_t>(p);
+      od::json_type pt;
+      if (auto e = pv.type().get(pt)) return Bad("Pod.spec.priority", e);
+      if (pt == od::json_type::null) continue;
+      int64_t p = 0;
+      if (pv.get_int64().get(p) != simdjson::SUCCESS || p < std::numeric_limits<int32_t>::min() ||
+          p > std::numeric_limits<int32_t>::max()) {
+        return BadType("Pod.spec.priority", "a 32-bit integer");
+      }
+      pod->priority = static_cast<int32_t>(p);
+    } else if (key == "priorityClassName") {
+      od::value cv = field.value();
+      od::json_type ct;
+      if (auto e = cv.type().get(ct)) return Bad("Pod.spec.priorityClassName", e);
+      if (ct == od::json_type::null) continue;
+      std::string_view name;
+      if (cv.get_string().get(name) != simdjson::SUCCESS) return BadType("Pod.spec.priorityClassName", "a string");
+      if (name.size() > ledger::kMaxPriorityClassName) {
+        return InvalidArgument("invalid extender request: Pod.spec.priorityClassName is longer than " +
+                               std::to_string(ledger::kMaxPriorityClassName) + " bytes");
+      }
+      pod->priority_class = std::string(name);
     }
   }
   return Status::Ok();

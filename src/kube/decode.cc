@@ -195,6 +195,13 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
     if (!overhead.ok()) return overhead.status();
     pod.spec.overhead = std::move(*overhead);
     if (Status s = DecodePriority(sp, pod.spec.priority); !s.ok()) return s;
+    if (Status s = StringMember(sp, "priorityClassName", "spec.priorityClassName", pod.spec.priority_class); !s.ok()) {
+      return s;
+    }
+    if (pod.spec.priority_class.size() > ledger::kMaxPriorityClassName) {
+      return InvalidArgument("spec.priorityClassName: longer than " + std::to_string(ledger::kMaxPriorityClassName) +
+                             " bytes");
+    }
   }
 
   Result<const json*> status = ObjectMember(obj, "status", "status");
@@ -209,6 +216,7 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
   pod.spec.gpu_count = Annotation(pod.annotations, kGpuCountAnnotation);
   pod.spec.vram_peak = Annotation(pod.annotations, kVramPeakAnnotation);
   pod.spec.model = Annotation(pod.annotations, kModelAnnotation).value_or("");
+  pod.spec.disposable = Annotation(pod.annotations, ledger::kDisposableAnnotation);
   return pod;
 }
 

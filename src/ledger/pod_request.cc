@@ -71,6 +71,10 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   VramRequest req;
   req.total = total;
   req.model = pod.model;
+  req.ns = pod.ns;
+  req.priority = pod.priority;
+  req.priority_class = pod.priority_class;
+  req.victim = IsDesignatedVictim(pod);
   if (pod.gpu_count) {
     const std::string& g = *pod.gpu_count;
     // Digits only, bounded: a 14-digit count is an error, not an int overflow.
@@ -93,6 +97,27 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
     req.peak_per_gpu = CeilDiv(*p, req.gpu_count);
   }
   return req;
+}
+
+bool IsDesignatedVictim(const PodSpecView& pod, std::span<const std::string_view> victim_classes) {
+  if (!pod.priority_class.empty() &&
+      std::find(victim_classes.begin(), victim_classes.end(), pod.priority_class) != victim_classes.end()) {
+    return true;
+  }
+  if (!pod.disposable) return false;
+  constexpr std::string_view kTrue = "true";
+  const std::string& v = *pod.disposable;
+  return std::equal(v.begin(), v.end(), kTrue.begin(), kTrue.end(),
+                    [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b; });
+}
+
+void RecordDemand(const VramRequest& d, Entry* e) {
+  if (e->ns.empty()) e->ns = d.ns;
+  e->model = d.model;
+  e->peak_per_gpu = d.peak_per_gpu;
+  e->priority = d.priority;
+  e->priority_class = d.priority_class;
+  e->victim = d.victim;
 }
 
 }  // namespace vramd::ledger

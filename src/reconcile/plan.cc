@@ -224,8 +224,7 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     e.pod_uid = p.uid;
     e.ns = p.ns;
     e.name = p.name;
-    e.model = req->model;
-    e.peak_per_gpu = req->peak_per_gpu;
+    ledger::RecordDemand(*req, &e);  // model, peak, priority, class, victim
     e.state = p.deleting ? ledger::EntryState::kTerminating : ledger::EntryState::kBound;
     e.created_ms = opts.now_ms;
     // Annotations naming a GPU the node does not have (its capacity changed)

@@ -3,7 +3,7 @@
 // Keys (P = client prefix, NODE inside a hash tag):
 //   P:nodes          set   node names
 //   P:{NODE}:cap     hash  gpu index -> capacity bytes; "uuid:<idx>" -> GPU UUID
-//   P:{NODE}:alloc   hash  pod uid -> entry JSON (EncodeEntry below)
+//   P:{NODE}:alloc   hash  pod uid -> entry JSON (entry_codec.h)
 //   P:{NODE}:used    hash  gpu index -> bytes in use; "ts" -> report time (server ms)
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
@@ -20,10 +20,8 @@
 // nodes it changed with the shared bump() prelude. Snapshot() caches the
 // ledger at one epoch; when the epoch moves it reads again only the nodes
 // logged after the cached epoch (Refresh), or the whole ledger (Load) when
-// the log cannot vouch for that. Entry JSON is compact and flat so that
-// Lua's cjson reads it; numbers stay below 2^53.
-#include <nlohmann/json.hpp>
-#include <simdjson.h>
+// the log cannot vouch for that. Entry JSON (entry_codec.h) is compact and
+// flat so that Lua's cjson reads it; numbers stay below 2^53.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -42,6 +40,7 @@
 #include "vramd/metrics/thread_guard.h"
 #include "vramd/parse.h"
 #include "vramd/store/valkey_client.h"
+#include "store/entry_codec.h"
 #include "store/lua_scripts.h"  // generated from src/store/lua/*.lua
 
 namespace vramd::store {
@@ -64,146 +63,6 @@ std::string WriteScript(std::string_view body) { return std::string(lua::kBump).
 std::string WriteScript(std::string_view helper, std::string_view body) {
   return std::string(lua::kBump).append(helper).append(body);
 }
-
-// ---------------------------------------------------------------------------
-// Entry JSON.
-
-void AppendJsonString(std::string* out, std::string_view s) {
-  // Invalid UTF-8 (a free-text model annotation) is replaced, not rejected,
-  // so the entry stays readable by both nlohmann and cjson.
-  *out += nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// {"ns":..,"name":..,"gpus":[..],"per_gpu":N,"peak_per_gpu":N,"model":..,
-//  "state":..,"created_ms":N}. With omit_created the text ends right after
-// "created_ms": and the script appends the server time and the closing brace.
-std::string EncodeEntry(const Entry& e, bool omit_created) {
-  std::string out;
-  out.reserve(160 + e.ns.size() + e.name.size() + e.model.size());
-  out += "{\"ns\":";
-  AppendJsonString(&out, e.ns);
-  out += ",\"name\":";
-  AppendJsonString(&out, e.name);
-  out += ",\"gpus\":[";
-  for (size_t i = 0; i < e.gpus.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(e.gpus[i]);
-  }
-  out += "],\"per_gpu\":";
-  out += std::to_string(e.per_gpu);
-  out += ",\"peak_per_gpu\":";
-  out += std::to_string(e.peak_per_gpu);
-  out += ",\"model\":";
-  AppendJsonString(&out, e.model);
-  out += ",\"state\":\"";
-  out += ledger::EntryStateName(e.state);
-  out += "\",\"created_ms\":";
-  if (!omit_created) {
-    out += std::to_string(e.created_ms);
-    out += '}';
-  }
-  return out;
-}
-
-// Decodes alloc fields with simdjson's on-demand API: a full reload decodes
-// every entry of the cluster (50,000 at the design size), where building
-// nlohmann DOMs cost about as much as all the rest of the reload together.
-// One decoder per reload (not thread-safe).
-class EntryDecoder {
- public:
-  // Decodes one alloc field into *e; on failure says why in *why.
-  bool Decode(std::string_view text, Entry* e, std::string* why) {
-    buf_.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-    buf_.assign(text.data(), text.size());
-    simdjson::ondemand::document doc;
-    simdjson::ondemand::object obj;
-    if (parser_.iterate(buf_.data(), buf_.size(), buf_.capacity()).get(doc) != simdjson::SUCCESS ||
-        doc.get_object().get(obj) != simdjson::SUCCESS) {
-      *why = "not a JSON object";
-      return false;
-    }
-    bool have_gpus = false, have_per_gpu = false;
-    for (auto maybe_field : obj) {
-      simdjson::ondemand::field field;
-      std::string_view key;
-      if (std::move(maybe_field).get(field) != simdjson::SUCCESS ||
-          field.unescaped_key().get(key) != simdjson::SUCCESS) {
-        return Fail("not JSON", why);
-      }
-      simdjson::ondemand::value v = field.value();
-      if (key == "gpus") {
-        simdjson::ondemand::array arr;
-        if (v.get_array().get(arr) != simdjson::SUCCESS) return Fail("bad \"gpus\"", why);
-        e->gpus.clear();
-        for (auto maybe_item : arr) {
-          simdjson::ondemand::value item;
-          int64_t g = 0;
-          if (std::move(maybe_item).get(item) != simdjson::SUCCESS || !Int(item, &g) || g < 0 ||
-              g > 1'000'000) {
-            return Fail("bad GPU index in \"gpus\"", why);
-          }
-          e->gpus.push_back(static_cast<int>(g));
-        }
-        have_gpus = !e->gpus.empty();
-      } else if (key == "per_gpu") {
-        if (!Int(v, &e->per_gpu) || e->per_gpu < 0) return Fail("bad \"per_gpu\"", why);
-        have_per_gpu = true;
-      } else if (key == "peak_per_gpu") {
-        if (!Int(v, &e->peak_per_gpu)) return Fail("bad \"peak_per_gpu\"", why);
-      } else if (key == "created_ms") {
-        if (!Int(v, &e->created_ms)) return Fail("bad \"created_ms\"", why);
-      } else if (key == "state") {
-        std::string_view st;
-        if (v.get_string().get(st) != simdjson::SUCCESS || !ledger::ParseEntryState(st, &e->state)) {
-          return Fail("bad \"state\"", why);
-        }
-      } else if (key == "ns" || key == "name" || key == "model") {
-        std::string* out = key == "ns" ? &e->ns : key == "name" ? &e->name : &e->model;
-        simdjson::ondemand::json_type type;
-        std::string_view str;
-        if (v.type().get(type) != simdjson::SUCCESS) return Fail("not JSON", why);
-        if (type == simdjson::ondemand::json_type::string) {
-          if (v.get_string().get(str) != simdjson::SUCCESS) return Fail("bad string", why);
-          out->assign(str);
-        } else if (type != simdjson::ondemand::json_type::null) {
-          return Fail("a non-string \"" + std::string(key) + "\"", why);
-        }
-      }
-      // Unknown fields are skipped (written by a newer version).
-    }
-    if (!have_gpus) return Fail("no \"gpus\" array", why);
-    if (!have_per_gpu) return Fail("no \"per_gpu\"", why);
-    return true;
-  }
-
- private:
-  static bool Fail(std::string reason, std::string* why) {
-    *why = std::move(reason);
-    return false;
-  }
-
-  // A JSON integer, or a float with an integral value (cjson writes large
-  // numbers as 1e+14).
-  static bool Int(simdjson::ondemand::value& v, int64_t* out) {
-    simdjson::ondemand::number_type type;
-    if (v.get_number_type().get(type) != simdjson::SUCCESS) return false;
-    if (type == simdjson::ondemand::number_type::signed_integer) {
-      return v.get_int64().get(*out) == simdjson::SUCCESS;
-    }
-    double d = 0;
-    if (v.get_double().get(d) != simdjson::SUCCESS) return false;
-    if (!(d >= -9.2e18 && d <= 9.2e18) || d != static_cast<double>(static_cast<int64_t>(d))) {
-      return false;
-    }
-    *out = static_cast<int64_t>(d);
-    return true;
-  }
-
-  simdjson::ondemand::parser parser_;
-  std::string buf_;  // the field, copied with the padding simdjson reads past the end
-};
-
-// ---------------------------------------------------------------------------
 
 bool ParseInt64(std::string_view s, int64_t* out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -238,6 +97,7 @@ Status CheckEntry(const Entry& e, bool reserve) {
     return InvalidArgument(who + ": per-GPU amount must be positive");
   }
   if (e.peak_per_gpu < 0) return InvalidArgument(who + ": negative peak");
+  if (std::string problem = EntryFieldProblem(e); !problem.empty()) return InvalidArgument(who + ": " + problem);
   return Status::Ok();
 }
 

@@ -17,7 +17,9 @@ namespace vramd::kube {
 //   init_containers[i] ← spec.initContainers[i] likewise, sidecar = (restartPolicy == "Always")
 //   overhead           ← spec.overhead[resource]
 //   gpu_count, vram_peak, model ← annotations vramd.io/gpu-count, vramd.io/vram-peak, vramd.io/model
+//   disposable         ← annotation vramd.io/disposable
 //   priority           ← spec.priority (a 32-bit integer)
+//   priority_class     ← spec.priorityClassName (at most ledger::kMaxPriorityClassName bytes)
 //   uid, ns, name      ← metadata
 // Quantities are kept as text exactly as sent; a JSON number is accepted and
 // turned into its decimal text (1073741824 → "1073741824"). Absent and null

@@ -20,16 +20,34 @@ const char* EntryStateName(EntryState s);
 bool ParseEntryState(std::string_view s, EntryState* out);
 
 // One pod's reservation on one node: the same amount on each chosen GPU.
+// The fields after `created_ms` record facts about the pod for the features
+// built on the ledger (burstable VRAM, designated victims, the pressure
+// watchdog, idle eviction, quotas); no placement decision reads them yet.
+// Each has a default that means "not known", which is also what an entry
+// written before the field existed reads as.
 struct Entry {
   std::string pod_uid;
-  std::string ns;
+  std::string ns;                // the pod's namespace
   std::string name;
   std::vector<int> gpus;         // GPU indices on the node, ascending
   int64_t per_gpu = 0;           // bytes reserved on each GPU in `gpus`
-  int64_t peak_per_gpu = 0;      // burst ceiling per GPU (>= per_gpu); 0 means per_gpu
+  int64_t peak_per_gpu = 0;      // burst ceiling per GPU from vramd.io/vram-peak
+                                 // (>= per_gpu); 0 means per_gpu
   std::string model;             // vramd.io/model, may be empty
   EntryState state = EntryState::kReserved;
   int64_t created_ms = 0;        // when the reservation was made (server time)
+
+  int32_t priority = 0;          // the pod's spec.priority (0 when it has none)
+  bool victim = false;           // designated victim (DESIGN.md §7): first to go
+                                 // under pressure, never preempts others; see
+                                 // ledger::IsDesignatedVictim (pod_request.h)
+  std::string priority_class;    // the pod's spec.priorityClassName, may be empty
+  int64_t used = 0;              // the pod's own observed usage, bytes per GPU
+                                 // (its largest figure over `gpus`); see used_ts_ms
+  int64_t used_ts_ms = 0;        // when `used` was reported; 0 = never
+  int64_t last_active_ms = 0;    // last sign of GPU activity (a GPU-lock call or
+                                 // a change of usage); 0 = none seen since created_ms
+  bool operator==(const Entry&) const = default;
 };
 
 struct Gpu {

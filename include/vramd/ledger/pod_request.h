@@ -2,14 +2,28 @@
 // extended resource (EXTENDER-PROTOCOL.md, "Counting a pod's request").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "vramd/ledger/model.h"
 #include "vramd/status.h"
 
 namespace vramd::ledger {
+
+// Pod annotation that makes a pod a designated victim where no priority
+// class says so (DESIGN.md §7); the value "true" (any case) does.
+inline constexpr const char* kDisposableAnnotation = "vramd.io/disposable";
+// Priority classes whose pods are designated victims unless configured
+// otherwise (DESIGN.md §7).
+inline constexpr std::string_view kDefaultVictimClasses[] = {"vramd-disposable"};
+// A priority class name is a DNS subdomain: at most 253 bytes. The pod
+// decoders reject a longer spec.priorityClassName.
+inline constexpr size_t kMaxPriorityClassName = 253;
 
 // The resource amounts of one container for the configured resource name,
 // as quantity strings exactly as found in the pod spec.
@@ -32,18 +46,27 @@ struct PodSpecView {
   std::optional<std::string> gpu_count;      // annotation vramd.io/gpu-count
   std::optional<std::string> vram_peak;      // annotation vramd.io/vram-peak
   std::string model;                         // annotation vramd.io/model
-  int32_t priority = 0;
+  std::optional<std::string> disposable;     // annotation vramd.io/disposable
+  int32_t priority = 0;                      // spec.priority (0 when absent)
+  std::string priority_class;                // spec.priorityClassName (<= kMaxPriorityClassName)
   bool operator==(const PodSpecView&) const = default;
 };
 
+// A pod's demand: what it asks of one node, and the facts about the pod that
+// its ledger entry records (RecordDemand).
 struct VramRequest {
   int64_t total = 0;         // R: bytes for the whole pod
   int gpu_count = 1;         // GPUs of one node it spreads over
   int64_t per_gpu = 0;       // ceil(total / gpu_count)
   int64_t peak_per_gpu = 0;  // ceil(peak / gpu_count), >= per_gpu
   std::string model;
+  std::string ns;              // the pod's namespace
+  int32_t priority = 0;        // spec.priority
+  std::string priority_class;  // spec.priorityClassName, may be empty
+  bool victim = false;         // IsDesignatedVictim with the default classes
   bool wants_vram() const { return total > 0; }
 };
+using Demand = VramRequest;
 
 // Largest gpu-count accepted; more is an error, not a silent clamp.
 inline constexpr int kMaxGpuCount = 64;
@@ -51,6 +74,22 @@ inline constexpr int kMaxGpuCount = 64;
 // R = max(sum of app containers and sidecars, each init container counted with
 // the sidecars declared before it) + overhead. For each container, the request
 // defaults to the limit when absent. Quantity errors name the container.
+// The demand also carries the pod's namespace, priority, priority class,
+// model and whether it is a designated victim (kDefaultVictimClasses); none
+// of these can make it an error.
 Result<VramRequest> ComputeVramRequest(const PodSpecView& pod);
+
+// Whether the pod is a designated victim: its priority class is one of
+// `victim_classes`, or it carries kDisposableAnnotation with the value "true"
+// (ASCII case ignored; any other value, or none, says nothing).
+bool IsDesignatedVictim(const PodSpecView& pod,
+                        std::span<const std::string_view> victim_classes = kDefaultVictimClasses);
+
+// Writes into `e` what the demand says about the pod: model, peak_per_gpu,
+// priority, priority_class and victim (and ns when `e` has none). Every path
+// that creates an entry for a pod (bind, reconcile's re-add) goes through it,
+// so an entry records what its demand said. Leaves uid, name, GPUs, amount,
+// state and times to the caller.
+void RecordDemand(const VramRequest& d, Entry* e);
 
 }  // namespace vramd::ledger

@@ -23,7 +23,7 @@ struct GpuCapacity {
 
 struct ReserveRequest {
   std::string node;
-  ledger::Entry entry;          // pod_uid, ns, name, gpus, per_gpu, peak, model
+  ledger::Entry entry;          // every field but created_ms (the server's time)
   bool fit_on_usage = true;     // apply max(A, U) with fresh usage, not just A
   int64_t usage_max_age_ms = 60'000;
   // > 0: the same call also marks the pod's bind in flight for this long

@@ -81,6 +81,26 @@ TEST_F(StandaloneExtender, BindIsIdempotentByPodUid) {
   EXPECT_EQ(store.reserves, 1);
 }
 
+TEST_F(StandaloneExtender, BindRecordsThePodsPriorityClassPeakAndVictimInItsEntry) {
+  json body = json::parse(FilterBody("u1", "10Gi", {"big"}, R"({"vramd.io/vram-peak":"12Gi","vramd.io/model":"m"})"));
+  body["Pod"]["spec"]["priority"] = -1000;
+  body["Pod"]["spec"]["priorityClassName"] = "vramd-disposable";
+  ASSERT_EQ(ext.Filter(body.dump()).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(store.Entries("big").size(), 1u);
+  const ledger::Entry e = store.Entries("big")[0];
+  EXPECT_EQ(e.ns, "default");
+  EXPECT_EQ(e.name, "p-u1");
+  EXPECT_EQ(e.per_gpu, 10 * kGi);
+  EXPECT_EQ(e.peak_per_gpu, 12 * kGi);
+  EXPECT_EQ(e.model, "m");
+  EXPECT_EQ(e.priority, -1000);
+  EXPECT_EQ(e.priority_class, "vramd-disposable");
+  EXPECT_TRUE(e.victim);
+  EXPECT_EQ(e.used, 0);             // nothing observed yet
+  EXPECT_EQ(e.last_active_ms, 0);
+}
+
 TEST_F(StandaloneExtender, BindOfUnknownPodIsRefusedInStandaloneMode) {
   std::string err = json::parse(ext.Bind(BindBody("never-filtered", "big")).body)["Error"];
   EXPECT_NE(err.find("was not seen by filter"), std::string::npos);
@@ -166,6 +186,17 @@ TEST_F(KubeExtender, BindReadsThePodOnceAndAnnotatesInTheBinding) {
   EXPECT_EQ(ann.at("vramd.io/vram-per-gpu"), std::to_string(32 * kGi));
   EXPECT_EQ(kube.pods["default/p-u1"].node_name, "big");
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+}
+
+TEST_F(KubeExtender, BindOfAPodReadFromTheApiRecordsItsPriorityInItsEntry) {
+  kube.pods["default/p-u1"].spec.priority = 100000;
+  kube.pods["default/p-u1"].spec.priority_class = "homelab-critical";
+  kube.pods["default/p-u1"].spec.disposable = "true";
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(store.Entries("big").size(), 1u);
+  EXPECT_EQ(store.Entries("big")[0].priority, 100000);
+  EXPECT_EQ(store.Entries("big")[0].priority_class, "homelab-critical");
+  EXPECT_TRUE(store.Entries("big")[0].victim);
 }
 
 TEST_F(KubeExtender, BindAfterFilterOnThisReplicaMakesOneApiCall) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "vramd/kube/decode.h"
 #include "vramd/ledger/pod_request.h"
 
 namespace vramd::extender {
@@ -62,6 +63,57 @@ TEST(Wire, DecodesPriorityClassAndPrioritizeBodies) {
   EXPECT_EQ(a.pod.priority, 100000);
   ASSERT_TRUE(d.Decode(Fixture("prioritize-multicontainer.json"), "vramd.io/vram", &a).ok());
   EXPECT_EQ(a.node_names.size(), 4u);
+}
+
+TEST(Wire, DecodesPriorityClassNameAndTheDisposableAnnotation) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-priorityclass.json"), "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.pod.priority_class, "homelab-critical");
+  EXPECT_FALSE(a.pod.disposable.has_value());
+  ASSERT_TRUE(d.Decode(R"({"Pod":{"metadata":{"annotations":{"vramd.io/disposable":"true"}},)"
+                       R"("spec":{"priority":-2147483648,"priorityClassName":"vramd-disposable"}},"NodeNames":[]})",
+                       "vramd.io/vram", &a)
+                  .ok());
+  EXPECT_EQ(a.pod.disposable, "true");
+  EXPECT_EQ(a.pod.priority, -2147483648);
+  EXPECT_EQ(a.pod.priority_class, "vramd-disposable");
+  ASSERT_TRUE(d.Decode(R"({"Pod":{"spec":{"priority":null,"priorityClassName":null}},"NodeNames":[]})",
+                       "vramd.io/vram", &a)
+                  .ok());
+  EXPECT_EQ(a.pod.priority, 0);
+  EXPECT_EQ(a.pod.priority_class, "");
+}
+
+TEST(Wire, APriorityClassNameLongerThanKubernetesAllowsIsRejected) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  const std::string ok = std::string(ledger::kMaxPriorityClassName, 'c');
+  const auto body = [](const std::string& cls) {
+    return R"({"Pod":{"spec":{"priorityClassName":")" + cls + R"("}},"NodeNames":[]})";
+  };
+  ASSERT_TRUE(d.Decode(body(ok), "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.pod.priority_class, ok);
+  Status s = d.Decode(body(ok + "c"), "vramd.io/vram", &a);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("priorityClassName is longer than 253 bytes"), std::string::npos) << s.message();
+}
+
+// The two decoders of a pod (this one for extender calls, kube::DecodePod for
+// the API server's objects) give the same view of the same pod, so the demand
+// and the entry see one priority whichever way the pod came.
+TEST(Wire, SeesThePodAsTheKubernetesDecoderDoes) {
+  for (const char* name : {"filter-multicontainer-initcontainer.json", "filter-priorityclass.json",
+                           "filter-gpu-count-2.json"}) {
+    SCOPED_TRACE(name);
+    const std::string body = Fixture(name);
+    ArgsDecoder d;
+    ExtenderArgs a;
+    ASSERT_TRUE(d.Decode(body, "vramd.io/vram", &a).ok());
+    Result<kube::PodInfo> pod = kube::DecodePod(nlohmann::json::parse(body).at("Pod").dump(), "vramd.io/vram");
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    EXPECT_EQ(a.pod, pod->spec);
+  }
 }
 
 TEST(Wire, OtherResourceNameSeesNoVram) {
@@ -181,6 +233,17 @@ INSTANTIATE_TEST_SUITE_P(
                 "quantity"},
         BadBody{"AnnotationNotString", R"({"Pod":{"metadata":{"annotations":{"vramd.io/gpu-count":2}}},"NodeNames":[]})",
                 "gpu-count] must be a string"},
+        BadBody{"PriorityNotInteger", R"({"Pod":{"spec":{"priority":"high"}},"NodeNames":[]})",
+                "Pod.spec.priority must be a 32-bit integer"},
+        BadBody{"PriorityOutOfRange", R"({"Pod":{"spec":{"priority":3000000000}},"NodeNames":[]})",
+                "Pod.spec.priority must be a 32-bit integer"},
+        BadBody{"PriorityFraction", R"({"Pod":{"spec":{"priority":1.5}},"NodeNames":[]})",
+                "Pod.spec.priority must be a 32-bit integer"},
+        BadBody{"PriorityClassNotString", R"({"Pod":{"spec":{"priorityClassName":7}},"NodeNames":[]})",
+                "Pod.spec.priorityClassName must be a string"},
+        BadBody{"DisposableNotString",
+                R"({"Pod":{"metadata":{"annotations":{"vramd.io/disposable":true}}},"NodeNames":[]})",
+                "disposable] must be a string"},
         BadBody{"TrailingGarbage", R"({"Pod":{},"NodeNames":[]} xx)", "invalid extender request: body"},
         BadBody{"NodeWithoutName", R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})", "metadata.name"}),
     [](const auto& info) { return info.param.name; });

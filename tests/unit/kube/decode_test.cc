@@ -68,6 +68,26 @@ TEST(DecodePod, FixturePodSpecViewHasContainersInitAndAnnotations) {
   EXPECT_EQ(req->total, int64_t{32} << 30);
 }
 
+TEST(DecodePod, PriorityClassAndDisposableAnnotationReachTheDemand) {
+  Result<PodInfo> pod = DecodePod(FixturePod(), kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->spec.priority_class, "homelab-disposable");
+  EXPECT_FALSE(pod->spec.disposable.has_value());
+
+  pod = DecodePod(R"({"metadata":{"name":"p","namespace":"ml","annotations":{"vramd.io/disposable":"true"}},
+                      "spec":{"priority":-5,"priorityClassName":"batch",
+                              "containers":[{"resources":{"limits":{"vramd.io/vram":"1Gi"}}}]}})",
+                  kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->spec.disposable, "true");
+  Result<ledger::Demand> d = ledger::ComputeVramRequest(pod->spec);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->ns, "ml");
+  EXPECT_EQ(d->priority, -5);
+  EXPECT_EQ(d->priority_class, "batch");
+  EXPECT_TRUE(d->victim);
+}
+
 TEST(DecodePod, OtherResourceNamesAreNotPickedUp) {
   Result<PodInfo> pod = DecodePod(FixturePod(), "nvidia.com/gpu");
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
@@ -222,6 +242,18 @@ INSTANTIATE_TEST_SUITE_P(
                    "spec.priority: expected integer"},
         BadPodCase{"PriorityOutOfRange", R"({"metadata":{"name":"p"},"spec":{"priority":3000000000}})",
                    "spec.priority"},
+        BadPodCase{"PriorityClassIsNumber", R"({"metadata":{"name":"p"},"spec":{"priorityClassName":1}})",
+                   "spec.priorityClassName: expected string"},
+        BadPodCase{"PriorityClassTooLong",
+                   R"({"metadata":{"name":"p"},"spec":{"priorityClassName":")"
+                   "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+                   "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+                   "cccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+                   R"("}})",
+                   "spec.priorityClassName: longer than 253 bytes"},
+        BadPodCase{"DisposableIsBool",
+                   R"({"metadata":{"name":"p","annotations":{"vramd.io/disposable":true}}})",
+                   "metadata.annotations[vramd.io/disposable]"},
         BadPodCase{"PhaseIsObject", R"({"metadata":{"name":"p"},"status":{"phase":{}}})", "status.phase"},
         BadPodCase{"NodeNameIsArray", R"({"metadata":{"name":"p"},"spec":{"nodeName":["n"]}})", "spec.nodeName"}),
     [](const ::testing::TestParamInfo<BadPodCase>& info) { return std::string(info.param.name); });

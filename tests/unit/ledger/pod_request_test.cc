@@ -119,5 +119,103 @@ TEST(PodRequest, PeakSpreadsOverGpus) {
   EXPECT_EQ(r->per_gpu, 4 * kGi);
 }
 
+TEST(PodRequest, TheDemandCarriesNamespacePriorityClassAndVictim) {
+  PodSpecView p = Pod({Req("8Gi")});
+  p.ns = "ml";
+  p.priority = -1000;
+  p.priority_class = "vramd-disposable";
+  p.model = "llama";
+  Result<Demand> d = ComputeVramRequest(p);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->ns, "ml");
+  EXPECT_EQ(d->priority, -1000);
+  EXPECT_EQ(d->priority_class, "vramd-disposable");
+  EXPECT_TRUE(d->victim);
+  EXPECT_EQ(d->model, "llama");
+
+  p.priority_class = "homelab-critical";
+  p.priority = 100000;
+  d = ComputeVramRequest(p);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->priority, 100000);
+  EXPECT_FALSE(d->victim);
+}
+
+struct VictimCase {
+  const char* name;
+  std::string priority_class;
+  std::optional<std::string> disposable;  // annotation vramd.io/disposable
+  bool victim;
+};
+
+class DesignatedVictim : public ::testing::TestWithParam<VictimCase> {};
+
+TEST_P(DesignatedVictim, ByClassOrAnnotation) {
+  PodSpecView p = Pod({Req("1Gi")});
+  p.priority_class = GetParam().priority_class;
+  p.disposable = GetParam().disposable;
+  EXPECT_EQ(IsDesignatedVictim(p), GetParam().victim);
+  Result<Demand> d = ComputeVramRequest(p);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();  // never an error, whatever the annotation says
+  EXPECT_EQ(d->victim, GetParam().victim);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PodRequest, DesignatedVictim,
+    ::testing::Values(VictimCase{"Nothing", "", std::nullopt, false},
+                      VictimCase{"DefaultVictimClass", "vramd-disposable", std::nullopt, true},
+                      VictimCase{"OtherClass", "homelab-disposable", std::nullopt, false},
+                      VictimCase{"ClassNameIsCaseSensitive", "VRAMD-DISPOSABLE", std::nullopt, false},
+                      VictimCase{"AnnotationTrue", "", "true", true},
+                      VictimCase{"AnnotationTrueAnyCase", "", "True", true},
+                      VictimCase{"AnnotationTrueUpper", "homelab-critical", "TRUE", true},
+                      VictimCase{"AnnotationFalse", "", "false", false},
+                      VictimCase{"AnnotationYesIsNotTrue", "", "yes", false},
+                      VictimCase{"AnnotationEmpty", "", "", false},
+                      VictimCase{"AnnotationTrueWithSpace", "", "true ", false},
+                      VictimCase{"ClassWinsOverFalseAnnotation", "vramd-disposable", "false", true}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PodRequest, VictimClassesCanBeGiven) {
+  PodSpecView p = Pod({Req("1Gi")});
+  p.priority_class = "batch-low";
+  constexpr std::string_view kClasses[] = {"spot", "batch-low"};
+  EXPECT_TRUE(IsDesignatedVictim(p, kClasses));
+  EXPECT_FALSE(IsDesignatedVictim(p));
+  p.priority_class = "vramd-disposable";
+  EXPECT_FALSE(IsDesignatedVictim(p, kClasses));
+}
+
+TEST(PodRequest, RecordDemandWritesWhatTheDemandSaysIntoTheEntry) {
+  Demand d;
+  d.ns = "ml";
+  d.model = "llama";
+  d.per_gpu = 4 * kGi;
+  d.peak_per_gpu = 6 * kGi;
+  d.priority = 7;
+  d.priority_class = "c";
+  d.victim = true;
+  Entry e;
+  e.pod_uid = "u";
+  e.name = "p";
+  e.gpus = {1};
+  e.per_gpu = 4 * kGi;
+  RecordDemand(d, &e);
+  EXPECT_EQ(e.ns, "ml");
+  EXPECT_EQ(e.model, "llama");
+  EXPECT_EQ(e.peak_per_gpu, 6 * kGi);
+  EXPECT_EQ(e.priority, 7);
+  EXPECT_EQ(e.priority_class, "c");
+  EXPECT_TRUE(e.victim);
+  EXPECT_EQ(e.pod_uid, "u");
+  EXPECT_EQ(e.name, "p");
+  EXPECT_EQ(e.gpus, std::vector<int>{1});
+
+  Entry named;
+  named.ns = "from-the-binding";
+  RecordDemand(d, &named);
+  EXPECT_EQ(named.ns, "from-the-binding");  // the caller's namespace stands
+}
+
 }  // namespace
 }  // namespace vramd::ledger

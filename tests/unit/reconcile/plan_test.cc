@@ -156,6 +156,27 @@ TEST(Plan, PodSeenDeletedIsReleasedAtOnceWhateverItsAge) {
   EXPECT_EQ(Describe(r.actions[0]), "release n1 a pod_gone");
 }
 
+TEST(Plan, AReaddedEntryRecordsThePodsDemand) {
+  kube::PodInfo p = P("a", "n1", "8Gi");
+  p.ns = "ml";
+  p.spec.ns = "ml";
+  p.spec.priority = -1000;
+  p.spec.priority_class = "vramd-disposable";
+  p.spec.vram_peak = "10Gi";
+  p.spec.model = "llama";
+  PlanResult r = Plan(Snap({}), {p}, {}, PlanOptions{kNow, kGrace});
+  ASSERT_EQ(r.actions.size(), 1u);
+  ASSERT_EQ(r.actions[0].kind, ActionKind::kReadd);
+  const ledger::Entry& e = r.actions[0].entry;
+  EXPECT_EQ(e.ns, "ml");
+  EXPECT_EQ(e.model, "llama");
+  EXPECT_EQ(e.peak_per_gpu, 10 * kGi);
+  EXPECT_EQ(e.priority, -1000);
+  EXPECT_EQ(e.priority_class, "vramd-disposable");
+  EXPECT_TRUE(e.victim);
+  EXPECT_EQ(e.created_ms, kNow);
+}
+
 TEST(Plan, AnnotationParsing) {
   Result<std::optional<AnnotatedGpus>> ok =
       GpusFromAnnotations({{"vramd.io/gpus", "3,0"}, {"vramd.io/vram-per-gpu", "1024"}});
