@@ -96,6 +96,22 @@ class CondVar {
   void WaitFor(MutexLock* l, std::stop_token st, std::chrono::duration<Rep, Period> d) {
     cv_.wait_for(l->lock_, st, d, [] { return false; });
   }
+  // Predicate forms: return pred() (false when the time ran out or a stop
+  // was asked for with pred() still false). A predicate that reads guarded
+  // fields says so: [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return poked_; }.
+  template <class Rep, class Period, class Pred>
+  bool WaitFor(MutexLock* l, std::chrono::duration<Rep, Period> d, Pred pred) {
+    return cv_.wait_for(l->lock_, d, std::move(pred));
+  }
+  template <class Rep, class Period, class Pred>
+  bool WaitFor(MutexLock* l, std::stop_token st, std::chrono::duration<Rep, Period> d, Pred pred) {
+    return cv_.wait_for(l->lock_, st, d, std::move(pred));
+  }
+  // Returns at `t`, at a notify, or as soon as `st` asks to stop.
+  template <class Clock, class Duration>
+  void WaitUntil(MutexLock* l, std::stop_token st, std::chrono::time_point<Clock, Duration> t) {
+    cv_.wait_until(l->lock_, st, t, [] { return false; });
+  }
   void NotifyOne() { cv_.notify_one(); }
   void NotifyAll() { cv_.notify_all(); }
 

@@ -6,11 +6,9 @@
 #include <signal.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stop_token>
@@ -24,6 +22,7 @@
 #include "kube/token_source.h"
 #include "kube/watch_stream.h"
 #include "vramd/kube/kube_client.h"
+#include "vramd/mutex.h"
 
 #ifndef VRAMD_VERSION
 #define VRAMD_VERSION "dev"
@@ -103,15 +102,18 @@ class ClientPool {
   // An idle client, a new one while fewer than `max` exist, or one released
   // within `wait`; nullptr when none became free in time.
   std::unique_ptr<httplib::ClientImpl> Acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, wait_, [&] { return !idle_.empty() || open_ < max_; })) return nullptr;
-    if (!idle_.empty()) {
-      auto c = std::move(idle_.back());
-      idle_.pop_back();
-      return c;
+    {
+      MutexLock lock(&mu_);
+      if (!cv_.WaitFor(&lock, wait_, [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty() || open_ < max_; })) {
+        return nullptr;
+      }
+      if (!idle_.empty()) {
+        auto c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+      ++open_;
     }
-    ++open_;
-    lock.unlock();
     return factory_();
   }
 
@@ -119,7 +121,7 @@ class ClientPool {
   void Release(std::unique_ptr<httplib::ClientImpl> client, bool reusable) {
     std::unique_ptr<httplib::ClientImpl> drop;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (reusable) {
         idle_.push_back(std::move(client));
       } else {
@@ -127,17 +129,17 @@ class ClientPool {
         --open_;
       }
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
  private:
   const Factory factory_;
   const size_t max_;
   const std::chrono::milliseconds wait_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;  // guarded by mu_
-  size_t open_ = 0;                                          // guarded by mu_: idle + borrowed
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ GUARDED_BY(mu_);
+  size_t open_ GUARDED_BY(mu_) = 0;  // idle + borrowed
 };
 
 enum class Method { kGet, kPost, kPatch };
@@ -408,13 +410,13 @@ class RestClient final : public KubeClient {
 
     httplib::Result res = [&] {
       std::jthread stopper([&](std::stop_token done) {
-        std::mutex mu;
-        std::condition_variable_any cv;
-        std::unique_lock<std::mutex> lock(mu);
+        Mutex mu;
+        CondVar cv;
+        MutexLock lock(&mu);
         while (!done.stop_requested()) {
           // Repeated: a stop() that lands before the socket is open is a no-op.
           if (stop.load()) cli->stop();
-          cv.wait_for(lock, done, kStopPollInterval, [] { return false; });
+          cv.WaitFor(&lock, done, kStopPollInterval);
         }
       });
       return cli->Get(

@@ -25,13 +25,13 @@ TokenSource::TokenSource(std::string path) : path_(std::move(path)) {}
 
 Status TokenSource::Load() {
   if (path_.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return RefreshLocked();
 }
 
 std::string TokenSource::Get() {
   if (path_.empty()) return "";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Status s = RefreshLocked();
   if (!s.ok() && !warned_) {
     spdlog::warn("kube: keeping the previous API token: {}", s.message());

@@ -3,10 +3,11 @@
 // account tokens by swapping the file). Private to src/kube.
 #pragma once
 
-#include <mutex>
-#include <string>
 #include <sys/types.h>
 
+#include <string>
+
+#include "vramd/mutex.h"
 #include "vramd/status.h"
 
 namespace vramd::kube {
@@ -36,14 +37,14 @@ class TokenSource {
     bool operator==(const FileStamp&) const = default;
   };
 
-  // Reads the file when its stamp differs from stamp_. Requires mu_ held.
-  Status RefreshLocked();
+  // Reads the file when its stamp differs from stamp_.
+  Status RefreshLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
-  std::mutex mu_;
-  std::string token_;   // guarded by mu_
-  FileStamp stamp_;     // guarded by mu_; of the file token_ came from
-  bool warned_ = false; // guarded by mu_; a failed refresh was logged (log once per outage)
+  Mutex mu_;
+  std::string token_ GUARDED_BY(mu_);
+  FileStamp stamp_ GUARDED_BY(mu_);     // of the file token_ came from
+  bool warned_ GUARDED_BY(mu_) = false; // a failed refresh was logged (log once per outage)
 };
 
 }  // namespace vramd::kube

@@ -102,7 +102,7 @@ void Histogram::Read(std::vector<uint64_t>* cumulative, double* sum, uint64_t* c
 
 Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help,
                                       std::vector<std::string> labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& f : counters_) {
     if (f->name() == name && f->label_names() == labels) return *f;
   }
@@ -113,7 +113,7 @@ Family<Counter>& Registry::AddCounter(const std::string& name, const std::string
 
 Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help,
                                   std::vector<std::string> labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& f : gauges_) {
     if (f->name() == name && f->label_names() == labels) return *f;
   }
@@ -124,7 +124,7 @@ Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& he
 
 Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
                                           std::vector<double> bounds, std::vector<std::string> labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bounds_.push_back(std::make_unique<std::vector<double>>(std::move(bounds)));
   const std::vector<double>* b = bounds_.back().get();
   histograms_.push_back(std::make_unique<Family<Histogram>>(name, help, std::move(labels),
@@ -133,7 +133,7 @@ Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::st
 }
 
 void Registry::AddCollector(std::function<void(TextWriter&)> collector) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   collectors_.push_back(std::move(collector));
 }
 
@@ -143,7 +143,7 @@ std::string Registry::Render() const {
   TextWriter w(&out);
   std::vector<std::function<void(TextWriter&)>> collectors;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& f : counters_) {
       w.Header(f->name(), f->help(), "counter");
       f->ForEach([&](const Labels& l, const Counter& c) { w.Sample(f->name(), Zip(f->label_names(), l), c.Value()); });
@@ -154,14 +154,14 @@ std::string Registry::Render() const {
     }
     for (const auto& f : histograms_) {
       w.Header(f->name(), f->help(), "histogram");
+      // Bounds live in the histogram; rebuild "le" labels from its family bounds.
+      const std::vector<double>& bounds = *bounds_[&f - &histograms_[0]];
       f->ForEach([&](const Labels& l, const Histogram& h) {
         std::vector<uint64_t> cum;
         double sum;
         uint64_t count;
         h.Read(&cum, &sum, &count);
         auto base = Zip(f->label_names(), l);
-        // Bounds live in the histogram; rebuild "le" labels from its family bounds.
-        const std::vector<double>& bounds = *bounds_[&f - &histograms_[0]];
         for (size_t i = 0; i < cum.size(); ++i) {
           auto lb = base;
           lb.emplace_back("le", i < bounds.size() ? FormatValue(bounds[i]) : "+Inf");

@@ -2,12 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include "vramd/mutex.h"
 
 namespace vramd::metrics {
 namespace {
@@ -16,13 +16,14 @@ thread_local std::string current_work;
 
 // Process-wide counts by thread name.
 struct Counts {
-  std::mutex mu;
-  std::map<std::string, uint64_t, std::less<>> by_thread;
+  Mutex mu;
+  std::map<std::string, uint64_t, std::less<>> by_thread GUARDED_BY(mu);
 };
 
 Counts& TheCounts() {
   static Counts* counts = [] {
     auto* c = new Counts;  // never destroyed: threads may fail during static destruction
+    MutexLock lock(&c->mu);
     for (const char* t : kKnownThreads) c->by_thread[t] = 0;
     return c;
   }();
@@ -31,7 +32,7 @@ Counts& TheCounts() {
 
 void Count(const char* thread) {
   Counts& c = TheCounts();
-  std::lock_guard<std::mutex> lock(c.mu);
+  MutexLock lock(&c.mu);
   ++c.by_thread[thread];
 }
 
@@ -42,7 +43,7 @@ void ExportThreadErrors(Registry* registry) {
     std::map<std::string, uint64_t, std::less<>> snapshot;
     {
       Counts& c = TheCounts();
-      std::lock_guard<std::mutex> lock(c.mu);
+      MutexLock lock(&c.mu);
       snapshot = c.by_thread;
     }
     w.Header("vramd_thread_errors_total",
@@ -74,16 +75,16 @@ bool GuardedStep(const char* thread, const std::function<void()>& step) {
 
 uint64_t ThreadErrors(std::string_view thread) {
   Counts& c = TheCounts();
-  std::lock_guard<std::mutex> lock(c.mu);
+  MutexLock lock(&c.mu);
   auto it = c.by_thread.find(thread);
   return it == c.by_thread.end() ? 0 : it->second;
 }
 
 void PauseAfterError(std::stop_token st, std::chrono::milliseconds pause) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait_for(lock, st, pause, [] { return false; });
+  Mutex m;
+  CondVar cv;
+  MutexLock lock(&m);
+  cv.WaitFor(&lock, st, pause);
 }
 
 void PauseAfterError(const std::atomic<bool>& stop, std::chrono::milliseconds pause) {

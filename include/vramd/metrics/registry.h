@@ -9,9 +9,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "vramd/mutex.h"
 
 namespace vramd::metrics {
 
@@ -85,7 +86,7 @@ class Family {
   const std::vector<std::string>& label_names() const { return label_names_; }
   template <typename F>
   void ForEach(F&& f) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [labels, child] : children_) f(labels, *child);
   }
 
@@ -93,13 +94,13 @@ class Family {
   std::string name_, help_;
   std::vector<std::string> label_names_;
   std::function<std::unique_ptr<T>()> make_;
-  mutable std::mutex mu_;
-  std::map<Labels, std::unique_ptr<T>> children_;
+  mutable Mutex mu_;
+  std::map<Labels, std::unique_ptr<T>> children_ GUARDED_BY(mu_);
 };
 
 template <typename T>
 T& Family<T>::With(const Labels& values) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = children_.find(values);
   if (it == children_.end()) it = children_.emplace(values, make_()).first;
   return *it->second;
@@ -107,7 +108,7 @@ T& Family<T>::With(const Labels& values) {
 
 template <typename T>
 void Family<T>::Remove(const Labels& values) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   children_.erase(values);
 }
 
@@ -127,12 +128,12 @@ class Registry {
   std::string Render() const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Family<Counter>>> counters_;
-  std::vector<std::unique_ptr<Family<Gauge>>> gauges_;
-  std::vector<std::unique_ptr<std::vector<double>>> bounds_;
-  std::vector<std::unique_ptr<Family<Histogram>>> histograms_;
-  std::vector<std::function<void(TextWriter&)>> collectors_;
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Family<Counter>>> counters_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Family<Gauge>>> gauges_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<std::vector<double>>> bounds_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Family<Histogram>>> histograms_ GUARDED_BY(mu_);
+  std::vector<std::function<void(TextWriter&)>> collectors_ GUARDED_BY(mu_);
 };
 
 // Latency buckets in seconds, 50 µs .. 10 s.
