@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<vramd::reconcile::Reconciler> reconciler;
   vramd::reconcile::Reconciler* rec_ptr = nullptr;  // outlives the watcher's callback
   if (kube) {
-    leader = std::make_unique<vramd::reconcile::LeaderElector>(valkey, vramd::reconcile::MakeReplicaIdentity(),
+    leader = std::make_unique<vramd::reconcile::LeaderElector>(vramd::store::NewValkeyLease(valkey, "leader"),
+                                                               vramd::reconcile::MakeReplicaIdentity(),
                                                                cfg.leader_lease_ms, &registry);
     watcher = std::make_unique<vramd::reconcile::PodWatcher>(
         kube.get(), [&rec_ptr] { if (rec_ptr) rec_ptr->Poke(); }, &registry);

@@ -10,7 +10,7 @@
 #include "vramd/config/env_names.h"
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/quantity.h"
-#include "vramd/store/valkey_client.h"
+#include "vramd/store/valkey_url.h"
 
 extern char** environ;
 

@@ -10,34 +10,15 @@
 namespace vramd::reconcile {
 namespace {
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-const store::Script& AcquireScript() {
-  static const store::Script s(R"lua(
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-)lua");
-  return s;
-}
-
-const store::Script& ReleaseScript() {
-  static const store::Script s(R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-)lua");
-  return s;
-}
+// Only differences are used: a monotonic clock, immune to wall-clock steps.
+class SteadyClock final : public Clock {
+ public:
+  int64_t NowMs() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
 
 }  // namespace
 
@@ -50,10 +31,11 @@ std::string MakeReplicaIdentity() {
   return std::string(host) + "-" + std::to_string(getpid()) + "-" + suffix;
 }
 
-LeaderElector::LeaderElector(std::shared_ptr<store::ValkeyClient> valkey, std::string identity, int lease_ms,
-                             metrics::Registry* registry)
-    : valkey_(std::move(valkey)), identity_(std::move(identity)), key_(valkey_->prefix() + ":leader"),
-      lease_ms_(lease_ms) {
+LeaderElector::LeaderElector(std::shared_ptr<store::Lease> lease, std::string identity, int lease_ms,
+                             metrics::Registry* registry, const Clock* clock)
+    : lease_(std::move(lease)), identity_(std::move(identity)), lease_ms_(lease_ms), clock_(clock) {
+  static const SteadyClock kSteady;
+  if (clock_ == nullptr) clock_ = &kSteady;
   gauge_ = &registry->AddGauge("vramd_is_leader", "1 on the replica that runs the background loops.", {"replica"});
   gauge_->With({identity_}).Set(0);
   transitions_ = &registry->AddCounter("vramd_leader_transitions_total",
@@ -63,9 +45,9 @@ LeaderElector::LeaderElector(std::shared_ptr<store::ValkeyClient> valkey, std::s
 LeaderElector::~LeaderElector() { Stop(); }
 
 bool LeaderElector::TryAcquireOrRenew() {
-  Result<store::Reply> r = valkey_->Eval(AcquireScript(), {key_}, {identity_, std::to_string(lease_ms_)});
-  bool held = r.ok() && r->type == store::Reply::Type::kInteger && r->integer == 1;
-  if (held) renewed_at_ms_.store(SteadyMs());
+  Result<bool> r = lease_->TryAcquireOrRenew(identity_, lease_ms_);
+  bool held = r.ok() && *r;
+  if (held) renewed_at_ms_.store(clock_->NowMs());
   bool was = leader_.exchange(held);
   if (was != held) {
     transitions_->With({held ? "leader" : "follower"}).Inc();
@@ -79,13 +61,12 @@ bool LeaderElector::TryAcquireOrRenew() {
 bool LeaderElector::IsLeader() const {
   if (!leader_.load()) return false;
   // Step down locally before the lease can lapse in Valkey.
-  return SteadyMs() - renewed_at_ms_.load() < lease_ms_ - lease_ms_ / 4;
+  return clock_->NowMs() - renewed_at_ms_.load() < lease_ms_ - lease_ms_ / 4;
 }
 
 std::string LeaderElector::CurrentLeader() {
-  Result<store::Reply> r = valkey_->Command({"GET", key_});
-  if (!r.ok() || r->type != store::Reply::Type::kString) return "";
-  return r->str;
+  Result<std::string> r = lease_->Holder();
+  return r.ok() ? *r : "";
 }
 
 void LeaderElector::Start() {
@@ -93,12 +74,13 @@ void LeaderElector::Start() {
 }
 
 void LeaderElector::Stop() {
-  if (!thread_.joinable()) return;
-  thread_.request_stop();
-  cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    cv_.notify_all();
+    thread_.join();
+  }
   if (leader_.exchange(false)) {
-    (void)valkey_->Eval(ReleaseScript(), {key_}, {identity_});
+    (void)lease_->Release(identity_);
     gauge_->With({identity_}).Set(0);
     spdlog::info("replica {} gave up the leader lease", identity_);
   }

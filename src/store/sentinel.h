@@ -1,6 +1,6 @@
 // Finding the Valkey primary through Sentinel (DESIGN.md §3: a standalone
 // primary with replicas, Sentinel for HA). Internal to the store component:
-// the pooled client (valkey_client.cc) asks a SentinelResolver where the
+// the pooled client (sentinel_route.cc) asks a SentinelResolver where the
 // primary is whenever it has no working connection to it, and checks every
 // new connection with ROLE before using it. docs/valkey-ha.md tells the story.
 #pragma once

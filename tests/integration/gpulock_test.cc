@@ -428,6 +428,20 @@ TEST_F(GpuLockTest, ListAndMetricsShowHoldersWaitersAndTokens) {
   EXPECT_THAT(text, HasSubstr("vramd_lock_wait_seconds_count 1"));
 }
 
+TEST_F(GpuLockTest, ListSkipsKeysUnderTheLockPrefixThatNoLockWouldHave) {
+  ASSERT_EQ(MustAcquire("n1", 2, "pod-a/x", 10'000).outcome, AcquireOutcome::kGranted);
+  const std::string base = client_->prefix() + ":lock:gpu:{";
+  for (const std::string& key : {base + "bad node}:0", base + "n1}:abc", base + "n1}:5000", base + "n1}:12345",
+                                 base + "}:0", base + "no-close:0"}) {
+    ASSERT_TRUE(client_->Command({"SET", key, "x"}).ok());
+  }
+  auto list = locks_->List();
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].node, "n1");
+  EXPECT_EQ((*list)[0].gpu, 2);
+}
+
 TEST_F(GpuLockTest, AFullQueueRefusesNewWaiters) {
   LockOptions lo;
   lo.max_queue = 2;

@@ -35,7 +35,7 @@
 
 #include "vramd/metrics/registry.h"
 #include "vramd/status.h"
-#include "vramd/store/valkey_client.h"
+#include "vramd/store/lock_store.h"
 
 namespace vramd::gpulock {
 
@@ -91,26 +91,19 @@ struct ReleaseResult {
   bool left_queue = false;  // the caller was waiting and left the queue
 };
 
-struct Waiter {
-  std::string owner;
-  int64_t expires_in_ms = 0;  // loses its place unless it polls before this
-};
+// A waiter (owner, expires_in_ms) and a GPU's lock (node, gpu, holder,
+// ttl_ms, token, granted_ms on the store's clock, waiters in queue order
+// with expired ones left out), as the store keeps them.
+using Waiter = store::LockWaiter;
+using LockInfo = store::LockRecord;
 
-struct LockInfo {
-  std::string node;
-  int gpu = 0;
-  std::string holder;        // empty when free
-  int64_t ttl_ms = 0;        // left, when held
-  uint64_t token = 0;        // the last token granted on this GPU
-  int64_t granted_ms = 0;    // when the current holder got it (server clock, ms since the epoch)
-  std::vector<Waiter> waiters;  // in queue order, expired ones left out
-};
-
-// Thread-safe. Every operation except List and Reap is one Lua script call;
-// transport failures are kUnavailable. The registry must not render after
-// the service is destroyed (a scrape-time collector lists the locks).
+// Thread-safe. Every operation except List and Reap is one atomic store
+// call; transport failures are kUnavailable. The registry must not render
+// after the service is destroyed (a scrape-time collector lists the locks).
 class LockService {
  public:
+  LockService(std::shared_ptr<store::LockStore> store, metrics::Registry* registry, LockOptions opts = {});
+  // Wiring convenience: the locks in Valkey (store::NewValkeyLockStore(client)).
   LockService(std::shared_ptr<store::ValkeyClient> client, metrics::Registry* registry, LockOptions opts = {});
   ~LockService();
   LockService(const LockService&) = delete;
@@ -146,13 +139,12 @@ class LockService {
   void Stop();
 
  private:
-  struct Keys;
-  Keys KeysFor(const std::string& node, int gpu) const;
-  Result<AcquireResult> TryAcquire(const Keys& k, const std::string& owner, int64_t ttl_ms, bool may_join);
+  Result<AcquireResult> TryAcquire(const std::string& node, int gpu, const std::string& owner, int64_t ttl_ms,
+                                   bool may_join);
   void Count(const char* op, const char* result);
   void Wake();
 
-  std::shared_ptr<store::ValkeyClient> client_;
+  std::shared_ptr<store::LockStore> store_;
   LockOptions opts_;
   metrics::Family<metrics::Counter>* operations_;
   metrics::Counter* expirations_;

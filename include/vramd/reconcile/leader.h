@@ -1,6 +1,6 @@
-// Leader election over a Valkey lease (key P:leader, SET NX PX, renewed by the
-// holder every lease/3, taken over when it lapses). Several replicas serve
-// the extender verbs; only the leader runs the background loops.
+// Leader election over a store::Lease (in Valkey: key P:leader, renewed by
+// the holder every lease/3, taken over when it lapses). Several replicas
+// serve the extender verbs; only the leader runs the background loops.
 #pragma once
 
 #include <atomic>
@@ -11,15 +11,18 @@
 #include <string>
 #include <thread>
 
+#include "vramd/clock.h"
 #include "vramd/metrics/registry.h"
-#include "vramd/store/valkey_client.h"
+#include "vramd/store/lease.h"
 
 namespace vramd::reconcile {
 
 class LeaderElector {
  public:
-  LeaderElector(std::shared_ptr<store::ValkeyClient> valkey, std::string identity, int lease_ms,
-                metrics::Registry* registry);
+  // `clock` (not owned; null: a monotonic clock) only times the local
+  // step-down below: differences of NowMs() are all that is used.
+  LeaderElector(std::shared_ptr<store::Lease> lease, std::string identity, int lease_ms,
+                metrics::Registry* registry, const Clock* clock = nullptr);
   ~LeaderElector();
 
   void Start();
@@ -30,7 +33,7 @@ class LeaderElector {
   // period minus a safety margin (a partitioned leader steps down on its own).
   bool IsLeader() const;
   const std::string& identity() const { return identity_; }
-  // The current holder as Valkey sees it ("" when none).
+  // The current holder as the lease's store sees it ("" when none or unknown).
   std::string CurrentLeader();
 
   // One acquire-or-renew attempt (the loop calls this; tests may too).
@@ -39,12 +42,12 @@ class LeaderElector {
  private:
   void Loop(std::stop_token st);
 
-  std::shared_ptr<store::ValkeyClient> valkey_;
+  std::shared_ptr<store::Lease> lease_;
   std::string identity_;
-  std::string key_;
   int lease_ms_;
+  const Clock* clock_;
   std::atomic<bool> leader_{false};
-  std::atomic<int64_t> renewed_at_ms_{0};  // steady clock
+  std::atomic<int64_t> renewed_at_ms_{0};  // clock_
   metrics::Family<metrics::Gauge>* gauge_;
   metrics::Family<metrics::Counter>* transitions_;
   std::mutex mu_;

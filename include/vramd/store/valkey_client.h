@@ -14,6 +14,7 @@
 #include "vramd/status.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_store.h"
+#include "vramd/store/valkey_url.h"
 
 namespace vramd::store {
 
@@ -125,31 +126,6 @@ class ValkeyClient {
   // Transport failures returned to callers since start (for a metric).
   virtual uint64_t TransportErrors() const { return 0; }
 };
-
-// Where a URL points. password/username come from the URL's userinfo
-// (percent-decoded); a lone userinfo ("redis://secret@host") is the password.
-struct ValkeyEndpoint {
-  std::string host;
-  int port = 6379;
-  std::string username;
-  std::string password;
-  int db = 0;
-
-  std::string Display() const;  // "host:port" ("[::1]:6379"); never the password
-};
-
-// Parses redis://[user:password@]host[:port][/db] (the scheme may be omitted;
-// valkey:// is accepted too). kInvalidArgument, with the password redacted,
-// when malformed. Lets configuration reject a bad URL at startup.
-Result<ValkeyEndpoint> ParseValkeyUrl(std::string_view url);
-
-// The URL with its password replaced by "***", for logs and messages.
-std::string RedactValkeyUrl(std::string_view url);
-
-// Checks either URL form (redis://... or redis+sentinel://..., see
-// ValkeyOptions::url) as NewValkeyClient will read it, so that configuration
-// can reject a bad one at startup. The message never holds the password.
-Status ValidateValkeyUrl(std::string_view url);
 
 // Never fails: connections are opened lazily, on the first call. Options are
 // copied; opts.password / opts.username override the URL's.
