@@ -13,6 +13,7 @@
 if(NOT ROOT)
   message(FATAL_ERROR "check_includes.cmake: -DROOT=<source dir> is required")
 endif()
+get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 
 set(rules hiredis httplib nlohmann simdjson)
 set(hiredis_match "^hiredis[/.]")
