@@ -22,13 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (a.ok()) {
     FUZZ_CHECK(!a->pod_name.empty() && !a->pod_namespace.empty() && !a->pod_uid.empty() && !a->node.empty());
     std::string again = "{\"PodName\":";
-    extender::AppendJsonString(a->pod_name, &again);
+    AppendJsonString(a->pod_name, &again);
     again += ",\"PodNamespace\":";
-    extender::AppendJsonString(a->pod_namespace, &again);
+    AppendJsonString(a->pod_namespace, &again);
     again += ",\"PodUID\":";
-    extender::AppendJsonString(a->pod_uid, &again);
+    AppendJsonString(a->pod_uid, &again);
     again += ",\"Node\":";
-    extender::AppendJsonString(a->node, &again);
+    AppendJsonString(a->node, &again);
     again += "}";
     Result<extender::BindArgs> b = extender::DecodeBindArgs(again);
     FUZZ_CHECK_MSG(b.ok(), again + ": " + (b.ok() ? "" : b.status().message()));

@@ -1,4 +1,4 @@
-// Fuzzes the GPU-lock API inputs: the POST bodies (gpulock::DecodeLockCall,
+// Fuzzes the GPU-lock API inputs: the POST bodies (http::DecodeLockCall,
 // the first byte picks acquire, heartbeat or release) and the path segments
 // (ValidateNode, ParseGpu). Properties: an accepted body has a valid owner,
 // a TTL of 0 (absent) or within the limits, a wait within 0..3600 s and only
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "vramd/gpulock/lock_routes.h"
+#include "vramd/http/routes.h"
 #include "vramd/gpulock/locks.h"
 #include "vramd/http/server.h"
 
@@ -26,16 +26,16 @@ void CheckReply(const Status& s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const gpulock::LockOp op = static_cast<gpulock::LockOp>(data[0] % 3);
+  const http::LockOp op = static_cast<http::LockOp>(data[0] % 3);
   std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
 
-  Result<gpulock::LockCall> call = gpulock::DecodeLockCall(op, body);
+  Result<http::LockCall> call = http::DecodeLockCall(op, body);
   if (call.ok()) {
     FUZZ_CHECK(gpulock::ValidateOwner(call->owner).ok());
     FUZZ_CHECK(call->ttl_ms == 0 || (call->ttl_ms >= gpulock::kMinTtlMs && call->ttl_ms <= gpulock::kMaxTtlMs));
     FUZZ_CHECK(call->wait_ms >= 0 && call->wait_ms <= 3'600'000);
-    if (op != gpulock::LockOp::kAcquire) FUZZ_CHECK(call->wait_ms == 0);
-    if (op == gpulock::LockOp::kRelease) FUZZ_CHECK(call->ttl_ms == 0);
+    if (op != http::LockOp::kAcquire) FUZZ_CHECK(call->wait_ms == 0);
+    if (op == http::LockOp::kRelease) FUZZ_CHECK(call->ttl_ms == 0);
   } else {
     CheckReply(call.status());
   }

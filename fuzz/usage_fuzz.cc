@@ -1,4 +1,4 @@
-// Fuzzes the body of PUT /v1/nodes/{node}/usage (app::DecodeUsage).
+// Fuzzes the body of PUT /v1/nodes/{node}/usage (http::DecodeUsage).
 // Properties: an accepted body names at least one GPU, each index a whole
 // number from 0 to 9999 given once, each amount from 0 to 2^63-1 bytes;
 // every error message can be sent as a JSON error reply.
@@ -6,14 +6,14 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "vramd/app/api.h"
+#include "vramd/http/routes.h"
 #include "vramd/http/server.h"
 
 using namespace vramd;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string body(reinterpret_cast<const char*>(data), size);
-  Result<std::map<int, int64_t>> usage = app::DecodeUsage(body);
+  Result<std::map<int, int64_t>> usage = http::DecodeUsage(body);
   if (usage.ok()) {
     FUZZ_CHECK(!usage->empty());
     for (const auto& [gpu, bytes] : *usage) {

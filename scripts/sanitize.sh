@@ -190,8 +190,9 @@ instrumented() {
       [[ -n "${has["$b $w"]:-}" ]] || missing+=("$b defines no ${w}* symbols: the $san runtime is not linked")
     done
   done
-  mapfile -t objs < <(find "$dir/CMakeFiles/vramd.dir" "$dir/CMakeFiles/vramd_lib.dir" \
-    "$dir/CMakeFiles/vramd_ledger.dir" -name '*.o' 2>/dev/null | sort)
+  # The daemon's own objects and those of every component library (vramd_<name>).
+  mapfile -t objs < <(find "$dir/CMakeFiles/vramd.dir" "$dir"/CMakeFiles/vramd_*.dir \
+    -name '*.o' 2>/dev/null | sort)
   ((${#objs[@]} > 0)) || missing+=("$dir has no object files of vramd (CMakeFiles/vramd*.dir)")
   while read -r f p; do has["$f $p"]=1; done < <(((${#objs[@]})) && prefixes --undefined-only "${objs[@]}")
   for o in "${objs[@]}"; do

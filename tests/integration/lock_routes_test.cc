@@ -14,8 +14,8 @@
 #include <random>
 #include <thread>
 
-#include "vramd/gpulock/lock_routes.h"
 #include "vramd/gpulock/locks.h"
+#include "vramd/http/routes.h"
 #include "vramd/http/server.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/store/valkey_client.h"
@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
+using http::RegisterLockRoutes;  // src/http/routes/locks.cc
 
 constexpr const char* kToken = "s3cret-token";
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vramd/json_string.h"  // AppendJsonString, used by the writers below
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/pod_request.h"
 #include "vramd/status.h"
@@ -54,10 +55,6 @@ class ArgsDecoder {
 
 // Decodes ExtenderBindingArgs.
 Result<BindArgs> DecodeBindArgs(std::string_view body);
-
-// Appends s as a JSON string literal (with quotes) to out. Bytes that are
-// not well-formed UTF-8 become U+FFFD, so the result is always valid JSON.
-void AppendJsonString(std::string_view s, std::string* out);
 
 // ExtenderFilterResult. In cache mode the kept names go to NodeNames; in
 // non-cache mode the kept Node objects go to Nodes.items (names -> objects

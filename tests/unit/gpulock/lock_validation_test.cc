@@ -2,13 +2,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "vramd/gpulock/lock_routes.h"
 #include "vramd/gpulock/locks.h"
+#include "vramd/http/routes.h"
 
 namespace vramd::gpulock {
 namespace {
 
 using ::testing::HasSubstr;
+using http::DecodeLockCall;  // the POST bodies are decoded by the routes (src/http/routes/locks.cc)
+using http::LockOp;
 
 TEST(LockOwner, AcceptsPodUidSlashInstance) {
   EXPECT_TRUE(ValidateOwner("0b6f2c7e-1a2b-4c3d-8e9f-0123456789ab/trainer-0-1234").ok());

@@ -1,19 +1,28 @@
-#include "vramd/gpulock/lock_routes.h"
-
+// /v1/locks: the GPU-lock endpoints (contract in vramd/http/routes.h).
 #include <cmath>
-#include <nlohmann/json.hpp>
+#include <cstdio>
 
-namespace vramd::gpulock {
+#include "http/json_views.h"
+#include "vramd/gpulock/locks.h"
+#include "vramd/http/routes.h"
+
+namespace vramd::http {
 namespace {
 
 using nlohmann::json;
-
-http::Reply JsonReply(int status, const json& j) {
-  http::Reply r;
-  r.status = status;
-  r.body = j.dump();
-  return r;
-}
+using gpulock::AcquireOutcome;
+using gpulock::AcquireResult;
+using gpulock::HeartbeatResult;
+using gpulock::kDefaultTtlMs;
+using gpulock::kMaxTtlMs;
+using gpulock::kMinTtlMs;
+using gpulock::LockInfo;
+using gpulock::LockService;
+using gpulock::ParseGpu;
+using gpulock::ReleaseResult;
+using gpulock::ValidateNode;
+using gpulock::ValidateOwner;
+using gpulock::Waiter;
 
 http::Reply StatusReply(const Status& s) {
   switch (s.code()) {
@@ -83,7 +92,7 @@ Result<LockCall> DecodeLockCall(LockOp op, const std::string& body) {
   return call;
 }
 
-void RegisterLockRoutes(http::Server& server, LockService* locks, const std::string& api_token) {
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token) {
   // Authentication comes first: a refused call reads and writes nothing.
   auto mutating = [locks, api_token](LockOp op) {
     return [locks, api_token, op](const http::Request& r) -> http::Reply {
@@ -159,4 +168,4 @@ void RegisterLockRoutes(http::Server& server, LockService* locks, const std::str
   });
 }
 
-}  // namespace vramd::gpulock
+}  // namespace vramd::http

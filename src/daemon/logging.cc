@@ -1,44 +1,22 @@
-#include "vramd/app/logging.h"
+#include "daemon/logging.h"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "vramd/http/server.h"
+#include "vramd/json_string.h"
 
-namespace vramd::app {
-
-std::string JsonEscape(const std::string& s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
+namespace vramd::daemon {
 
 namespace {
 
-// %* : the message, JSON-escaped.
+// %* : the message as a JSON string (quoted).
 class JsonMessage final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    std::string e = JsonEscape(std::string(msg.payload.data(), msg.payload.size()));
+    std::string e;
+    AppendJsonString(std::string_view(msg.payload.data(), msg.payload.size()), &e);
     dest.append(e.data(), e.data() + e.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessage>(); }
@@ -50,7 +28,8 @@ class JsonRequestId final : public spdlog::custom_flag_formatter {
   void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
     const std::string& id = http::CurrentRequestId();
     if (id.empty()) return;
-    std::string s = ",\"request_id\":\"" + JsonEscape(id) + "\"";
+    std::string s = ",\"request_id\":";
+    AppendJsonString(id, &s);
     dest.append(s.data(), s.data() + s.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonRequestId>(); }
@@ -75,7 +54,7 @@ void SetupLogging(const std::string& level, bool json) {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (json) {
     formatter->add_flag<JsonMessage>('*').add_flag<JsonRequestId>('&').set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%*"%&})");
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*%&})");
   } else {
     formatter->add_flag<TextRequestId>('@').set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$%@ %v");
   }
@@ -85,4 +64,4 @@ void SetupLogging(const std::string& level, bool json) {
   spdlog::flush_on(spdlog::level::info);
 }
 
-}  // namespace vramd::app
+}  // namespace vramd::daemon

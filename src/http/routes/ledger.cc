@@ -1,55 +1,17 @@
-#include "vramd/app/api.h"
+// The ledger's /v1 views: GET /v1/nodes[/{node}], GET|POST /v1/explain (would
+// this pod fit, per node, and why not), PUT /v1/nodes/{node}/usage.
+#include <algorithm>
 
-#include <spdlog/spdlog.h>
-
-#include <cmath>
-
+#include "http/json_views.h"
+#include "vramd/http/routes.h"
 #include "vramd/kube/decode.h"
-#include "vramd/ledger/metrics.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
-#include "vramd/metrics/ledger_metrics.h"
 #include "vramd/parse.h"
 
-namespace vramd::app {
-namespace {
+namespace vramd::http {
 
 using nlohmann::json;
-
-json Ratio(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return v;
-}
-
-json VectorsJson(const ledger::Vectors& v) {
-  ledger::SixMetrics m = ledger::ComputeMetrics(v);
-  return json{{"capacity_bytes", v.capacity},
-              {"allocated_bytes", v.allocated},
-              {"used_bytes", v.used},
-              {"metrics",
-               {{"over_subscription", Ratio(m.over_subscription)},
-                {"utilization", Ratio(m.utilization)},
-                {"saturation", Ratio(m.saturation)},
-                {"headroom_bytes", m.headroom},
-                {"potential_bytes", m.potential},
-                {"risk", Ratio(m.risk)}}}};
-}
-
-http::Reply JsonReply(int status, const json& j) {
-  http::Reply r;
-  r.status = status;
-  r.body = j.dump();
-  return r;
-}
-
-http::Reply ExtenderReply(const extender::Response& resp) {
-  http::Reply r;
-  r.status = resp.status;
-  r.body = resp.body;
-  return r;
-}
-
-}  // namespace
 
 Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
   json j = json::parse(body, nullptr, false);
@@ -140,95 +102,10 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
   return JsonReply(200, out);
 }
 
-json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
-  std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, usage_max_age_ms);
-  json gpus = json::array();
-  for (size_t i = 0; i < vec.size(); ++i) {
-    const ledger::Gpu& g = node.gpus[i];
-    json gj = VectorsJson(vec[i]);
-    gj["index"] = g.index;
-    gj["uuid"] = g.uuid;
-    gj["usage_fresh"] = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
-    gj["usage_reported_ms"] = g.used_ts_ms;
-    gpus.push_back(std::move(gj));
-  }
-  json pods = json::array();
-  for (const ledger::Entry& e : node.entries) {
-    pods.push_back(json{{"uid", e.pod_uid},
-                        {"namespace", e.ns},
-                        {"name", e.name},
-                        {"gpus", e.gpus},
-                        {"vram_per_gpu_bytes", e.per_gpu},
-                        {"peak_per_gpu_bytes", e.peak_per_gpu},
-                        {"model", e.model},
-                        {"state", ledger::EntryStateName(e.state)},
-                        {"created_ms", e.created_ms},
-                        {"priority", e.priority},
-                        {"priority_class", e.priority_class},
-                        {"victim", e.victim},
-                        {"used_per_gpu_bytes", e.used},
-                        {"usage_reported_ms", e.used_ts_ms},
-                        {"last_active_ms", e.last_active_ms}});
-  }
-  json out = VectorsJson(ledger::SumVectors(vec));
-  out["name"] = node.name;
-  out["gpus"] = std::move(gpus);
-  out["pods"] = std::move(pods);
-  return out;
-}
-
-void RegisterRoutes(http::Server& server, const ApiServices& svc) {
-  extender::Extender* ext = svc.extender;
-  server.Route("POST", "/scheduler/filter", "filter",
-               [ext](const http::Request& r) { return ExtenderReply(ext->Filter(r.body)); });
-  server.Route("POST", "/scheduler/prioritize", "prioritize",
-               [ext](const http::Request& r) { return ExtenderReply(ext->Prioritize(r.body)); });
-  server.Route("POST", "/scheduler/bind", "bind",
-               [ext](const http::Request& r) { return ExtenderReply(ext->Bind(r.body)); });
-  server.Route("POST", "/scheduler/preempt", "preempt",
-               [ext](const http::Request& r) { return ExtenderReply(ext->Preempt(r.body)); });
-
-  server.Route("GET", "/healthz", "healthz", [](const http::Request&) {
-    http::Reply r;
-    r.content_type = "text/plain";
-    r.body = "ok\n";
-    return r;
-  });
-
+void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
   store::LedgerStore* store = svc.store;
-  auto readiness = svc.readiness;
-  server.Route("GET", "/readyz", "readyz", [store, readiness](const http::Request&) {
-    json details = json::object();
-    bool ready = true;
-    Status ping = store->Ping();
-    details["valkey"] = ping.ok() ? "ok" : ping.message();
-    if (!ping.ok()) ready = false;
-    if (readiness) readiness(details, &ready);
-    details["ready"] = ready;
-    return JsonReply(ready ? 200 : 503, details);
-  });
-
   const Clock* clock = svc.clock;
   int64_t max_age = svc.usage_max_age_ms;
-  metrics::Registry* registry = svc.registry;
-  registry->AddCollector([store, clock, max_age](metrics::TextWriter& w) {
-    Result<ledger::SnapshotPtr> snap = store->Snapshot();
-    w.Header("vramd_ledger_up", "1 when the VRAM ledger could be read from Valkey at this scrape.", "gauge");
-    w.Sample("vramd_ledger_up", {}, snap.ok() ? 1 : 0);
-    if (!snap.ok()) return;
-    w.Header("vramd_ledger_epoch", "The ledger's epoch counter (moves on every write).", "gauge");
-    w.Sample("vramd_ledger_epoch", {}, static_cast<double>((*snap)->epoch));
-    w.Header("vramd_ledger_nodes", "Nodes in the ledger.", "gauge");
-    w.Sample("vramd_ledger_nodes", {}, static_cast<double>((*snap)->nodes.size()));
-    metrics::WriteLedgerMetrics(**snap, clock->NowMs(), max_age, w);
-  });
-  server.Route("GET", "/metrics", "metrics", [registry](const http::Request&) {
-    http::Reply r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = registry->Render();
-    return r;
-  });
-
   server.Route("GET", "/v1/nodes", "v1_nodes", [store, clock, max_age](const http::Request&) {
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
@@ -294,4 +171,4 @@ void RegisterRoutes(http::Server& server, const ApiServices& svc) {
   });
 }
 
-}  // namespace vramd::app
+}  // namespace vramd::http

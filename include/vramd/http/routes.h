@@ -1,0 +1,93 @@
+// The routes of vramd's HTTP port, grouped by resource (src/http/routes/):
+//   extender.cc  POST /scheduler/{filter,prioritize,bind,preempt}
+//   ledger.cc    GET /v1/nodes[/{node}], GET|POST /v1/explain, PUT /v1/nodes/{node}/usage
+//   locks.cc     /v1/locks (docs/locks.md)
+//   health.cc    GET /healthz, /readyz, /metrics
+// Thin adapters: decode, call a component, encode. The JSON they write and
+// read stays inside src/http (json_views.h); nothing here exposes it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "vramd/clock.h"
+#include "vramd/extender/extender.h"
+#include "vramd/gpulock/locks.h"
+#include "vramd/http/server.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/ledger/model.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/status.h"
+#include "vramd/store/ledger_store.h"
+
+namespace vramd::http {
+
+// What a replica that runs with Kubernetes adds to GET /readyz (standalone
+// replicas add nothing: Valkey is all they need).
+struct ReplicaReadiness {
+  std::string replica;
+  std::string leader;
+  bool is_leader = false;
+  bool pod_watch_synced = false;
+  int64_t last_reconcile_ms = 0;
+  // The condition of readiness: a full reconcile since this process started.
+  bool reconciled_since_start = false;
+  // Shown, not a condition (absent when the ledger could not be read).
+  std::optional<bool> ledger_sealed;
+};
+
+struct ApiServices {
+  extender::Extender* extender = nullptr;
+  store::LedgerStore* store = nullptr;
+  metrics::Registry* registry = nullptr;
+  const Clock* clock = nullptr;
+  int64_t usage_max_age_ms = 60'000;
+  std::string api_token;  // required on mutating /v1 calls when non-empty
+  kube::KubeClient* kube = nullptr;  // for GET /v1/explain?namespace=&pod= (null: standalone)
+  std::string resource_name = "vramd.io/vram";
+  ledger::Policy policy;
+  // Readiness beyond Valkey (leader, first reconcile); unset or nullopt: none.
+  std::function<std::optional<ReplicaReadiness>()> readiness;
+};
+
+// All of the routes below but the locks' (RegisterLockRoutes).
+void RegisterRoutes(Server& server, const ApiServices& services);
+
+void RegisterExtenderRoutes(Server& server, const ApiServices& services);
+void RegisterLedgerRoutes(Server& server, const ApiServices& services);
+void RegisterHealthRoutes(Server& server, const ApiServices& services);
+
+// Decodes the body of PUT /v1/nodes/{node}/usage: {"gpus": {"<index>": bytes
+// or quantity string, ...}}, at least one GPU, indices 0..9999, amounts 0..2^63-1.
+// kInvalidArgument with a message that names the offending part.
+Result<std::map<int, int64_t>> DecodeUsage(const std::string& body);
+
+// The GPU-lock endpoints of the /v1 API (docs/locks.md):
+//   POST /v1/locks/{node}/{gpu}/acquire    {"owner", "ttl_seconds"?, "wait_seconds"?}
+//   POST /v1/locks/{node}/{gpu}/heartbeat  {"owner", "ttl_seconds"?}
+//   POST /v1/locks/{node}/{gpu}/release    {"owner"}
+//   GET  /v1/locks
+// The POSTs need the bearer token when one is configured (401 before
+// anything is read or written). Bad input is 400, not the owner 409, a full
+// queue 429, Valkey unreachable 503.
+enum class LockOp { kAcquire, kHeartbeat, kRelease };
+
+// A decoded POST body. ttl_ms is 0 when the body has no ttl_seconds.
+struct LockCall {
+  std::string owner;
+  int64_t ttl_ms = 0;
+  int64_t wait_ms = 0;
+};
+
+// Decodes and validates the body of `op`: a JSON object with a valid owner,
+// ttl_seconds a number from 0.1 to 86400, wait_seconds (acquire only) a
+// number from 0 to 3600 (the service waits at most kMaxWaitMs); any other key
+// is an error (a misspelt ttl must not silently become the default).
+Result<LockCall> DecodeLockCall(LockOp op, const std::string& body);
+
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token);
+
+}  // namespace vramd::http

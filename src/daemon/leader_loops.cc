@@ -1,0 +1,56 @@
+#include "daemon/leader_loops.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace vramd::daemon {
+
+LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease> lease,
+                         store::LedgerStore* store, kube::KubeClient* kube, reconcile::NodeSync* node_sync,
+                         gpulock::LockService* locks, const Clock* clock, metrics::Registry* registry)
+    : store_(store),
+      started_ms_(clock->NowMs()),
+      leader_(std::move(lease), reconcile::MakeReplicaIdentity(), cfg.leader_lease_ms, registry),
+      pod_watcher_(kube, [this] { reconciler_.Poke(); }, registry),
+      node_watcher_(kube, [this] { reconciler_.Poke(); }),
+      reconciler_(cfg, store, kube, &leader_, &pod_watcher_, node_sync, clock, registry,
+                  [locks](const std::function<bool(const std::string&)>& exists) {
+                    (void)locks->ReapLocksOfMissingPods(exists);
+                  }) {
+  node_sync->SetNodeSource([w = &node_watcher_] { return w->Nodes(); });
+}
+
+LeaderLoops::~LeaderLoops() { Stop(); }
+
+void LeaderLoops::Start() {
+  leader_.Start();
+  pod_watcher_.Start();
+  node_watcher_.Start();
+  reconciler_.Start();
+}
+
+void LeaderLoops::Stop() {
+  reconciler_.Stop();
+  node_watcher_.Stop();
+  pod_watcher_.Stop();
+  leader_.Stop();
+}
+
+http::ReplicaReadiness LeaderLoops::Readiness() {
+  http::ReplicaReadiness r;
+  r.replica = leader_.identity();
+  r.leader = leader_.CurrentLeader();
+  r.is_leader = leader_.IsLeader();
+  r.pod_watch_synced = pod_watcher_.Synced();
+  Result<int64_t> last = store_->LastReconciled();
+  r.last_reconcile_ms = last.ok() ? *last : 0;
+  r.reconciled_since_start = reconciler_.FirstPassDone() || r.last_reconcile_ms >= started_ms_;
+  // Not a condition of readiness: while the leader rebuilds the ledger the
+  // verbs answer why nothing is granted, which an unready endpoint cannot.
+  Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
+  if (snap.ok()) r.ledger_sealed = (*snap)->sealed;
+  return r;
+}
+
+}  // namespace vramd::daemon

@@ -1,0 +1,57 @@
+// With Kubernetes, replicas elect a leader in Valkey; the leader watches pods
+// and nodes and reconciles the ledger (node capacities included). LeaderLoops
+// owns those four loops, wires the watchers to wake the reconciler, and
+// answers the replica's part of /readyz. Standalone daemons have none of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "vramd/clock.h"
+#include "vramd/config/config.h"
+#include "vramd/gpulock/locks.h"
+#include "vramd/http/routes.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/metrics/registry.h"
+#include "vramd/reconcile/leader.h"
+#include "vramd/reconcile/node_sync.h"
+#include "vramd/reconcile/pod_watch.h"
+#include "vramd/reconcile/reconciler.h"
+#include "vramd/store/ledger_store.h"
+#include "vramd/store/lease.h"
+
+namespace vramd::daemon {
+
+class LeaderLoops {
+ public:
+  // Builds the loops (none runs before Start). Every pointer must outlive
+  // this object; node_sync reads its nodes from the node watcher from now on,
+  // and each reconcile pass reaps the GPU locks of pods that are gone.
+  LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease> lease, store::LedgerStore* store,
+              kube::KubeClient* kube, reconcile::NodeSync* node_sync, gpulock::LockService* locks,
+              const Clock* clock, metrics::Registry* registry);
+  ~LeaderLoops();  // Stop(): no watcher outlives the reconciler it pokes
+  LeaderLoops(const LeaderLoops&) = delete;
+  LeaderLoops& operator=(const LeaderLoops&) = delete;
+
+  void Start();
+  // Stops the reconciler, the watchers, then gives the lease up (a standby
+  // takes over at once).
+  void Stop();  // idempotent
+
+  // Ready after the first full reconcile since this object was built (by
+  // this replica as leader, or by the leader that serves the ledger).
+  http::ReplicaReadiness Readiness();
+
+ private:
+  store::LedgerStore* store_;
+  const int64_t started_ms_;
+  // In construction order: the watchers' callbacks poke reconciler_, which
+  // is built last but only called once Start() has run.
+  reconcile::LeaderElector leader_;
+  reconcile::PodWatcher pod_watcher_;
+  reconcile::NodeWatcher node_watcher_;
+  reconcile::Reconciler reconciler_;
+};
+
+}  // namespace vramd::daemon

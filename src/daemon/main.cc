@@ -1,0 +1,95 @@
+// vramd: the daemon. Wiring only: the one place that knows every concrete
+// class. It owns the components in dependency order and, on SIGTERM, stops
+// the lock waiters, then HTTP, then the loops.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "daemon/cli.h"
+#include "daemon/collectors.h"
+#include "daemon/leader_loops.h"
+#include "daemon/logging.h"
+#include "daemon/options.h"
+#include "daemon/secrets.h"
+#include "daemon/signals.h"
+
+using namespace vramd;
+
+int main(int argc, char** argv) {
+  if (std::optional<int> rc = daemon::HandleInfoFlags(argc, argv)) return *rc;
+  Result<config::Config> loaded = config::Load(argc, argv);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "vramd: %s\n", loaded.status().message().c_str());
+    return 2;
+  }
+  const config::Config cfg = std::move(loaded).value();
+  daemon::SetupLogging(cfg.log_level, cfg.log_json);
+  for (const std::string& w : cfg.warnings) spdlog::warn("{}", w);
+  const sigset_t sigs = daemon::BlockSignals();
+  Result<daemon::Secrets> secrets = daemon::ReadSecrets(cfg);
+  if (!secrets.ok()) {
+    spdlog::critical("{}", secrets.status().message());
+    return 2;
+  }
+
+  SystemClock clock;
+  metrics::Registry registry;
+  daemon::ExportProcessMetrics(&registry);
+  std::shared_ptr<store::ValkeyClient> valkey = store::NewValkeyClient(daemon::ValkeyOptionsFrom(cfg, *secrets));
+  std::unique_ptr<store::LedgerStore> store = store::NewValkeyLedgerStore(valkey);
+  if (cfg.valkey_epoch_watch) store->StartEpochWatch();
+  std::unique_ptr<kube::KubeClient> kube;
+  if (cfg.kube_enabled) {
+    Result<std::unique_ptr<kube::KubeClient>> k = kube::NewRestClient(daemon::KubeOptionsFrom(cfg));
+    if (!k.ok()) {
+      spdlog::critical("Kubernetes client: {} (use --no-kube to run standalone)", k.status().message());
+      return 2;
+    }
+    kube = std::move(k).value();
+  }
+  extender::Extender extender(daemon::ExtenderOptionsFrom(cfg), store.get(), kube.get(), &clock, &registry);
+  Result<http::ServerOptions> server_opts = daemon::ServerOptionsFrom(cfg);
+  if (!server_opts.ok()) {
+    spdlog::critical("{}", server_opts.status().message());
+    return 2;
+  }
+  http::Server server(*server_opts, &registry);
+  reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
+  gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
+  std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
+  if (kube) {
+    loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(), kube.get(), &node_sync, &locks, &clock,
+                                                  &registry);
+  }
+  daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms);
+
+  http::ApiServices api = daemon::ApiSettingsFrom(cfg, *secrets);
+  api.extender = &extender;
+  api.store = store.get();
+  api.registry = &registry;
+  api.clock = &clock;
+  api.kube = kube.get();
+  if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
+  http::RegisterRoutes(server, api);
+  http::RegisterLockRoutes(server, &locks, api.api_token);
+
+  if (Status s = server.Start(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  if (loops) loops->Start();
+  else node_sync.Start();
+  spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
+               cfg.tls_cert_file.empty() ? "http" : "https", server_opts->host, server.port(),
+               store::RedactValkeyUrl(cfg.valkey_url), kube ? "kubernetes" : "standalone",
+               ledger::ScorePolicyName(cfg.score_policy));
+
+  daemon::WaitForStop(sigs, server);
+  locks.Stop();   // waiting lock acquires answer now
+  server.Stop();  // stop accepting, finish in-flight requests
+  if (loops) loops->Stop();  // then the loops; the leader gives its lease up
+  node_sync.Stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,69 @@
+#include "daemon/options.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace vramd::daemon {
+
+store::ValkeyOptions ValkeyOptionsFrom(const config::Config& cfg, const Secrets& secrets) {
+  store::ValkeyOptions v;
+  v.url = cfg.valkey_url;
+  v.username = cfg.valkey_username;
+  v.key_prefix = cfg.key_prefix;
+  v.pool_size = cfg.valkey_pool_size;
+  v.connect_timeout = std::chrono::milliseconds(std::min(cfg.valkey_timeout_ms, 1000));
+  v.command_timeout = std::chrono::milliseconds(cfg.valkey_timeout_ms);
+  v.password = secrets.valkey_password;
+  v.min_replicas_ack = cfg.valkey_min_replicas_ack;
+  v.wait_timeout = std::chrono::milliseconds(cfg.valkey_wait_timeout_ms);
+  v.sentinel_password = secrets.valkey_sentinel_password;
+  return v;
+}
+
+kube::Options KubeOptionsFrom(const config::Config& cfg) {
+  kube::Options k;
+  k.api_url = cfg.kube_api;
+  k.token_file = cfg.kube_token_file;
+  k.ca_file = cfg.kube_ca_file;
+  k.resource_name = cfg.resource_name;
+  k.timeout_ms = cfg.kube_timeout_ms;
+  return k;
+}
+
+extender::Options ExtenderOptionsFrom(const config::Config& cfg) {
+  extender::Options e;
+  e.resource_name = cfg.resource_name;
+  e.policy.score = cfg.score_policy;
+  e.policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  e.bind_in_flight_ttl_ms = config::BindInFlightMs(cfg);
+  return e;
+}
+
+Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg) {
+  http::ServerOptions s;
+  if (Status st = http::ParseListen(cfg.listen, &s.host, &s.port); !st.ok()) return st;
+  s.threads = cfg.http_threads;
+  s.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  s.read_timeout_ms = cfg.read_timeout_ms;
+  s.tls_cert_file = cfg.tls_cert_file;
+  s.tls_key_file = cfg.tls_key_file;
+  s.tls_client_ca_file = cfg.tls_client_ca_file;
+  return s;
+}
+
+gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
+  gpulock::LockOptions l;
+  l.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind
+  return l;
+}
+
+http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets) {
+  http::ApiServices a;
+  a.usage_max_age_ms = cfg.usage_max_age_ms;
+  a.api_token = secrets.api_token;
+  a.resource_name = cfg.resource_name;
+  a.policy = ExtenderOptionsFrom(cfg).policy;
+  return a;
+}
+
+}  // namespace vramd::daemon

@@ -1,0 +1,26 @@
+// The config mapped onto each component's options: the one place that knows
+// which config key feeds which component. Pure (no I/O).
+#pragma once
+
+#include "daemon/secrets.h"
+#include "vramd/config/config.h"
+#include "vramd/extender/extender.h"
+#include "vramd/gpulock/locks.h"
+#include "vramd/http/routes.h"
+#include "vramd/http/server.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/status.h"
+#include "vramd/store/valkey_client.h"
+
+namespace vramd::daemon {
+
+store::ValkeyOptions ValkeyOptionsFrom(const config::Config& cfg, const Secrets& secrets);
+kube::Options KubeOptionsFrom(const config::Config& cfg);
+extender::Options ExtenderOptionsFrom(const config::Config& cfg);
+// kInvalidArgument when `listen` is not HOST:PORT.
+Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg);
+gpulock::LockOptions LockOptionsFrom(const config::Config& cfg);
+// The settings of the routes; the caller adds the components they serve.
+http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets);
+
+}  // namespace vramd::daemon

@@ -1,0 +1,78 @@
+#include "http/json_views.h"
+
+#include <cmath>
+
+#include "vramd/ledger/metrics.h"
+#include "vramd/ledger/placement.h"
+
+namespace vramd::http {
+namespace {
+
+using nlohmann::json;
+
+json Ratio(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return v;
+}
+
+json VectorsJson(const ledger::Vectors& v) {
+  ledger::SixMetrics m = ledger::ComputeMetrics(v);
+  return json{{"capacity_bytes", v.capacity},
+              {"allocated_bytes", v.allocated},
+              {"used_bytes", v.used},
+              {"metrics",
+               {{"over_subscription", Ratio(m.over_subscription)},
+                {"utilization", Ratio(m.utilization)},
+                {"saturation", Ratio(m.saturation)},
+                {"headroom_bytes", m.headroom},
+                {"potential_bytes", m.potential},
+                {"risk", Ratio(m.risk)}}}};
+}
+
+}  // namespace
+
+Reply JsonReply(int status, const json& j) {
+  Reply r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
+  std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, usage_max_age_ms);
+  json gpus = json::array();
+  for (size_t i = 0; i < vec.size(); ++i) {
+    const ledger::Gpu& g = node.gpus[i];
+    json gj = VectorsJson(vec[i]);
+    gj["index"] = g.index;
+    gj["uuid"] = g.uuid;
+    gj["usage_fresh"] = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
+    gj["usage_reported_ms"] = g.used_ts_ms;
+    gpus.push_back(std::move(gj));
+  }
+  json pods = json::array();
+  for (const ledger::Entry& e : node.entries) {
+    pods.push_back(json{{"uid", e.pod_uid},
+                        {"namespace", e.ns},
+                        {"name", e.name},
+                        {"gpus", e.gpus},
+                        {"vram_per_gpu_bytes", e.per_gpu},
+                        {"peak_per_gpu_bytes", e.peak_per_gpu},
+                        {"model", e.model},
+                        {"state", ledger::EntryStateName(e.state)},
+                        {"created_ms", e.created_ms},
+                        {"priority", e.priority},
+                        {"priority_class", e.priority_class},
+                        {"victim", e.victim},
+                        {"used_per_gpu_bytes", e.used},
+                        {"usage_reported_ms", e.used_ts_ms},
+                        {"last_active_ms", e.last_active_ms}});
+  }
+  json out = VectorsJson(ledger::SumVectors(vec));
+  out["name"] = node.name;
+  out["gpus"] = std::move(gpus);
+  out["pods"] = std::move(pods);
+  return out;
+}
+
+}  // namespace vramd::http

@@ -1,0 +1,35 @@
+// POST /scheduler/{filter,prioritize,bind,preempt}: the extender verbs. The
+// extender decodes and encodes its own wire format (extender/wire.h).
+#include "vramd/http/routes.h"
+
+namespace vramd::http {
+namespace {
+
+Reply ExtenderReply(const extender::Response& resp) {
+  Reply r;
+  r.status = resp.status;
+  r.body = resp.body;
+  return r;
+}
+
+}  // namespace
+
+void RegisterExtenderRoutes(Server& server, const ApiServices& svc) {
+  extender::Extender* ext = svc.extender;
+  server.Route("POST", "/scheduler/filter", "filter",
+               [ext](const Request& r) { return ExtenderReply(ext->Filter(r.body)); });
+  server.Route("POST", "/scheduler/prioritize", "prioritize",
+               [ext](const Request& r) { return ExtenderReply(ext->Prioritize(r.body)); });
+  server.Route("POST", "/scheduler/bind", "bind",
+               [ext](const Request& r) { return ExtenderReply(ext->Bind(r.body)); });
+  server.Route("POST", "/scheduler/preempt", "preempt",
+               [ext](const Request& r) { return ExtenderReply(ext->Preempt(r.body)); });
+}
+
+void RegisterRoutes(Server& server, const ApiServices& svc) {
+  RegisterExtenderRoutes(server, svc);
+  RegisterHealthRoutes(server, svc);
+  RegisterLedgerRoutes(server, svc);
+}
+
+}  // namespace vramd::http

@@ -1,0 +1,3 @@
+// Stray: nlohmann in a public header.
+#pragma once
+#include <nlohmann/json.hpp>

@@ -1,0 +1,3 @@
+// Allowed: vramd headers only.
+#pragma once
+#include "vramd/status.h"

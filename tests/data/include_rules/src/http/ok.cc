@@ -1,0 +1,2 @@
+// Allowed: the HTTP server.
+#include <httplib.h>

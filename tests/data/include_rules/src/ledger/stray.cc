@@ -1,0 +1,3 @@
+// Stray: hiredis outside src/store.
+#include <string>
+#include <hiredis/hiredis.h>

@@ -1,0 +1,2 @@
+// Stray: httplib outside http, kube and vramctl.
+#include <httplib.h>

@@ -1,0 +1,3 @@
+// Allowed: the Valkey adapter.
+#include <hiredis/hiredis.h>
+#include <nlohmann/json.hpp>
