@@ -86,9 +86,6 @@ Result<int> ParseGpu(std::string_view text) {
   return *gpu;
 }
 
-LockService::LockService(std::shared_ptr<store::ValkeyClient> client, metrics::Registry* registry, LockOptions opts)
-    : LockService(store::NewValkeyLockStore(std::move(client)), registry, opts) {}
-
 LockService::LockService(std::shared_ptr<store::LockStore> store, metrics::Registry* registry, LockOptions opts)
     : store_(std::move(store)), opts_(opts) {
   operations_ = &registry->AddCounter("vramd_lock_operations_total", "GPU lock operations by operation and result.",

@@ -63,7 +63,7 @@ class GpuLockTest : public ::testing::Test {
     ASSERT_TRUE(ping.ok()) << "cannot reach the test server: " << ping.status().ToString();
     LockOptions lo;
     lo.max_waiting_calls = 64;
-    locks_ = std::make_unique<LockService>(client_, &registry_, lo);
+    locks_ = std::make_unique<LockService>(store::NewValkeyLockStore(client_), &registry_, lo);
   }
 
   void TearDown() override {
@@ -446,7 +446,7 @@ TEST_F(GpuLockTest, AFullQueueRefusesNewWaiters) {
   LockOptions lo;
   lo.max_queue = 2;
   metrics::Registry reg;
-  LockService small(client_, &reg, lo);
+  LockService small(store::NewValkeyLockStore(client_), &reg, lo);
   ASSERT_EQ(small.Acquire("n1", 0, "pod-a/x", 10'000)->outcome, AcquireOutcome::kGranted);
   EXPECT_EQ(small.Acquire("n1", 0, "pod-b/x", 10'000)->outcome, AcquireOutcome::kQueued);
   EXPECT_EQ(small.Acquire("n1", 0, "pod-c/x", 10'000)->outcome, AcquireOutcome::kQueued);
@@ -492,7 +492,7 @@ TEST(GpuLockUnavailableTest, AClosedPortIsUnavailable) {
   store::ValkeyOptions opts;
   opts.url = "redis://127.0.0.1:" + std::to_string(port);
   metrics::Registry reg;
-  LockService locks(store::NewValkeyClient(opts), &reg);
+  LockService locks(store::NewValkeyLockStore(store::NewValkeyClient(opts)), &reg);
   auto r = locks.Acquire("n1", 0, "pod-a/x", 1000);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);

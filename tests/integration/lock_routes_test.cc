@@ -49,7 +49,7 @@ class LockRoutesTest : public ::testing::Test {
   }
 
   void Start(std::shared_ptr<store::ValkeyClient> client) {
-    locks_ = std::make_unique<LockService>(client, &registry_);
+    locks_ = std::make_unique<LockService>(store::NewValkeyLockStore(client), &registry_);
     http::ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;
@@ -192,7 +192,7 @@ TEST_F(LockRoutesTest, ValkeyDownIs503) {
   store::ValkeyOptions opts;
   opts.url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   metrics::Registry reg;
-  LockService down(store::NewValkeyClient(opts), &reg);
+  LockService down(store::NewValkeyLockStore(store::NewValkeyClient(opts)), &reg);
   http::ServerOptions so;
   so.port = 0;
   http::Server srv(so, &reg);

@@ -103,8 +103,6 @@ using LockInfo = store::LockRecord;
 class LockService {
  public:
   LockService(std::shared_ptr<store::LockStore> store, metrics::Registry* registry, LockOptions opts = {});
-  // Wiring convenience: the locks in Valkey (store::NewValkeyLockStore(client)).
-  LockService(std::shared_ptr<store::ValkeyClient> client, metrics::Registry* registry, LockOptions opts = {});
   ~LockService();
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;
