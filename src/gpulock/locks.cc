@@ -117,18 +117,18 @@ LockService::~LockService() { Stop(); }
 
 void LockService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void LockService::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++wake_seq_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void LockService::Count(const char* op, const char* result) { operations_->With({op, result}).Inc(); }
@@ -193,17 +193,20 @@ Result<AcquireResult> LockService::Acquire(const std::string& node, int gpu, con
   for (bool first = true;; first = false) {
     uint64_t seen;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       seen = wake_seq_;
     }
     r = TryAcquire(node, gpu, owner, ttl_ms, /*may_join=*/first);
     if (!r.ok() || r->outcome != AcquireOutcome::kQueued) break;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) break;
-    cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(opts_.poll_interval_ms)),
-                   [&] { return stopping_ || wake_seq_ != seen; });
+    const auto until = std::min(deadline, now + std::chrono::milliseconds(opts_.poll_interval_ms));
+    // Until a release in this process, Stop(), or the next poll.
+    while (!stopping_ && wake_seq_ == seen) {
+      if (!cv_.WaitUntil(&lock, until)) break;
+    }
   }
   if (waiting) waiting_calls_.fetch_sub(1);
   if (!r.ok()) {

@@ -76,7 +76,7 @@ void LeaderElector::Start() {
 void LeaderElector::Stop() {
   if (thread_.joinable()) {
     thread_.request_stop();
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
   if (leader_.exchange(false)) {
@@ -96,8 +96,8 @@ void LeaderElector::Loop(std::stop_token st) {
         spdlog::info("replica {} is no longer the leader", identity_);
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, st, std::chrono::milliseconds(lease_ms_ / 3), [] { return false; });
+    MutexLock lock(&mu_);
+    cv_.WaitFor(&lock, st, std::chrono::milliseconds(lease_ms_ / 3));
   }
 }
 

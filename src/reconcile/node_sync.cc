@@ -137,21 +137,21 @@ void NodeSync::Start() {
 void NodeSync::Stop() {
   if (thread_.joinable()) {
     thread_.request_stop();
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
 }
 
 void NodeSync::Poke() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     poked_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void NodeSync::ReportMalformed(const std::vector<MalformedNode>& now) {
-  std::lock_guard<std::mutex> lock(report_mu_);
+  MutexLock lock(&report_mu_);
   std::map<std::string, bool> still;  // name + reason -> Event posted
   for (const MalformedNode& m : now) {
     const std::string key = m.name + '\n' + m.reason;
@@ -189,8 +189,9 @@ void NodeSync::Loop(std::stop_token st) {
       if (!r.ok()) spdlog::warn("node capacity sync failed: {}", r.status().message());
     });
     if (!ok) metrics::PauseAfterError(st);
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, st, std::chrono::milliseconds(cfg_.node_sync_interval_ms), [this] { return poked_; });
+    MutexLock lock(&mu_);
+    cv_.WaitFor(&lock, st, std::chrono::milliseconds(cfg_.node_sync_interval_ms),
+                [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return poked_; });
     poked_ = false;
   }
 }

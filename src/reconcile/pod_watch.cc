@@ -58,12 +58,12 @@ void PodWatcher::Stop() {
   if (!thread_.joinable()) return;
   stop_flag_ = true;
   thread_.request_stop();
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 std::vector<kube::PodInfo> PodWatcher::Pods() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<kube::PodInfo> out;
   out.reserve(pods_.size());
   for (const auto& [uid, p] : pods_) out.push_back(p);
@@ -71,7 +71,7 @@ std::vector<kube::PodInfo> PodWatcher::Pods() const {
 }
 
 std::set<std::string> PodWatcher::RecentlyDeleted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::set<std::string> out;
   for (const auto& [uid, t] : deleted_) out.insert(uid);
   return out;
@@ -82,7 +82,7 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
                                 ev.object.uid + ")");
   bool matters = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!ev.object.resource_version.empty()) resource_version_ = ev.object.resource_version;
     switch (ev.type) {
       case kube::WatchEventType::kAdded:
@@ -117,9 +117,9 @@ void PodWatcher::Loop(std::stop_token st) {
   int backoff_ms = 200;
   bool need_list = true;
   auto pause = [&] {
-    std::mutex m;
-    std::unique_lock<std::mutex> lock(m);
-    cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+    Mutex m;
+    MutexLock lock(&m);
+    cv_.WaitFor(&lock, st, std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, 5000);
   };
   // One list (when needed) and one watch; an exception that escapes it is
@@ -136,7 +136,7 @@ void PodWatcher::Loop(std::stop_token st) {
       }
       {
         metrics::WorkingOn working_on("pod list of " + std::to_string(list->items.size()) + " pods");
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         std::unordered_map<std::string, kube::PodInfo> fresh;
         std::set<std::string> uids;
         for (kube::PodInfo& p : list->items) {
@@ -164,7 +164,7 @@ void PodWatcher::Loop(std::stop_token st) {
     }
     std::string rv;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       rv = resource_version_;
     }
     Status s = kube_->WatchPods(rv, stop_flag_, [this](const kube::WatchEvent<kube::PodInfo>& ev) { Apply(ev); });
@@ -203,12 +203,12 @@ void NodeWatcher::Stop() {
   if (!thread_.joinable()) return;
   stop_flag_ = true;
   thread_.request_stop();
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 std::optional<std::vector<kube::NodeInfo>> NodeWatcher::Nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!synced_) return std::nullopt;
   std::vector<kube::NodeInfo> out;
   out.reserve(nodes_.size());
@@ -220,13 +220,13 @@ void NodeWatcher::Loop(std::stop_token st) {
   int backoff_ms = 200;
   std::string rv;
   auto pause = [&] {
-    std::mutex m;
-    std::unique_lock<std::mutex> lock(m);
-    cv_.wait_for(lock, st, std::chrono::milliseconds(backoff_ms), [] { return false; });
+    Mutex m;
+    MutexLock lock(&m);
+    cv_.WaitFor(&lock, st, std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, 5000);
   };
   auto unsynced = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     synced_ = false;
   };
   // One list (when needed) and one watch; see PodWatcher::Loop.
@@ -239,7 +239,7 @@ void NodeWatcher::Loop(std::stop_token st) {
         return;
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         nodes_.clear();
         for (kube::NodeInfo& n : list->items) {
           std::string name = n.name;
@@ -256,7 +256,7 @@ void NodeWatcher::Loop(std::stop_token st) {
       if (!ev.object.resource_version.empty()) rv = ev.object.resource_version;
       bool matters = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         switch (ev.type) {
           case kube::WatchEventType::kAdded:
           case kube::WatchEventType::kModified: {

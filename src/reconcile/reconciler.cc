@@ -65,16 +65,16 @@ void Reconciler::Start() {
 void Reconciler::Stop() {
   if (!thread_.joinable()) return;
   thread_.request_stop();
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void Reconciler::Poke() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     poked_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Result<PassStats> Reconciler::RunOnce() {
@@ -235,7 +235,7 @@ Result<PassStats> Reconciler::RunOnce() {
 }
 
 void Reconciler::ReportMalformed(const std::vector<MalformedPod>& now) {
-  std::lock_guard<std::mutex> lock(report_mu_);
+  MutexLock lock(&report_mu_);
   std::map<std::string, bool> still;  // what is malformed now; the rest is forgotten
   for (const MalformedPod& m : now) {
     const std::string key = m.uid + '\n' + m.reason;
@@ -269,16 +269,16 @@ void Reconciler::Loop(std::stop_token st) {
   Steady::time_point last_pass{};  // long ago: the first poke runs at once
   while (!st.stop_requested()) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // During a rebuild the next pass comes sooner, so the ledger is sealed
       // soon after its quiet period ends.
       const int wait_ms = rebuilding_now_.load() ? std::min(cfg_.reconcile_interval_ms, 500) : cfg_.reconcile_interval_ms;
-      cv_.wait_for(lock, st, std::chrono::milliseconds(wait_ms), [this] { return poked_; });
+      cv_.WaitFor(&lock, st, std::chrono::milliseconds(wait_ms), [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return poked_; });
       if (poked_) {
         // A burst of watch events (a deployment scaled up, a scheduler
         // binding hundreds of pods) becomes one pass per gap, not one per event.
         const Steady::time_point ready = last_pass + std::chrono::milliseconds(cfg_.reconcile_min_gap_ms);
-        if (Steady::now() < ready) cv_.wait_until(lock, st, ready, [] { return false; });
+        if (Steady::now() < ready) cv_.WaitUntil(&lock, st, ready);
       }
       poked_ = false;
     }

@@ -27,25 +27,50 @@ PooledValkeyClient::PooledValkeyClient(ValkeyOptions opts, Result<ValkeyEndpoint
 }
 
 PooledValkeyClient::~PooledValkeyClient() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(&mu_);
   idle_.clear();
 }
 
 Result<ContextPtr> PooledValkeyClient::Borrow() {
   if (!config_error_.ok()) return config_error_;
-  std::unique_lock lk(mu_);
   const auto deadline = Clock::now() + opts_.connect_timeout + opts_.command_timeout;
   for (;;) {
-    if (!idle_.empty()) {
-      Idle idle = std::move(idle_.back());
-      idle_.pop_back();
-      if (sentinel_ && GenOf(idle.c) != CurrentGen()) {
-        idle.c.reset();  // made for a primary that has been forgotten since
-        --open_;
-        continue;
+    // Under mu_: hand out a recently used idle connection, or take an older
+    // one to check, or reserve a slot (++open_) to open one in, or wait. The
+    // check and the connect run without mu_.
+    Idle idle;  // the one to check; empty when a slot was reserved
+    Clock::time_point start;
+    {
+      MutexLock lk(&mu_);
+      for (;;) {
+        if (!idle_.empty()) {
+          idle = std::move(idle_.back());
+          idle_.pop_back();
+          if (sentinel_ && GenOf(idle.c) != CurrentGen()) {
+            idle.c.reset();  // made for a primary that has been forgotten since
+            --open_;
+            continue;
+          }
+          if (Clock::now() - idle.since < kIdleCheckAfter) return std::move(idle.c);
+          break;
+        }
+        if (open_ < pool_size_) {
+          start = Clock::now();
+          if (start < retry_at_) {
+            return CountError(Unreachable(last_error_, retry_at_ - start));
+          }
+          ++open_;
+          break;
+        }
+        if (!cv_.WaitUntil(&lk, deadline) && idle_.empty() && open_ >= pool_size_) {
+          return CountError("valkey " + Display() + ": all " + std::to_string(pool_size_) +
+                             " connections stayed busy for " +
+                             std::to_string((opts_.connect_timeout + opts_.command_timeout).count()) +
+                             "ms");
+        }
       }
-      if (Clock::now() - idle.since < kIdleCheckAfter) return std::move(idle.c);
-      lk.unlock();
+    }
+    if (idle.c) {
       // Through Sentinel, ROLE rather than PING: a primary demoted while
       // the connection sat idle still answers, but as a replica.
       ReplyPtr pong = Run(idle.c.get(), {sentinel_ ? "ROLE" : "PING"});
@@ -58,61 +83,46 @@ Result<ContextPtr> PooledValkeyClient::Borrow() {
       const uint64_t gen = GenOf(idle.c);
       idle.c.reset();
       if (sentinel_ && pong && !pong->is_error()) Forget(gen);  // demoted: ask the sentinels
-      lk.lock();
+      MutexLock lk(&mu_);
       --open_;
       continue;
     }
-    if (open_ < pool_size_) {
-      const auto start = Clock::now();
-      if (start < retry_at_) {
-        return CountError(Unreachable(last_error_, retry_at_ - start));
+    std::string err;
+    ContextPtr c = Connect(&err);
+    MutexLock lk(&mu_);
+    if (c) {
+      backoff_ = milliseconds(0);
+      if (failing_) {
+        failing_ = false;
+        spdlog::info("valkey {} reachable again", Display());
       }
-      ++open_;
-      lk.unlock();
-      std::string err;
-      ContextPtr c = Connect(&err);
-      lk.lock();
-      if (c) {
-        backoff_ = milliseconds(0);
-        if (failing_) {
-          failing_ = false;
-          spdlog::info("valkey {} reachable again", Display());
-        }
-        return c;
-      }
-      --open_;
-      // Several threads may fail at once: only the first failure after the
-      // last recorded one grows the backoff.
-      if (retry_at_ <= start) {
-        backoff_ = backoff_.count() == 0
-                       ? opts_.backoff_initial
-                       : std::min<milliseconds>(backoff_ * 2, opts_.backoff_max);
-        backoff_ = std::max(backoff_, milliseconds(1));
-        retry_at_ = Clock::now() + backoff_;
-        last_error_ = err;
-        if (!failing_) {
-          spdlog::warn("{}", Unreachable(err, backoff_));
-        } else {
-          spdlog::debug("{}", Unreachable(err, backoff_));
-        }
-        failing_ = true;
-      }
-      cv_.notify_all();
-      return CountError(Unreachable(err, backoff_));
+      return c;
     }
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && idle_.empty() &&
-        open_ >= pool_size_) {
-      return CountError("valkey " + Display() + ": all " + std::to_string(pool_size_) +
-                         " connections stayed busy for " +
-                         std::to_string((opts_.connect_timeout + opts_.command_timeout).count()) +
-                         "ms");
+    --open_;
+    // Several threads may fail at once: only the first failure after the
+    // last recorded one grows the backoff.
+    if (retry_at_ <= start) {
+      backoff_ = backoff_.count() == 0
+                     ? opts_.backoff_initial
+                     : std::min<milliseconds>(backoff_ * 2, opts_.backoff_max);
+      backoff_ = std::max(backoff_, milliseconds(1));
+      retry_at_ = Clock::now() + backoff_;
+      last_error_ = err;
+      if (!failing_) {
+        spdlog::warn("{}", Unreachable(err, backoff_));
+      } else {
+        spdlog::debug("{}", Unreachable(err, backoff_));
+      }
+      failing_ = true;
     }
+    cv_.NotifyAll();
+    return CountError(Unreachable(err, backoff_));
   }
 }
 
 void PooledValkeyClient::GiveBack(ContextPtr c) {
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     if (c->err != 0 || (sentinel_ && GenOf(c) != CurrentGen())) {
       c.reset();
       --open_;
@@ -120,20 +130,20 @@ void PooledValkeyClient::GiveBack(ContextPtr c) {
       idle_.push_back({std::move(c), Clock::now()});
     }
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void PooledValkeyClient::DropAll(ContextPtr c) {
   const uint64_t gen = GenOf(c);
   std::vector<Idle> dropped;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     c.reset();
     --open_;
     open_ -= static_cast<int>(idle_.size());
     dropped.swap(idle_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (sentinel_) Forget(gen);
 }
 
@@ -170,7 +180,7 @@ std::string PooledValkeyClient::Unreachable(const std::string& err, Clock::durat
 
 std::string PooledValkeyClient::Display() const {
   if (!sentinel_) return display_;
-  std::lock_guard lk(route_mu_);
+  MutexLock lk(&route_mu_);
   return primary_known_ ? display_ + " (" + primary_.Display() + ")" : display_;
 }
 

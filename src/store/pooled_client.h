@@ -27,16 +27,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "store/sentinel.h"
+#include "vramd/mutex.h"
 #include "vramd/store/valkey_client.h"
 
 namespace vramd::store {
@@ -153,31 +152,31 @@ class PooledValkeyClient final : public ValkeyClient {
   Status config_error_;
   const std::unique_ptr<SentinelResolver> sentinel_;  // null: a fixed server
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   struct Idle {
     ContextPtr c;
     Clock::time_point since;  // returned to the pool at
   };
   static constexpr Clock::duration kIdleCheckAfter = std::chrono::seconds(15);
 
-  std::vector<Idle> idle_;             // guarded by mu_; most recently used last
-  int open_ = 0;                       // idle + borrowed; guarded by mu_
-  Clock::time_point retry_at_{};       // no connect before this; guarded by mu_
-  milliseconds backoff_{0};            // last backoff applied; guarded by mu_
-  std::string last_error_;             // guarded by mu_
-  bool failing_ = false;               // last connect failed; guarded by mu_
+  std::vector<Idle> idle_ GUARDED_BY(mu_);            // most recently used last
+  int open_ GUARDED_BY(mu_) = 0;                      // idle + borrowed
+  Clock::time_point retry_at_ GUARDED_BY(mu_){};      // no connect before this
+  milliseconds backoff_ GUARDED_BY(mu_){0};           // last backoff applied
+  std::string last_error_ GUARDED_BY(mu_);
+  bool failing_ GUARDED_BY(mu_) = false;              // last connect failed
 
   // Through Sentinel. Lock order: resolve_mu_, then mu_ or route_mu_;
   // route_mu_ is innermost (taken under mu_, never the other way).
-  std::mutex resolve_mu_;              // held while asking the sentinels
-  std::atomic<uint64_t> resolves_{0};  // times the sentinels were asked
-  std::string resolve_error_;          // guarded by resolve_mu_; the last failure, if the last ask failed
-  mutable std::mutex route_mu_;
-  ValkeyEndpoint primary_;             // guarded by route_mu_; valid if primary_known_
-  bool primary_known_ = false;         // guarded by route_mu_
-  uint64_t gen_ = 1;                   // guarded by route_mu_
-  ValkeyEndpoint last_named_;          // guarded by route_mu_; for the log
+  Mutex resolve_mu_;                                  // held while asking the sentinels
+  std::atomic<uint64_t> resolves_{0};                 // times the sentinels were asked
+  std::string resolve_error_ GUARDED_BY(resolve_mu_);  // the last failure, if the last ask failed
+  mutable Mutex route_mu_;
+  ValkeyEndpoint primary_ GUARDED_BY(route_mu_);      // valid if primary_known_
+  bool primary_known_ GUARDED_BY(route_mu_) = false;
+  uint64_t gen_ GUARDED_BY(route_mu_) = 1;
+  ValkeyEndpoint last_named_ GUARDED_BY(route_mu_);   // for the log
 };
 
 }  // namespace vramd::store

@@ -145,7 +145,7 @@ SentinelResolver::SentinelResolver(SentinelOptions opts) : opts_(std::move(opts)
 Result<ValkeyEndpoint> SentinelResolver::Resolve() {
   std::vector<ValkeyEndpoint> order;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     order = order_;
   }
   if (order.empty()) return InvalidArgument("no sentinel to ask for master '" + opts_.master_name + "'");
@@ -153,7 +153,7 @@ Result<ValkeyEndpoint> SentinelResolver::Resolve() {
   for (size_t i = 0; i < order.size(); ++i) {
     Result<ValkeyEndpoint> r = Ask(order[i]);
     if (r.ok()) {
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       // Move the one that answered to the front (order_ may have been
       // reordered meanwhile: find it by address).
       auto it = std::find_if(order_.begin(), order_.end(), [&](const ValkeyEndpoint& e) {
@@ -170,7 +170,7 @@ Result<ValkeyEndpoint> SentinelResolver::Resolve() {
 }
 
 void SentinelResolver::Distrust() {
-  std::lock_guard lk(mu_);
+  MutexLock lk(&mu_);
   if (answered_ >= order_.size() || order_.size() < 2) return;
   std::rotate(order_.begin() + static_cast<std::ptrdiff_t>(answered_),
               order_.begin() + static_cast<std::ptrdiff_t>(answered_) + 1, order_.end());

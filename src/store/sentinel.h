@@ -6,11 +6,11 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "vramd/mutex.h"
 #include "vramd/status.h"
 #include "vramd/store/valkey_client.h"
 
@@ -68,9 +68,9 @@ class SentinelResolver {
   Result<ValkeyEndpoint> Ask(const ValkeyEndpoint& sentinel) const;
 
   const SentinelOptions opts_;
-  std::mutex mu_;
-  std::vector<ValkeyEndpoint> order_;  // guarded by mu_; asked front to back
-  size_t answered_ = SIZE_MAX;         // guarded by mu_; index in order_ of the last answer
+  Mutex mu_;
+  std::vector<ValkeyEndpoint> order_ GUARDED_BY(mu_);  // asked front to back
+  size_t answered_ GUARDED_BY(mu_) = SIZE_MAX;         // index in order_ of the last answer
 };
 
 }  // namespace vramd::store

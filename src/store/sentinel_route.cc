@@ -9,12 +9,12 @@
 namespace vramd::store {
 
 uint64_t PooledValkeyClient::CurrentGen() const {
-  std::lock_guard lk(route_mu_);
+  MutexLock lk(&route_mu_);
   return gen_;
 }
 
 void PooledValkeyClient::Forget(uint64_t gen) {
-  std::lock_guard lk(route_mu_);
+  MutexLock lk(&route_mu_);
   if (gen != gen_) return;
   ++gen_;
   if (primary_known_) sentinel_->Distrust();
@@ -23,9 +23,9 @@ void PooledValkeyClient::Forget(uint64_t gen) {
 
 bool PooledValkeyClient::Primary(ValkeyEndpoint* ep, uint64_t* gen, std::string* err) {
   const uint64_t asked_before = resolves_.load();
-  std::lock_guard resolving(resolve_mu_);
+  MutexLock resolving(&resolve_mu_);
   {
-    std::lock_guard lk(route_mu_);
+    MutexLock lk(&route_mu_);
     if (primary_known_) {
       ep->host = primary_.host;
       ep->port = primary_.port;
@@ -45,7 +45,7 @@ bool PooledValkeyClient::Primary(ValkeyEndpoint* ep, uint64_t* gen, std::string*
     return false;
   }
   resolve_error_.clear();
-  std::lock_guard lk(route_mu_);
+  MutexLock lk(&route_mu_);
   primary_ = *r;
   primary_known_ = true;
   if (r->host != last_named_.host || r->port != last_named_.port) {

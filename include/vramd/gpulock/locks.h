@@ -24,16 +24,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 #include "vramd/status.h"
 #include "vramd/store/lock_store.h"
 
@@ -149,10 +148,10 @@ class LockService {
   metrics::Histogram* wait_seconds_;
 
   std::atomic<int> waiting_calls_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t wake_seq_ = 0;  // GUARDED_BY(mu_): moves on every release in this process
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t wake_seq_ GUARDED_BY(mu_) = 0;  // moves on every release in this process
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace vramd::gpulock

@@ -5,14 +5,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "vramd/clock.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 #include "vramd/store/lease.h"
 
 namespace vramd::reconcile {
@@ -50,8 +49,8 @@ class LeaderElector {
   std::atomic<int64_t> renewed_at_ms_{0};  // clock_
   metrics::Family<metrics::Gauge>* gauge_;
   metrics::Family<metrics::Counter>* transitions_;
-  std::mutex mu_;
-  std::condition_variable_any cv_;
+  Mutex mu_;  // only for cv_'s wait
+  CondVar cv_;
   std::jthread thread_;
 };
 

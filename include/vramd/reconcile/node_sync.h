@@ -5,11 +5,9 @@
 // the ledger. Runs every interval on a background thread it owns.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,6 +16,7 @@
 #include "vramd/config/config.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 #include "vramd/store/ledger_store.h"
 
 namespace vramd::reconcile {
@@ -89,11 +88,11 @@ class NodeSync {
   metrics::Family<metrics::Gauge>* shrunk_;
   metrics::Family<metrics::Gauge>* malformed_;
   metrics::Family<metrics::Counter>* malformed_reports_;
-  std::mutex report_mu_;
-  std::map<std::string, bool> reported_;  // "name\nreason" -> Event posted (or given up)
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  bool poked_ = false;
+  Mutex report_mu_;
+  std::map<std::string, bool> reported_ GUARDED_BY(report_mu_);  // "name\nreason" -> Event posted (or given up)
+  Mutex mu_;
+  CondVar cv_;
+  bool poked_ GUARDED_BY(mu_) = false;
   std::jthread thread_;
 };
 

@@ -7,11 +7,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +19,7 @@
 
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 
 namespace vramd::reconcile {
 
@@ -50,15 +49,15 @@ class PodWatcher {
   kube::KubeClient* kube_;
   std::function<void()> on_change_;
   metrics::Family<metrics::Counter>* events_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, kube::PodInfo> pods_;   // VRAM pods by uid
-  std::set<std::string> all_uids_;                        // every pod, VRAM or not
-  std::map<std::string, int64_t> deleted_;                // uid -> when seen deleted (steady ms)
-  std::string resource_version_;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, kube::PodInfo> pods_ GUARDED_BY(mu_);  // VRAM pods by uid
+  std::set<std::string> all_uids_ GUARDED_BY(mu_);                       // every pod, VRAM or not
+  std::map<std::string, int64_t> deleted_ GUARDED_BY(mu_);               // uid -> when seen deleted (steady ms)
+  std::string resource_version_ GUARDED_BY(mu_);
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_flag_{false};
   std::atomic<uint64_t> relists_{0};
-  std::condition_variable_any cv_;
+  CondVar cv_;
   std::jthread thread_;
 };
 
@@ -82,11 +81,11 @@ class NodeWatcher {
   void Loop(std::stop_token st);
   kube::KubeClient* kube_;
   std::function<void()> on_change_;
-  mutable std::mutex mu_;
-  std::map<std::string, kube::NodeInfo> nodes_;  // by name
-  bool synced_ = false;
+  mutable Mutex mu_;
+  std::map<std::string, kube::NodeInfo> nodes_ GUARDED_BY(mu_);  // by name
+  bool synced_ GUARDED_BY(mu_) = false;
   std::atomic<bool> stop_flag_{false};
-  std::condition_variable_any cv_;
+  CondVar cv_;
   std::jthread thread_;
 };
 

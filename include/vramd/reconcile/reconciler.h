@@ -8,10 +8,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -19,6 +17,7 @@
 #include "vramd/config/config.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 #include "vramd/reconcile/leader.h"
 #include "vramd/reconcile/node_sync.h"
 #include "vramd/reconcile/plan.h"
@@ -88,16 +87,16 @@ class Reconciler {
   metrics::Family<metrics::Histogram>* duration_;
   metrics::Family<metrics::Gauge>* malformed_;
   metrics::Family<metrics::Counter>* malformed_reports_;
-  std::mutex report_mu_;
-  std::map<std::string, bool> reported_;  // "uid\nreason" -> Event posted (or given up)
+  Mutex report_mu_;
+  std::map<std::string, bool> reported_ GUARDED_BY(report_mu_);  // "uid\nreason" -> Event posted (or given up)
 
   metrics::Family<metrics::Gauge>* rebuilding_;
   metrics::Family<metrics::Counter>* rebuilds_;
   std::atomic<bool> rebuilding_now_{false};
   std::atomic<bool> first_pass_done_{false};
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  bool poked_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool poked_ GUARDED_BY(mu_) = false;
   std::jthread thread_;
 };
 

@@ -3,10 +3,10 @@
 // last acquire or renewal).
 #pragma once
 
-#include <mutex>
 #include <string>
 
 #include "vramd/clock.h"
+#include "vramd/mutex.h"
 #include "vramd/store/lease.h"
 
 namespace vramd::testing {
@@ -18,7 +18,7 @@ class FakeLease : public store::Lease {
   bool unavailable = false;  // every call fails with kUnavailable
 
   Result<bool> TryAcquireOrRenew(const std::string& identity, int64_t ttl_ms) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake lease store down");
     const std::string cur = HolderLocked();
     if (!cur.empty() && cur != identity) return false;
@@ -28,7 +28,7 @@ class FakeLease : public store::Lease {
   }
 
   Result<bool> Release(const std::string& identity) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake lease store down");
     if (HolderLocked() != identity) return false;
     holder_.clear();
@@ -36,18 +36,20 @@ class FakeLease : public store::Lease {
   }
 
   Result<std::string> Holder() override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake lease store down");
     return HolderLocked();
   }
 
  private:
-  std::string HolderLocked() const { return clock_->NowMs() < expires_ms_ ? holder_ : std::string(); }
+  std::string HolderLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return clock_->NowMs() < expires_ms_ ? holder_ : std::string();
+  }
 
   const Clock* clock_;
-  std::mutex mu_;
-  std::string holder_;     // guarded by mu_; valid while now < expires_ms_
-  int64_t expires_ms_ = 0;  // guarded by mu_
+  Mutex mu_;
+  std::string holder_ GUARDED_BY(mu_);      // valid while now < expires_ms_
+  int64_t expires_ms_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace vramd::testing

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "vramd/clock.h"
+#include "vramd/mutex.h"
 #include "vramd/store/lock_store.h"
 
 namespace vramd::testing {
@@ -26,7 +26,7 @@ class FakeLockStore : public store::LockStore {
 
   Result<store::LockAcquireReply> Acquire(const std::string& node, int gpu, const std::string& owner, int64_t ttl_ms,
                                           int max_queue, bool may_join) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (Status s = Enter(); !s.ok()) return s;
     const int64_t now = clock_->NowMs();
     Gpu& g = gpus_[{node, gpu}];
@@ -79,7 +79,7 @@ class FakeLockStore : public store::LockStore {
 
   Result<store::LockHeartbeatReply> Heartbeat(const std::string& node, int gpu, const std::string& owner,
                                               int64_t ttl_ms, int64_t default_ttl_ms) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (Status s = Enter(); !s.ok()) return s;
     const int64_t now = clock_->NowMs();
     auto found = gpus_.find({node, gpu});
@@ -97,7 +97,7 @@ class FakeLockStore : public store::LockStore {
   }
 
   Result<store::LockReleaseReply> Release(const std::string& node, int gpu, const std::string& owner) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (Status s = Enter(); !s.ok()) return s;
     store::LockReleaseReply out;
     auto found = gpus_.find({node, gpu});
@@ -121,7 +121,7 @@ class FakeLockStore : public store::LockStore {
 
   Result<store::LockReapReply> Reap(const std::string& node, int gpu, const std::string& holder,
                                     const std::vector<std::string>& waiters) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (Status s = Enter(); !s.ok()) return s;
     store::LockReapReply out;
     auto found = gpus_.find({node, gpu});
@@ -139,7 +139,7 @@ class FakeLockStore : public store::LockStore {
   }
 
   Result<std::vector<store::LockRecord>> List() override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (Status s = Enter(); !s.ok()) return s;
     const int64_t now = clock_->NowMs();
     std::vector<store::LockRecord> out;
@@ -199,14 +199,14 @@ class FakeLockStore : public store::LockStore {
     return store::LockOwnership::kFree;
   }
 
-  Status Enter() {
+  Status Enter() EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++calls;
     return unavailable ? Unavailable("fake lock store down") : Status::Ok();
   }
 
   const Clock* clock_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, int>, Gpu> gpus_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::pair<std::string, int>, Gpu> gpus_ GUARDED_BY(mu_);
 };
 
 }  // namespace vramd::testing
