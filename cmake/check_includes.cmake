@@ -9,7 +9,13 @@
 #   httplib   src/http (server, routes), src/kube (REST client), src/vramctl (CLI client)
 #   nlohmann  where JSON is parsed or written: http, kube, store, config, extender, vramctl
 #   simdjson  the hot decoders: src/extender (wire), src/store (snapshot)
+# And the components' own layering: a file of component C (src/C/ or
+# include/vramd/C/) may include "vramd/D/..." only for D in C's row below
+# (the libraries CMakeLists.txt links it to); the top-level "vramd/*.h"
+# (status, parse, clock, mutex, json_string) are for everyone. The ledger,
+# the pure core, includes no other component.
 # Any break fails the build with the file, the line and the rule it breaks.
+cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
 if(NOT ROOT)
   message(FATAL_ERROR "check_includes.cmake: -DROOT=<source dir> is required")
 endif()
@@ -25,6 +31,19 @@ set(nlohmann_dirs src/http src/kube src/store src/config src/extender src/vramct
 set(simdjson_match "^simdjson")
 set(simdjson_dirs src/extender src/store)
 
+set(components ledger metrics store config kube extender gpulock reconcile http daemon vramctl)
+set(ledger_uses ledger)
+set(metrics_uses metrics ledger)
+set(store_uses store ledger metrics)
+set(config_uses config ledger store)
+set(kube_uses kube ledger)
+set(extender_uses extender ledger store kube metrics)
+set(gpulock_uses gpulock store metrics)
+set(reconcile_uses reconcile ledger store kube metrics config)
+set(http_uses http ledger store kube metrics extender gpulock)
+set(daemon_uses daemon ledger store kube metrics config extender gpulock reconcile http)
+set(vramctl_uses vramctl ledger)
+
 file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/src/*.cc ${ROOT}/src/*.h ${ROOT}/include/*.h)
 list(SORT files)
 set(broken "")
@@ -39,6 +58,24 @@ foreach(f ${files})
       continue()
     endif()
     set(header "${CMAKE_MATCH_1}")
+    if(header MATCHES "^vramd/([a-z_]+)/" )
+      set(dep "${CMAKE_MATCH_1}")
+      set(owner "")
+      if(f MATCHES "^src/([a-z_]+)/")
+        set(owner "${CMAKE_MATCH_1}")
+      elseif(f MATCHES "^include/vramd/([a-z_]+)/")
+        set(owner "${CMAKE_MATCH_1}")
+      endif()
+      if(owner AND owner IN_LIST components AND NOT dep IN_LIST ${owner}_uses)
+        string(FIND "${text}" "${line}" at)
+        string(SUBSTRING "${text}" 0 ${at} before)
+        string(REGEX MATCHALL "\n" newlines "${before}")
+        list(LENGTH newlines n)
+        math(EXPR n "${n} + 1")
+        string(REPLACE ";" " " uses "${${owner}_uses}")
+        list(APPEND broken "${f}:${n}: includes <${header}>, but component ${owner} may use only ${uses}: cmake/check_includes.cmake")
+      endif()
+    endif()
     foreach(rule ${rules})
       if(NOT header MATCHES "${${rule}_match}")
         continue()

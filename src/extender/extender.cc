@@ -60,7 +60,7 @@ Extender::Extender(Options opts, store::LedgerStore* store, kube::KubeClient* ku
 void Extender::Remember(const std::string& uid, const std::string& ns, const std::string& name,
                         const ledger::VramRequest& req) {
   if (uid.empty()) return;
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   auto it = cache_.find(uid);
   if (it != cache_.end()) {
     lru_.erase(it->second.second);
@@ -75,7 +75,7 @@ void Extender::Remember(const std::string& uid, const std::string& ns, const std
 }
 
 bool Extender::Recall(const std::string& uid, Cached* out) {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   auto it = cache_.find(uid);
   if (it == cache_.end()) return false;
   *out = it->second.first;

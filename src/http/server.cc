@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sys/stat.h>
-#include <condition_variable>
 
 #include "vramd/metrics/thread_guard.h"
+#include "vramd/mutex.h"
 #include "vramd/parse.h"
 
 namespace vramd::http {
@@ -74,9 +74,9 @@ struct Server::Impl {
   std::thread thread;
   std::atomic<bool> stopping{false};  // set by Stop(): the listener is not restarted
   std::atomic<uint64_t> next_id{1};
-  std::mutex tls_mu;
+  Mutex tls_mu;  // one certificate reload at a time (the SSL_CTX is httplib's)
   std::jthread tls_watch;  // reloads the certificate when its files change
-  std::condition_variable_any tls_cv;
+  CondVar tls_cv;
 };
 
 namespace {
@@ -246,12 +246,11 @@ Status Server::Start() {
   if (!impl_->opts.tls_cert_file.empty() && impl_->opts.tls_reload_check_ms > 0) {
     impl_->tls_watch = std::jthread([this](std::stop_token st) {
       int64_t cert = MtimeNs(impl_->opts.tls_cert_file), key = MtimeNs(impl_->opts.tls_key_file);
-      std::mutex m;
+      Mutex m;
       while (!st.stop_requested()) {
         {
-          std::unique_lock<std::mutex> lock(m);
-          impl_->tls_cv.wait_for(lock, st, std::chrono::milliseconds(impl_->opts.tls_reload_check_ms),
-                                 [] { return false; });
+          MutexLock lock(&m);
+          impl_->tls_cv.WaitFor(&lock, st, std::chrono::milliseconds(impl_->opts.tls_reload_check_ms));
         }
         metrics::GuardedStep(metrics::kThreadTlsWatch, [&] {
           metrics::WorkingOn working_on("TLS files " + impl_->opts.tls_cert_file + ", " + impl_->opts.tls_key_file);
@@ -275,7 +274,7 @@ Status Server::Start() {
 void Server::Stop() {
   if (impl_ && impl_->tls_watch.joinable()) {
     impl_->tls_watch.request_stop();
-    impl_->tls_cv.notify_all();
+    impl_->tls_cv.NotifyAll();
     impl_->tls_watch.join();
   }
   if (impl_) impl_->stopping.store(true);
@@ -293,7 +292,7 @@ void Server::Stop() {
 Status Server::ReloadTls() {
   auto* ssl = dynamic_cast<httplib::SSLServer*>(impl_->server.get());
   if (ssl == nullptr) return Status::Ok();
-  std::lock_guard<std::mutex> lock(impl_->tls_mu);
+  MutexLock lock(&impl_->tls_mu);
   SSL_CTX* ctx = ssl->ssl_context();
   if (SSL_CTX_use_certificate_chain_file(ctx, impl_->opts.tls_cert_file.c_str()) != 1 ||
       SSL_CTX_use_PrivateKey_file(ctx, impl_->opts.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||

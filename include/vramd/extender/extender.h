@@ -7,7 +7,6 @@
 
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +15,7 @@
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/mutex.h"
 #include "vramd/store/ledger_store.h"
 
 namespace vramd::extender {
@@ -77,9 +77,10 @@ class Extender {
   metrics::Family<metrics::Counter>* bind_results_;
 
   // Recent pods seen by filter (standalone bind needs their request).
-  std::mutex cache_mu_;
-  std::list<std::string> lru_;
-  std::unordered_map<std::string, std::pair<Cached, std::list<std::string>::iterator>> cache_;
+  Mutex cache_mu_;
+  std::list<std::string> lru_ GUARDED_BY(cache_mu_);
+  std::unordered_map<std::string, std::pair<Cached, std::list<std::string>::iterator>> cache_
+      GUARDED_BY(cache_mu_);
 };
 
 }  // namespace vramd::extender
