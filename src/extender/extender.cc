@@ -266,6 +266,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         rr.entry.per_gpu = d.choice.per_gpu;
         rr.entry.peak_per_gpu = req.peak_per_gpu;
         rr.entry.model = req.model;
+        rr.fit_on_usage = opts_.policy.fit_on_usage;
         rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
         rr.in_flight_ttl_ms = in_flight_ttl_ms;
         rr.require_sealed = kube_ != nullptr;
