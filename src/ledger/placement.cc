@@ -630,14 +630,13 @@ bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
   return req.gpu_count == 1 && rec.settled && FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
 }
 
-// The reason a one-GPU pod does not fit a settled node, when this call has
-// already written it for an alike node (the key Decide would use); null
-// means "decide the long way".
-const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec,
+// The reason a one-GPU pod does not fit a settled node (`verdict`, from
+// FitOneGpu, is not kFits), when this call has already written it for an
+// alike node (the key Decide would use); null means "decide the long way".
+const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, Verdict verdict,
                                     const PodContext& pc) {
-  if (pc.req.gpu_count != 1 || !rec.settled) return nullptr;
   const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
-  if (FitOneGpu(rec.offer, pc.req.per_gpu) == Verdict::kUnresolvable) {
+  if (verdict == Verdict::kUnresolvable) {
     return pc.memo.Find({1, gpu_index[rec.offer.largest], 0, rec.offer.max_capacity, 0, 0});
   }
   const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.offer.most_free];
@@ -696,13 +695,16 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
-    if (SettledFit(*rec, req)) {
-      out.fits.push_back(names[i]);
-      continue;
-    }
-    if (const std::string_view* why = SettledMiss(*ix, *rec, pc)) {
-      AddDecision(names[i], FitOneGpu(rec->offer, req.per_gpu), *why, &out);
-      continue;
+    if (req.gpu_count == 1 && rec->settled) {  // known from the node's offer (FitOneGpu)
+      const Verdict verdict = FitOneGpu(rec->offer, req.per_gpu);
+      if (verdict == Verdict::kFits) {
+        out.fits.push_back(names[i]);
+        continue;
+      }
+      if (const std::string_view* why = SettledMiss(*ix, *rec, verdict, pc)) {
+        (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
+        continue;
+      }
     }
     NodeVectors vec(*ix, *rec, now_ms, policy.fit());
     NodeDecision d;
