@@ -144,11 +144,12 @@ struct NodeFit {
 };
 
 // Decides a node from its GPUs' vectors (the hot path of Filter: inline).
+// `count` is at least 1 (VramRequest::gpu_count).
 inline NodeFit FitNode(std::span<const Vectors> gpus, int64_t per_gpu, int count) {
   NodeFit f;
   const size_t n = gpus.size();
   if (n == 0) return f;
-  if (count > 0 && static_cast<size_t>(count) > n) {
+  if (static_cast<size_t>(count) > n) {
     f.miss = FitMiss::kTooFewGpus;
     return f;
   }
