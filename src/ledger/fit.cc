@@ -19,14 +19,14 @@ std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, const FitPolic
 
 namespace {
 
-// RankGpus over the GPUs with at least `min_free` free bytes: a stable
-// insertion sort (a node has few GPUs).
-size_t Rank(std::span<const Vectors> gpus, int64_t min_free, GpuOrder order, size_t* out) {
+// RankGpus over the GPUs where `per_gpu` fits (every GPU for INT64_MIN): a
+// stable insertion sort (a node has few GPUs).
+size_t Rank(std::span<const Vectors> gpus, int64_t per_gpu, GpuOrder order, size_t* out) {
   const bool tightest = order == GpuOrder::kTightest;
   size_t m = 0;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const int64_t f = FreeBytes(gpus[i]);
-    if (f < min_free) continue;
+    if (!FitsIn(per_gpu, f)) continue;
     size_t j = m++;
     while (j > 0) {
       const int64_t fp = FreeBytes(gpus[out[j - 1]]);

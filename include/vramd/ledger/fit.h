@@ -75,11 +75,15 @@ std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, const FitPolic
 // Free bytes of one GPU under the rule: C - max(A, U) (may be negative).
 inline int64_t FreeBytes(const Vectors& v) { return v.capacity - std::max(v.allocated, v.used); }
 
+// The comparison at the heart of the rule, the only one: a demand of
+// `per_gpu` bytes fits in `bytes` (an exact fit fits).
+inline bool FitsIn(int64_t per_gpu, int64_t bytes) { return per_gpu <= bytes; }
+
 // Whether a demand of `per_gpu` bytes fits the GPU now: per_gpu <= C - max(A, U).
-inline bool HasRoom(const Vectors& v, int64_t per_gpu) { return per_gpu <= FreeBytes(v); }
+inline bool HasRoom(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, FreeBytes(v)); }
 
 // Whether the GPU could ever hold `per_gpu` bytes: per_gpu <= C.
-inline bool LargeEnough(const Vectors& v, int64_t per_gpu) { return per_gpu <= v.capacity; }
+inline bool LargeEnough(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, v.capacity); }
 
 enum class Verdict {
   kFits,
@@ -117,8 +121,8 @@ inline void AddToOffer(GpuOffer* offer, uint32_t pos, const Vectors& v) {
 // least one GPU) that offers `offer`: what NodeFit says for a count of 1,
 // without the per-GPU vectors.
 inline Verdict FitOneGpu(const GpuOffer& offer, int64_t per_gpu) {
-  if (offer.max_capacity < per_gpu) return Verdict::kUnresolvable;
-  return per_gpu <= offer.max_free ? Verdict::kFits : Verdict::kNoRoomNow;
+  if (!FitsIn(per_gpu, offer.max_capacity)) return Verdict::kUnresolvable;
+  return FitsIn(per_gpu, offer.max_free) ? Verdict::kFits : Verdict::kNoRoomNow;
 }
 
 // Why a node does not fit (kNone: it fits).
