@@ -26,9 +26,11 @@
 //    than n GPUs, or fewer than n GPUs with C >= D; otherwise, when fewer
 //    than n GPUs have room now, it may fit later (kNoRoomNow).
 //
-// The reserve script cannot call C++: src/store/lua/fit.lua holds the same
-// predicate (fit_usage_counts, fit_has_room) and the store passes it the
-// policy (FitPolicy) as arguments. One table of named cases,
+// In C++ every decision goes through one comparison, FitsIn. The reserve
+// script cannot call C++: src/store/lua/fit.lua holds the same predicate
+// (fit_usage_counts, fit_has_room) and the store passes it the policy
+// (FitPolicy) as arguments; the script returns the numbers of the GPUs
+// without room and RefusedReason words the refusal. One table of named cases,
 // tests/data/fit_cases.json, runs against this header (tests/unit/ledger/
 // fit_test.cc) and against the script on a real server
 // (tests/integration/fit_lua_test.cc), so a change made in one only fails.

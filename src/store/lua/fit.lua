@@ -8,7 +8,8 @@
 --   (FitPolicy::count_usage) and the report is at most max_age ms old (one
 --   from the future counts). Otherwise U = A.
 -- fit_has_room(cap, alloc, used, per): whether per bytes fit a GPU with
---   capacity cap, allocation alloc and usage used: per <= cap - max(A, U).
+--   capacity cap, allocation alloc and usage used: per <= cap - max(A, U)
+--   (HasRoom; the comparison is FitsIn's: an exact fit fits).
 local function fit_usage_counts(count_usage, ts, now, max_age)
   return count_usage and ts ~= nil and ts > 0 and now - ts <= max_age
 end
