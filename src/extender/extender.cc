@@ -265,6 +265,7 @@ std::string Extender::BindPod(const std::string& ns, const std::string& name, co
         rr.entry.gpus = d.choice.gpus;
         rr.entry.per_gpu = d.choice.per_gpu;
         ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
+        rr.fit_on_usage = opts_.policy.fit_on_usage;
         rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
         rr.in_flight_ttl_ms = in_flight_ttl_ms;
         rr.require_sealed = kube_ != nullptr;

@@ -46,7 +46,7 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     json gj = VectorsJson(vec[i]);
     gj["index"] = g.index;
     gj["uuid"] = g.uuid;
-    gj["usage_fresh"] = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
+    gj["usage_fresh"] = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
     gj["usage_reported_ms"] = g.used_ts_ms;
     gpus.push_back(std::move(gj));
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vramd/ledger/fit.h"
+
 namespace vramd::ledger {
 
 const char* EntryStateName(EntryState s) {
@@ -40,14 +42,7 @@ std::vector<int64_t> AllocatedPerGpu(const Node& node) {
 }
 
 std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
-  std::vector<int64_t> alloc = AllocatedPerGpu(node);
-  std::vector<Vectors> out(node.gpus.size());
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    const Gpu& g = node.gpus[i];
-    bool fresh = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
-    out[i] = Vectors{g.capacity, alloc[i], fresh ? g.used : alloc[i]};
-  }
-  return out;
+  return GpuVectors(node, now_ms, FitPolicy{true, usage_max_age_ms});
 }
 
 Vectors SumVectors(const std::vector<Vectors>& gpus) {

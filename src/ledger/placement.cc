@@ -7,9 +7,9 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 
 #include "vramd/ledger/metrics.h"
-#include "vramd/ledger/quantity.h"
 
 namespace vramd::ledger {
 
@@ -24,8 +24,6 @@ bool ParseScorePolicy(std::string_view s, ScorePolicy* out) {
   return true;
 }
 
-int64_t FreeBytes(const Vectors& v) { return v.capacity - std::max(v.allocated, v.used); }
-
 // The compact copy of a snapshot that Filter and Prioritize read (built by
 // IndexSnapshot). Per node: its GPUs' capacity and allocation side by side,
 // usage only for nodes that reported any, the models that make it warm, and
@@ -39,15 +37,12 @@ struct PlacementIndex {
     uint32_t usage_begin = kNone;  // in `usage` (gpu_count records); kNone: no report on any GPU
     uint32_t models_begin = 0, models_count = 0;  // in `models`
     // Without usage reports a node's vectors do not depend on the time, so
-    // whether a one-GPU pod fits is known in advance: it fits when some GPU
-    // is large enough and some GPU has that much free (`settled` nodes only).
-    // For a one-GPU pod that does not fit, the reason names the first
-    // largest GPU, or the first GPU with the most free memory (positions
-    // among the node's GPUs, as Decide picks them).
+    // whether a one-GPU pod fits is known in advance from what its GPUs
+    // offer (FitOneGpu; `settled` nodes only). For a one-GPU pod that does
+    // not fit, the reason names the offer's largest GPU or the one with the
+    // most free memory, as Decide does.
     bool settled = false;
-    int64_t max_capacity = 0;
-    int64_t max_free = 0;
-    uint32_t largest_cap = 0, largest_free = 0;
+    GpuOffer offer;
   };
   // Prioritize's inputs of a settled node (parallel to `nodes`).
   struct NodeSums {
@@ -108,8 +103,8 @@ constexpr size_t kInlineGpus = 16;
 // A node's per-GPU vectors: on the stack for up to kInlineGpus GPUs.
 class NodeVectors {
  public:
-  // From the node itself (GpuVectors without allocating).
-  NodeVectors(const Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
+  // From the node itself (fit.h's GpuVectors without allocating).
+  NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit) {
     const size_t n = Init(node.gpus.size());
     // Same sums as AllocatedPerGpu: an entry's GPU index is looked up among
     // node.gpus (sorted by index); unknown indices count nowhere. Indices
@@ -132,19 +127,19 @@ class NodeVectors {
     }
     for (size_t i = 0; i < n; ++i) {
       const Gpu& g = node.gpus[i];
-      v_[i].used = Fresh(g.used_ts_ms, now_ms, usage_max_age_ms) ? g.used : v_[i].allocated;
+      v_[i] = GpuVectorsOf(v_[i].capacity, v_[i].allocated, g.used, g.used_ts_ms, now_ms, fit);
     }
   }
 
   // From a snapshot index (see PlacementIndex below).
-  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
-              int64_t usage_max_age_ms);
+  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms, const FitPolicy& fit);
 
   NodeVectors(const NodeVectors&) = delete;
   NodeVectors& operator=(const NodeVectors&) = delete;
 
   size_t size() const { return size_; }
   const Vectors& operator[](size_t i) const { return v_[i]; }
+  std::span<const Vectors> span() const { return {v_, size_}; }
   Vectors Sum() const {
     Vectors sum;
     for (size_t i = 0; i < size_; ++i) {
@@ -156,8 +151,6 @@ class NodeVectors {
   }
 
  private:
-  static bool Fresh(int64_t ts, int64_t now_ms, int64_t max_age) { return ts > 0 && now_ms - ts <= max_age; }
-
   size_t Init(size_t n) {
     if (n > kInlineGpus) {
       heap_.resize(n);
@@ -181,14 +174,14 @@ class NodeVectors {
 };
 
 NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
-                         int64_t usage_max_age_ms) {
+                         const FitPolicy& fit) {
   const size_t n = Init(rec.gpu_count);
   const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
   for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
   if (rec.usage_begin != PlacementIndex::kNone) {
     const PlacementIndex::UsageRec* u = ix.usage.data() + rec.usage_begin;
     for (size_t i = 0; i < n; ++i) {
-      if (Fresh(u[i].used_ts_ms, now_ms, usage_max_age_ms)) v_[i].used = u[i].used;
+      if (UsageCounts(u[i].used_ts_ms, now_ms, fit)) v_[i].used = u[i].used;
     }
   }
 }
@@ -199,35 +192,6 @@ struct GpuIndices {
   const int* index = nullptr;
   int operator()(size_t i) const { return gpus != nullptr ? gpus[i].index : index[i]; }
 };
-
-void AppendGpuWord(int n, std::string* out) {
-  if (n == 1) {
-    *out += "1 GPU";
-    return;
-  }
-  *out += std::to_string(n);
-  *out += " GPUs";
-}
-
-std::string Needs(const VramRequest& req) {
-  std::string s = "needs " + FormatBytes(req.per_gpu);
-  if (req.gpu_count == 1) return s + " on 1 GPU";
-  return s + " on each of " + std::to_string(req.gpu_count) + " GPUs";
-}
-
-void AppendDescribe(int gpu_index, const Vectors& v, std::string* out) {
-  *out += "GPU ";
-  *out += std::to_string(gpu_index);
-  *out += " (capacity ";
-  *out += FormatBytes(v.capacity);
-  *out += ", allocated ";
-  *out += FormatBytes(v.allocated);
-  if (v.used > v.allocated) {
-    *out += ", used ";
-    *out += FormatBytes(v.used);
-  }
-  *out += ')';
-}
 
 bool IsWarm(const Node& node, const std::string& model) {
   if (model.empty()) return false;
@@ -296,7 +260,7 @@ struct PodContext {
   const VramRequest& req;
   const Policy& policy;
   int64_t now_ms;
-  std::string needs;  // Needs(req), the start of every capacity reason
+  std::string needs;  // NeedsText of the request, the start of every capacity reason
   bool reasons = true;  // false: the verdict is enough (Prioritize)
   std::deque<std::string>* store = nullptr;  // where reasons are kept (required when `reasons`)
   mutable ReasonMemo memo{};  // one call, one thread
@@ -316,8 +280,6 @@ struct PodContext {
   }
 };
 
-constexpr std::string_view kNoGpusReason = "node has no GPUs";
-
 // Decides one node from its vectors. Fills d->choice only when `choose`
 // (Filter and Prioritize need the verdict, bind needs the GPUs). A node that
 // does not fit gets its reason in *why (a view into pc.store or static
@@ -326,82 +288,42 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
             std::string_view* why) {
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
-  if (vec.size() == 0) {
-    d->verdict = Verdict::kUnresolvable;
-    *why = kNoGpusReason;
-    return;
-  }
-  if (static_cast<size_t>(want) > vec.size()) {
-    d->verdict = Verdict::kUnresolvable;
-    if (!pc.reasons) return;
-    *why = pc.Reason({0, 0, static_cast<int>(vec.size()), 0, 0, 0}, 32, [&](std::string& r) {
-      r += "; node has only ";
-      AppendGpuWord(static_cast<int>(vec.size()), &r);
-    });
-    return;
-  }
-
   const size_t n = vec.size();
-  int big_enough = 0;
-  size_t largest_cap = 0;
-  int room = 0;
-  size_t largest_free = 0;
-  int64_t max_cap = vec[0].capacity, max_free = FreeBytes(vec[0]);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t cap = vec[i].capacity, free = FreeBytes(vec[i]);
-    if (cap >= req.per_gpu) ++big_enough;
-    if (cap > max_cap) {
-      max_cap = cap;
-      largest_cap = i;
+  const NodeFit fit = FitNode(vec.span(), req.per_gpu, want);
+  d->verdict = fit.verdict();
+  switch (fit.miss) {
+    case FitMiss::kNone:
+      break;
+    case FitMiss::kNoGpus:
+      *why = kNoGpusReason;
+      return;
+    case FitMiss::kTooFewGpus:
+      if (!pc.reasons) return;
+      *why = pc.Reason({0, 0, static_cast<int>(n), 0, 0, 0}, 32,
+                       [&](std::string& r) { AppendMissReason(fit, want, n, 0, Vectors{}, &r); });
+      return;
+    case FitMiss::kTooSmall: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.offer.largest);
+      const ReasonMemo::Key key{1, gpu, want > 1 ? fit.large_enough : 0, fit.offer.max_capacity, 0, 0};
+      *why = pc.Reason(key, 80, [&](std::string& r) {
+        AppendMissReason(fit, want, n, gpu, vec[fit.offer.largest], &r);
+      });
+      return;
     }
-    if (free >= req.per_gpu) ++room;
-    if (free > max_free) {
-      max_free = free;
-      largest_free = i;
+    case FitMiss::kNoRoom: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.offer.most_free);
+      const Vectors& lf = vec[fit.offer.most_free];
+      const ReasonMemo::Key key{2, gpu, want > 1 ? fit.with_room : 0, lf.capacity, lf.allocated, lf.used};
+      *why = pc.Reason(key, 112, [&](std::string& r) { AppendMissReason(fit, want, n, gpu, lf, &r); });
+      return;
     }
   }
-  if (big_enough < want) {
-    d->verdict = Verdict::kUnresolvable;
-    if (!pc.reasons) return;
-    const ReasonMemo::Key key{1, gpu_index(largest_cap), want > 1 ? big_enough : 0, max_cap, 0, 0};
-    *why = pc.Reason(key, 80, [&](std::string& r) {
-      r += "; largest GPU capacity is ";
-      r += FormatBytes(vec[largest_cap].capacity);
-      r += " (GPU ";
-      r += std::to_string(gpu_index(largest_cap));
-      r += ')';
-      if (want > 1) {
-        r += ", ";
-        AppendGpuWord(big_enough, &r);
-        r += " large enough";
-      }
-    });
-    return;
-  }
-  if (room < want) {
-    d->verdict = Verdict::kNoRoomNow;
-    if (!pc.reasons) return;
-    const Vectors& lf = vec[largest_free];
-    const ReasonMemo::Key key{2, gpu_index(largest_free), want > 1 ? room : 0, lf.capacity, lf.allocated, lf.used};
-    *why = pc.Reason(key, 112, [&](std::string& r) {
-      r += "; ";
-      if (want > 1) {
-        AppendGpuWord(room, &r);
-        r += " with that free; ";
-      }
-      r += "largest free is ";
-      r += FormatBytes(std::max<int64_t>(0, FreeBytes(vec[largest_free])));
-      r += " on ";
-      AppendDescribe(gpu_index(largest_free), lf, &r);
-    });
-    return;
-  }
-  d->verdict = Verdict::kFits;
   if (!choose) return;
 
-  // Headroom policy spreads onto the GPUs with the most free memory; binpack
-  // fills the tightest GPUs first. Ties go to the lower index (a stable
-  // insertion sort of the candidates, which are few).
+  // fit.h's GPU order: headroom spreads onto the GPUs with the most free
+  // memory, binpack fills the tightest first; ties go to the lower index.
   size_t inline_order[kInlineGpus];
   std::vector<size_t> heap_order;
   size_t* order = inline_order;
@@ -409,20 +331,8 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     heap_order.resize(n);
     order = heap_order.data();
   }
-  size_t m = 0;
-  const bool binpack = pc.policy.score == ScorePolicy::kBinpack;
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t f = FreeBytes(vec[i]);
-    if (f < req.per_gpu) continue;
-    size_t j = m++;
-    while (j > 0) {
-      const int64_t fp = FreeBytes(vec[order[j - 1]]);
-      if (binpack ? !(f < fp) : !(f > fp)) break;
-      order[j] = order[j - 1];
-      --j;
-    }
-    order[j] = i;
-  }
+  RankGpus(vec.span(), req.per_gpu,
+           pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree, order);
   d->choice.per_gpu = req.per_gpu;
   d->choice.gpus.reserve(static_cast<size_t>(want));
   for (int k = 0; k < want; ++k) d->choice.gpus.push_back(gpu_index(order[k]));
@@ -488,7 +398,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     ix->gpu_index.resize(ix->gpu_index.size() + n);
   }
   // Allocation sums exactly as the node path computes them (usage aside).
-  NodeVectors vec(node, /*now_ms=*/0, /*usage_max_age_ms=*/0);
+  NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0});
   bool reported = false;
   for (uint32_t i = 0; i < n; ++i) {
     ix->gpus[rec->gpu_begin + i] = {vec[i].capacity, vec[i].allocated};
@@ -497,8 +407,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   }
   *sums = PlacementIndex::NodeSums{};
   rec->settled = false;
-  rec->max_capacity = rec->max_free = 0;
-  rec->largest_cap = rec->largest_free = 0;
+  rec->offer = GpuOffer{};
   const bool had_usage = in_place && rec->usage_begin != PlacementIndex::kNone;
   if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
     if (!had_usage) {
@@ -512,22 +421,13 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   rec->usage_begin = PlacementIndex::kNone;
   if (n == 0) return;
   rec->settled = true;
-  rec->max_capacity = vec[0].capacity;
-  rec->max_free = vec[0].capacity - vec[0].allocated;
+  rec->offer = FirstOffer(vec[0]);
   for (uint32_t i = 0; i < n; ++i) {
-    const int64_t cap = vec[i].capacity, alloc = vec[i].allocated;
-    if (cap > rec->max_capacity) {
-      rec->max_capacity = cap;
-      rec->largest_cap = i;
-    }
-    if (cap - alloc > rec->max_free) {
-      rec->max_free = cap - alloc;
-      rec->largest_free = i;
-    }
-    sums->sum.capacity += cap;
-    sums->sum.allocated += alloc;
-    sums->sum.used += alloc;
-    sums->free_sum += std::max<int64_t>(0, cap - alloc);
+    AddToOffer(&rec->offer, i, vec[i]);
+    sums->sum.capacity += vec[i].capacity;
+    sums->sum.allocated += vec[i].allocated;
+    sums->sum.used += vec[i].used;
+    sums->free_sum += std::max<int64_t>(0, FreeBytes(vec[i]));
   }
 }
 
@@ -649,8 +549,8 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
     return d;
   }
   std::deque<std::string> store;
-  PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/true, &store};
-  NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+  PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &store};
+  NodeVectors vec(*node, now_ms, policy.fit());
   std::string_view why;
   Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
   if (d.verdict != Verdict::kFits) d.reason = why;
@@ -724,24 +624,23 @@ class IndexLookup {
 };
 
 // Whether a one-GPU request fits a settled node, known without its vectors
-// (what Decide concludes for such a node: some GPU large enough, some GPU
-// with that much free). False means "decide the long way", not "no".
+// (FitOneGpu on what its GPUs offer: what Decide concludes for such a node).
+// False means "decide the long way", not "no".
 bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
-  return req.gpu_count == 1 && rec.settled && rec.max_capacity >= req.per_gpu && rec.max_free >= req.per_gpu;
+  return req.gpu_count == 1 && rec.settled && FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
 }
 
-// The reason a one-GPU pod does not fit a settled node, when this call has
-// already written it for an alike node (the key Decide would use); null
-// means "decide the long way".
-const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec,
+// The reason a one-GPU pod does not fit a settled node (`verdict`, from
+// FitOneGpu, is not kFits), when this call has already written it for an
+// alike node (the key Decide would use); null means "decide the long way".
+const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, Verdict verdict,
                                     const PodContext& pc) {
-  if (pc.req.gpu_count != 1 || !rec.settled) return nullptr;
   const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
-  if (rec.max_capacity < pc.req.per_gpu) {
-    return pc.memo.Find({1, gpu_index[rec.largest_cap], 0, rec.max_capacity, 0, 0});
+  if (verdict == Verdict::kUnresolvable) {
+    return pc.memo.Find({1, gpu_index[rec.offer.largest], 0, rec.offer.max_capacity, 0, 0});
   }
-  const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.largest_free];
-  return pc.memo.Find({2, gpu_index[rec.largest_free], 0, g.capacity, g.allocated, g.allocated});
+  const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.offer.most_free];
+  return pc.memo.Find({2, gpu_index[rec.offer.most_free], 0, g.capacity, g.allocated, g.allocated});
 }
 
 void AddDecision(std::string_view name, Verdict verdict, std::string_view why, FilterResult* out) {
@@ -758,7 +657,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
-  const PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/true, &out.reasons};
+  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &out.reasons};
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -770,7 +669,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
         out.unresolvable.emplace_back(name, kUnknownNodeReason);
         continue;
       }
-      NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+      NodeVectors vec(*node, now_ms, policy.fit());
       NodeDecision d;
       std::string_view why;
       Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &why);
@@ -796,16 +695,18 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
-    if (SettledFit(*rec, req)) {
-      out.fits.push_back(names[i]);
-      continue;
+    if (req.gpu_count == 1 && rec->settled) {  // known from the node's offer (FitOneGpu)
+      const Verdict verdict = FitOneGpu(rec->offer, req.per_gpu);
+      if (verdict == Verdict::kFits) {
+        out.fits.push_back(names[i]);
+        continue;
+      }
+      if (const std::string_view* why = SettledMiss(*ix, *rec, verdict, pc)) {
+        (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
+        continue;
+      }
     }
-    if (const std::string_view* why = SettledMiss(*ix, *rec, pc)) {
-      AddDecision(names[i], rec->max_capacity < req.per_gpu ? Verdict::kUnresolvable : Verdict::kNoRoomNow,
-                  *why, &out);
-      continue;
-    }
-    NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
+    NodeVectors vec(*ix, *rec, now_ms, policy.fit());
     NodeDecision d;
     std::string_view why;
     Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &why);
@@ -833,7 +734,7 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
   std::vector<Cand> cands(names.size());
   int64_t max_cold_free = 0;
   int64_t max_free_after = 0;
-  const PodContext pc{req, policy, now_ms, Needs(req), /*reasons=*/false};
+  const PodContext pc{req, policy, now_ms, std::string(), /*reasons=*/false};
   const PlacementIndex* ix = IndexOf(snap);
   const bool headroom = policy.score == ScorePolicy::kHeadroom;
   std::string key;
@@ -869,12 +770,12 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
         accept(sums.free_sum, sums.sum, warm);
         continue;
       }
-      NodeVectors vec(*ix, *rec, now_ms, policy.usage_max_age_ms);
+      NodeVectors vec(*ix, *rec, now_ms, policy.fit());
       decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, warm);
     } else {
       const Node* node = FindNode(snap, names[i], &key);
       if (node == nullptr) continue;
-      NodeVectors vec(*node, now_ms, policy.usage_max_age_ms);
+      NodeVectors vec(*node, now_ms, policy.fit());
       decide(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
     }
   }

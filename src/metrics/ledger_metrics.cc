@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/metrics.h"
 
 namespace vramd::metrics {
@@ -71,7 +72,7 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
       const ledger::Gpu& g = n->gpus[i];
       LabelList l = {{"node", n->name}, {"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
       gpu_rows.push_back({l, vec[i], ledger::ComputeMetrics(vec[i])});
-      bool is_fresh = g.used_ts_ms > 0 && now_ms - g.used_ts_ms <= usage_max_age_ms;
+      bool is_fresh = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
       fresh.emplace_back(l, is_fresh ? 1 : 0);
     }
     ledger::Vectors sum = ledger::SumVectors(vec);

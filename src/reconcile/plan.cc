@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "vramd/ledger/capacity.h"
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/quantity.h"
@@ -94,17 +95,13 @@ namespace {
 
 bool Terminal(const kube::PodInfo& p) { return p.phase == "Succeeded" || p.phase == "Failed"; }
 
-// An orphan without usable annotations: take the GPUs with the most free
-// memory (an over-commit shows in the metrics rather than being hidden).
+// An orphan without usable annotations: the GPUs with the most free memory
+// by allocation (fit.h's MostFreeGpus: an over-commit shows in the metrics
+// rather than being hidden).
 std::vector<int> PickGpus(const ledger::Node& node, int count, int64_t now_ms) {
-  std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, 0);
-  std::vector<size_t> idx(vec.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](size_t a, size_t b) { return ledger::FreeBytes(vec[a]) > ledger::FreeBytes(vec[b]); });
+  std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, ledger::FitPolicy{/*count_usage=*/false, 0});
   std::vector<int> out;
-  for (size_t i = 0; i < idx.size() && static_cast<int>(out.size()) < count; ++i) out.push_back(node.gpus[idx[i]].index);
-  std::sort(out.begin(), out.end());
+  for (size_t pos : ledger::MostFreeGpus(vec, count)) out.push_back(node.gpus[pos].index);
   return out;
 }
 

@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/metrics/thread_guard.h"
@@ -972,26 +973,18 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Unavailable(std::move(msg));
   }
 
+  // The reason of a refused reservation, in the ledger's words, from the
+  // GPUs without room and their vectors as the script saw them.
   std::string InsufficientReason(const ReserveRequest& req, const Reply& fails) const {
-    std::string out;
+    std::vector<ledger::GpuShort> short_gpus;
     for (const Reply& f : fails.elements) {
       if (f.type != Reply::Type::kArray || f.elements.size() < 5) continue;
-      const int64_t gpu = f.elements[0].integer;
-      const int64_t cap = f.elements[1].integer;
       const int64_t alloc = f.elements[2].integer;
-      const int64_t used = f.elements[3].integer;
-      const bool show_used = f.elements[4].integer != 0 && used > alloc;
-      const int64_t free = cap - std::max(alloc, used);
-      if (!out.empty()) out += "; ";
-      out += "GPU " + std::to_string(gpu) + " of node " + req.node + " has ";
-      out += free > 0 ? ledger::FormatBytes(free) + " free" : std::string("no free VRAM");
-      out += " (capacity " + ledger::FormatBytes(cap) + ", allocated " +
-             ledger::FormatBytes(alloc);
-      if (show_used) out += ", in use " + ledger::FormatBytes(used);
-      out += "), needs " + ledger::FormatBytes(req.entry.per_gpu);
+      const bool known = f.elements[4].integer != 0;
+      short_gpus.push_back({static_cast<int>(f.elements[0].integer),
+                            ledger::Vectors{f.elements[1].integer, alloc, known ? f.elements[3].integer : alloc}});
     }
-    if (out.empty()) out = "node " + req.node + " has not enough free VRAM";
-    return out;
+    return ledger::RefusedReason(req.entry.per_gpu, static_cast<int>(req.entry.gpus.size()), short_gpus);
   }
 
   // SetEntryState and FinishBind: `script` ends with set_state(KEYS[1..3],
@@ -1037,7 +1030,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   const std::string rebuilding_key_ = prefix_ + ":rebuilding";
   const std::string reconciled_key_ = prefix_ + ":reconciled";
 
-  const Script reserve_{WriteScript(lua::kReserve)};
+  const Script reserve_{WriteScript(lua::kFit, lua::kReserve)};
   const Script release_{WriteScript(lua::kRelease)};
   const Script set_state_{WriteScript(lua::kSetStateFn, lua::kSetState)};
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};

@@ -214,7 +214,7 @@ TEST_F(ValkeyStoreTest, InsufficientNamesTheGpuAndTheNumbers) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInsufficient);
   EXPECT_EQ(r.status().message(),
-            "GPU 0 of node n1 has 10Gi free (capacity 96Gi, allocated 86Gi), needs 38Gi");
+            "needs 38Gi on 1 GPU; free is 10Gi on GPU 0 (capacity 96Gi, allocated 86Gi)");
 }
 
 // (b)
@@ -357,7 +357,7 @@ TEST_F(ValkeyStoreTest, FreshUsageAboveAllocationBlocksAndStaleUsageDoesNot) {
   ASSERT_FALSE(blocked.ok());
   EXPECT_EQ(blocked.status().code(), Code::kInsufficient);
   EXPECT_EQ(blocked.status().message(),
-            "GPU 0 of node n1 has 2Gi free (capacity 10Gi, allocated 4Gi, in use 8Gi), needs 4Gi");
+            "needs 4Gi on 1 GPU; free is 2Gi on GPU 0 (capacity 10Gi, allocated 4Gi, used 8Gi)");
 
   auto snap = Fresh();
   EXPECT_EQ(snap->Find("n1")->gpus[0].used, 8 * kGi);
@@ -585,7 +585,7 @@ TEST_F(ValkeyStoreTest, AMultiGpuReservationConsumesEveryChosenGpu) {
   auto r = store_->Reserve(Req("n1", MakeEntry("x", {1, 2}, 6 * kGi)));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInsufficient);
-  EXPECT_THAT(r.status().message(), HasSubstr("GPU 1 of node n1 has 4Gi free"));
+  EXPECT_THAT(r.status().message(), HasSubstr("free is 4Gi on GPU 1 "));
   EXPECT_THAT(r.status().message(), Not(HasSubstr("GPU 2")));
   EXPECT_TRUE(store_->Reserve(Req("n1", MakeEntry("y", {0, 1}, 4 * kGi))).ok());
 }

@@ -111,7 +111,8 @@ struct Vectors {
 std::vector<int64_t> AllocatedPerGpu(const Node& node);
 
 // The vectors of each GPU of `node` (same order as node.gpus). Usage older
-// than `usage_max_age_ms` at `now_ms` (or never reported) falls back to A.
+// than `usage_max_age_ms` at `now_ms` (or never reported) falls back to A
+// (fit.h's GpuVectors with usage counted).
 std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, int64_t usage_max_age_ms);
 
 // Node vectors are the sums of its GPUs' vectors.

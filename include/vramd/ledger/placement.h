@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/model.h"
 #include "vramd/ledger/pod_request.h"
 
@@ -23,17 +24,14 @@ bool ParseScorePolicy(std::string_view s, ScorePolicy* out);
 struct Policy {
   ScorePolicy score = ScorePolicy::kHeadroom;
   int64_t usage_max_age_ms = 60'000;  // usage older than this falls back to A
+  bool fit_on_usage = true;           // false: usage reports never count (U = A)
+
+  FitPolicy fit() const { return FitPolicy{fit_on_usage, usage_max_age_ms}; }
 };
 
 struct GpuChoice {
   std::vector<int> gpus;  // GPU indices, ascending
   int64_t per_gpu = 0;
-};
-
-enum class Verdict {
-  kFits,
-  kNoRoomNow,      // fits by capacity, not with what is allocated/used now
-  kUnresolvable,   // never fits: unknown node, no GPUs, too few GPUs, or too big
 };
 
 struct NodeDecision {
@@ -42,11 +40,10 @@ struct NodeDecision {
   GpuChoice choice;     // valid when verdict == kFits
 };
 
-// Free bytes of one GPU under the fit rule: C - max(A, U) (may be negative).
-int64_t FreeBytes(const Vectors& v);
-
 // Chooses `req.gpu_count` GPUs of `node` with room for `req.per_gpu` each,
 // or explains precisely why none can be chosen. `node` may be null (unknown).
+// The fit rule, the GPU order (headroom: kMostFree, binpack: kTightest) and
+// the reason texts are fit.h's.
 NodeDecision DecideNode(const Node* node, std::string_view node_name, const VramRequest& req,
                         const Policy& policy, int64_t now_ms);
 

@@ -1,13 +1,19 @@
--- Reserve.
+-- Reserve. Needs the preludes bump.lua and fit.lua (the fit rule).
 -- KEYS: 1 nodes, 2 cap, 3 alloc, 4 used, 5 models, 6 pods, 7 epoch, 8 changes,
 --       9 inflight, 10 sealed
 -- ARGV: 1 prefix, 2 node, 3 uid, 4 entry JSON up to and including
---       "created_ms":, 5 per_gpu, 6 fit_on_usage (1/0), 7 usage_max_age_ms,
+--       "created_ms":, 5 per_gpu, 6-7 the fit policy (ledger::FitPolicy):
+--       6 count usage (1/0), 7 usage max age ms,
 --       8 model, 9 in-flight ttl ms (0: no mark), 10 require the seal (1/0),
 --       11 highest epoch the caller has seen, 12.. gpu indices
+-- The entry is written only when per_gpu fits each named GPU under the fit
+-- rule (fit_has_room, with U from the node's usage report when
+-- fit_usage_counts, else U = A).
 -- Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
 --       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
---       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}
+--       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}: the
+--         GPUs without room and their vectors as the rule saw them (used = A
+--         unless used_known); the caller words the reason (ledger's)
 --       | {'rebuilding', why}
 -- With the seal required nothing is granted (not even an entry already held)
 -- while the ledger is unsealed: entries of bound pods may be missing.
@@ -58,11 +64,8 @@ for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
     end
   end
 end
-local fresh = false
-if ARGV[6] == '1' then
-  local ts = tonumber(redis.call('HGET', KEYS[4], 'ts'))
-  if ts and now - ts <= tonumber(ARGV[7]) then fresh = true end
-end
+local fresh = fit_usage_counts(ARGV[6] == '1', tonumber(redis.call('HGET', KEYS[4], 'ts')), now,
+                               tonumber(ARGV[7]) or 0)
 local fails = {}
 for i = 12, #ARGV do
   local c = redis.call('HGET', KEYS[2], ARGV[i])
@@ -75,9 +78,7 @@ for i = 12, #ARGV do
     local uv = tonumber(redis.call('HGET', KEYS[4], ARGV[i]))
     if uv then u, known = uv, 1 end
   end
-  local m = a
-  if u > m then m = u end
-  if m + per > cap then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
+  if not fit_has_room(cap, a, u, per) then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
 end
 if #fails > 0 then return {'insufficient', fails} end
 if moved_from then redis.call('HDEL', moved_from, uid) end

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/store/ledger_store.h"
@@ -49,14 +50,18 @@ class FakeLedgerStore : public store::LedgerStore {
         return store::ReserveOutcome::kAlreadyHeld;
       }
     }
-    auto vec = ledger::GpuVectors(n, now_ms, req.usage_max_age_ms);
+    // The fit rule and its reason are the ledger's (fit.h), as in the real store.
+    auto vec = ledger::GpuVectors(n, now_ms, ledger::FitPolicy{req.fit_on_usage, req.usage_max_age_ms});
+    std::vector<ledger::GpuShort> short_gpus;
     for (int g : req.entry.gpus) {
       auto gi = std::find_if(n.gpus.begin(), n.gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
       if (gi == n.gpus.end()) return NotFound("no GPU " + std::to_string(g));
       const ledger::Vectors& v = vec[gi - n.gpus.begin()];
-      if (std::max(v.allocated, v.used) + req.entry.per_gpu > v.capacity) {
-        return Status(Code::kInsufficient, "GPU " + std::to_string(g) + " is full");
-      }
+      if (!ledger::HasRoom(v, req.entry.per_gpu)) short_gpus.push_back({g, v});
+    }
+    if (!short_gpus.empty()) {
+      return Status(Code::kInsufficient, ledger::RefusedReason(req.entry.per_gpu,
+                                                                static_cast<int>(req.entry.gpus.size()), short_gpus));
     }
     ledger::Entry e = req.entry;
     e.created_ms = now_ms;

@@ -1,0 +1,230 @@
+// The fit rule: whether a demand fits a GPU and a node, which GPUs it gets,
+// and the words of every "does not fit" reason. Standard library only, no
+// I/O, no clock (`now_ms` is a parameter). Every path that decides fit uses
+// these functions: Filter and Prioritize (and their index fast paths), bind,
+// explain, preempt, reconcile's re-add and the in-memory fake store.
+//
+// The rule. A GPU has capacity C, allocation A (the sum of its entries'
+// per-GPU bytes) and usage U. U is the GPU's last usage report when that
+// report counts (UsageCounts: the policy counts usage and the report is at
+// most usage_max_age_ms old); otherwise U = A. The GPU's free bytes are
+//     free = C - max(A, U)
+// and a demand of D bytes fits the GPU when D <= free, i.e.
+//     max(A, U) + D <= C.
+// Edge cases:
+//  - An exact fit (max(A, U) + D == C) fits; one byte more does not.
+//  - Usage above allocation (a pod using more than it reserved, or memory
+//    the ledger does not know of) takes room: max(A, U).
+//  - Usage below allocation frees nothing: the allocation is promised.
+//  - A stale report (older than usage_max_age_ms), a GPU never reported
+//    (report time 0) or a policy that ignores usage: U = A.
+//  - A report stamped after `now` (a clock step) counts as fresh.
+//  - free may be negative (capacity shrank below allocation, usage above
+//    capacity); nothing fits then. A GPU of capacity 0 fits no demand above 0.
+//  - A node fits a demand of D bytes on each of n GPUs when n distinct GPUs
+//    each fit D. It never fits (kUnresolvable) when it has no GPUs, fewer
+//    than n GPUs, or fewer than n GPUs with C >= D; otherwise, when fewer
+//    than n GPUs have room now, it may fit later (kNoRoomNow).
+//
+// In C++ every decision goes through one comparison, FitsIn. The reserve
+// script cannot call C++: src/store/lua/fit.lua holds the same predicate
+// (fit_usage_counts, fit_has_room) and the store passes it the policy
+// (FitPolicy) as arguments; the script returns the numbers of the GPUs
+// without room and RefusedReason words the refusal. One table of named cases,
+// tests/data/fit_cases.json, runs against this header (tests/unit/ledger/
+// fit_test.cc) and against the script on a real server
+// (tests/integration/fit_lua_test.cc), so a change made in one only fails.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramd/ledger/model.h"
+
+namespace vramd::ledger {
+
+// What the rule takes from the configuration.
+struct FitPolicy {
+  bool count_usage = true;            // false: U = A always (the rule is A + D <= C)
+  int64_t usage_max_age_ms = 60'000;  // an older usage report falls back to A
+};
+
+// Whether a usage report stamped `reported_ms` (0: never reported) is fresh
+// at `now_ms`: at most `max_age_ms` old (a report from the future is fresh).
+inline bool UsageFresh(int64_t reported_ms, int64_t now_ms, int64_t max_age_ms) {
+  return reported_ms > 0 && now_ms - reported_ms <= max_age_ms;
+}
+
+// Whether a usage report stamped `reported_ms` counts as U under `policy`.
+inline bool UsageCounts(int64_t reported_ms, int64_t now_ms, const FitPolicy& policy) {
+  return policy.count_usage && UsageFresh(reported_ms, now_ms, policy.usage_max_age_ms);
+}
+
+// The vectors of one GPU: U is `used` when its report counts, else A.
+inline Vectors GpuVectorsOf(int64_t capacity, int64_t allocated, int64_t used, int64_t reported_ms, int64_t now_ms,
+                            const FitPolicy& policy) {
+  return Vectors{capacity, allocated, UsageCounts(reported_ms, now_ms, policy) ? used : allocated};
+}
+
+// The vectors of each GPU of `node` (same order as node.gpus) under `policy`.
+std::vector<Vectors> GpuVectors(const Node& node, int64_t now_ms, const FitPolicy& policy);
+
+// Free bytes of one GPU under the rule: C - max(A, U) (may be negative).
+inline int64_t FreeBytes(const Vectors& v) { return v.capacity - std::max(v.allocated, v.used); }
+
+// The comparison at the heart of the rule, the only one: a demand of
+// `per_gpu` bytes fits in `bytes` (an exact fit fits).
+inline bool FitsIn(int64_t per_gpu, int64_t bytes) { return per_gpu <= bytes; }
+
+// Whether a demand of `per_gpu` bytes fits the GPU now: per_gpu <= C - max(A, U).
+inline bool HasRoom(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, FreeBytes(v)); }
+
+// Whether the GPU could ever hold `per_gpu` bytes: per_gpu <= C.
+inline bool LargeEnough(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, v.capacity); }
+
+enum class Verdict {
+  kFits,
+  kNoRoomNow,     // fits by capacity, not with what is allocated/used now
+  kUnresolvable,  // never fits: unknown node, no GPUs, too few GPUs, or too big
+};
+
+// What a node's GPUs offer any demand: the largest capacity and the most free
+// bytes, with the position (among the node's GPUs) of the first GPU that has
+// each. Not meaningful for a node without GPUs.
+struct GpuOffer {
+  int64_t max_capacity = 0;
+  int64_t max_free = 0;
+  uint32_t largest = 0;    // position of the first GPU with max_capacity
+  uint32_t most_free = 0;  // position of the first GPU with max_free
+};
+
+// The offer of a node whose first GPU has vectors `v`.
+inline GpuOffer FirstOffer(const Vectors& v) { return GpuOffer{v.capacity, FreeBytes(v), 0, 0}; }
+
+// Folds the node's GPU at position `pos` (after FirstOffer, in order) into `offer`.
+inline void AddToOffer(GpuOffer* offer, uint32_t pos, const Vectors& v) {
+  const int64_t free = FreeBytes(v);
+  if (v.capacity > offer->max_capacity) {
+    offer->max_capacity = v.capacity;
+    offer->largest = pos;
+  }
+  if (free > offer->max_free) {
+    offer->max_free = free;
+    offer->most_free = pos;
+  }
+}
+
+// The verdict for a demand of `per_gpu` bytes on one GPU of a node (with at
+// least one GPU) that offers `offer`: what NodeFit says for a count of 1,
+// without the per-GPU vectors.
+inline Verdict FitOneGpu(const GpuOffer& offer, int64_t per_gpu) {
+  if (!FitsIn(per_gpu, offer.max_capacity)) return Verdict::kUnresolvable;
+  return FitsIn(per_gpu, offer.max_free) ? Verdict::kFits : Verdict::kNoRoomNow;
+}
+
+// Why a node does not fit (kNone: it fits).
+enum class FitMiss {
+  kNone,
+  kNoGpus,       // the node has no GPUs
+  kTooFewGpus,   // fewer GPUs than the demand's count
+  kTooSmall,     // fewer than `count` GPUs with C >= D
+  kNoRoom,       // enough GPUs large enough, fewer than `count` with room now
+};
+
+// A node's answer to a demand of `per_gpu` bytes on each of `count` GPUs.
+struct NodeFit {
+  FitMiss miss = FitMiss::kNoGpus;
+  int large_enough = 0;  // GPUs with C >= D (counted unless kNoGpus/kTooFewGpus)
+  int with_room = 0;     // GPUs where D fits now (idem)
+  GpuOffer offer;        // idem
+
+  Verdict verdict() const {
+    if (miss == FitMiss::kNone) return Verdict::kFits;
+    return miss == FitMiss::kNoRoom ? Verdict::kNoRoomNow : Verdict::kUnresolvable;
+  }
+};
+
+// Decides a node from its GPUs' vectors (the hot path of Filter: inline).
+// `count` is at least 1 (VramRequest::gpu_count).
+inline NodeFit FitNode(std::span<const Vectors> gpus, int64_t per_gpu, int count) {
+  NodeFit f;
+  const size_t n = gpus.size();
+  if (n == 0) return f;
+  if (static_cast<size_t>(count) > n) {
+    f.miss = FitMiss::kTooFewGpus;
+    return f;
+  }
+  f.offer = FirstOffer(gpus[0]);
+  for (size_t i = 0; i < n; ++i) {
+    const Vectors& v = gpus[i];
+    f.large_enough += LargeEnough(v, per_gpu);
+    f.with_room += HasRoom(v, per_gpu);
+    AddToOffer(&f.offer, static_cast<uint32_t>(i), v);
+  }
+  if (f.large_enough < count) f.miss = FitMiss::kTooSmall;
+  else if (f.with_room < count) f.miss = FitMiss::kNoRoom;
+  else f.miss = FitMiss::kNone;
+  return f;
+}
+
+// The order in which GPUs are given to a demand.
+enum class GpuOrder {
+  kMostFree,  // spread: the GPUs with the most free bytes first (headroom)
+  kTightest,  // pack: the GPUs with the fewest free bytes first (binpack)
+};
+
+// Writes to `out` (room for gpus.size()) the positions of the GPUs where
+// `per_gpu` fits, in `order`, ties to the lower position; returns how many.
+size_t RankGpus(std::span<const Vectors> gpus, int64_t per_gpu, GpuOrder order, size_t* out);
+
+// The positions (ascending) of the GPUs a demand of `per_gpu` bytes on each
+// of `count` GPUs gets: the first `count` of RankGpus. Empty when fewer than
+// `count` GPUs have room.
+std::vector<size_t> ChooseGpus(std::span<const Vectors> gpus, int64_t per_gpu, int count, GpuOrder order);
+
+// The positions (ascending) of the `count` GPUs (at most gpus.size()) with
+// the most free bytes, ties to the lower position, whether or not anything
+// fits there: where reconcile re-adds the entry of a pod already running on
+// the node (an over-commit then shows in the metrics instead of hiding).
+std::vector<size_t> MostFreeGpus(std::span<const Vectors> gpus, int count);
+
+// Reason texts. Every "does not fit" text is written here, and nowhere else.
+// Reasons carry no node name so that kube-scheduler groups identical ones
+// ("0/N nodes are available: 12 needs 32Gi on 1 GPU; ...").
+
+inline constexpr std::string_view kNoGpusReason = "node has no GPUs";
+
+// "needs 8Gi on 1 GPU" or "needs 8Gi on each of 2 GPUs": how every reason
+// about a demand begins.
+std::string NeedsText(int64_t per_gpu, int count);
+
+// The rest of the reason, after NeedsText, for a node with `fit.miss` of
+// kTooFewGpus, kTooSmall or kNoRoom (nothing for kNone or kNoGpus):
+//  "; node has only 1 GPU"
+//  "; largest GPU capacity is 8Gi (GPU 0)[, 1 GPU large enough]"
+//  "; [1 GPU with that free; ]largest free is 4Gi on GPU 0 (capacity 24Gi,
+//    allocated 4Gi[, used 20Gi])"
+// `gpu_count` is the node's number of GPUs; `gpu_index` the index of the GPU
+// the reason names (offer.largest for kTooSmall, offer.most_free for kNoRoom);
+// `named` the vectors of that GPU (kNoRoom).
+void AppendMissReason(const NodeFit& fit, int count, size_t gpu_count, int gpu_index, const Vectors& named,
+                      std::string* out);
+
+// One GPU where a demand did not fit, as a refused reservation reports it.
+struct GpuShort {
+  int gpu_index = 0;
+  Vectors v;
+};
+
+// Why a reservation of `per_gpu` bytes on each of `count` GPUs was refused,
+// naming the GPUs that had no room:
+//  "needs 8Gi on 1 GPU; free is 4Gi on GPU 0 (capacity 24Gi, allocated 4Gi,
+//   used 20Gi)[, 0 on GPU 1 (...)]"
+std::string RefusedReason(int64_t per_gpu, int count, std::span<const GpuShort> short_gpus);
+
+}  // namespace vramd::ledger

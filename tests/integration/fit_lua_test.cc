@@ -1,0 +1,152 @@
+// The fit rule's table (tests/data/fit_cases.json) against the reserve
+// script (src/store/lua/fit.lua + reserve.lua) on a real server: each case's
+// node is set up through the store (SetCapacity, PutEntry, PushUsage), then
+// reserved on each GPU alone, on every GPU at once and on the GPUs the C++
+// rule chooses; the verdicts and the refusal reasons (worded by the ledger
+// from the numbers the script returns) must be the table's. The same table
+// runs against the C++ rule in tests/unit/ledger/fit_test.cc, so a change of
+// the rule made in one and not the other fails one of the two.
+// Needs VRAMD_TEST_VALKEY_URL (e.g. redis://127.0.0.1:16399).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "fit_cases.h"
+#include "vramd/store/ledger_store.h"
+#include "vramd/store/valkey_client.h"
+
+namespace vramd::store {
+namespace {
+
+using testing::FitCase;
+using testing::FitUsage;
+
+const std::vector<FitCase>& Cases() {
+  static const std::vector<FitCase> cases = [] {
+    std::string error;
+    return testing::LoadFitCases(&error);
+  }();
+  return cases;
+}
+
+TEST(FitLuaTable, IsReadable) {
+  std::string error;
+  EXPECT_FALSE(testing::LoadFitCases(&error).empty()) << error;
+}
+
+class FitLuaTest : public ::testing::TestWithParam<FitCase> {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
+    ASSERT_TRUE(url != nullptr && *url != '\0') << "VRAMD_TEST_VALKEY_URL is not set";
+    std::mt19937_64 rng(std::random_device{}());
+    opts_.url = url;
+    opts_.key_prefix = "vramdtest-fit-" + std::to_string(rng() % 1'000'000'000'000);
+    opts_.pool_size = 2;
+    opts_.connect_timeout = std::chrono::milliseconds(1000);
+    opts_.command_timeout = std::chrono::milliseconds(5000);
+    client_ = NewValkeyClient(opts_);
+    store_ = NewValkeyLedgerStore(client_);
+    Status ping = store_->Ping();
+    ASSERT_TRUE(ping.ok()) << ping.ToString();
+  }
+
+  void TearDown() override {
+    if (!client_) return;
+    std::string cursor = "0";
+    do {
+      auto r = client_->Command({"SCAN", cursor, "MATCH", opts_.key_prefix + ":*", "COUNT", "1000"});
+      if (!r.ok() || r->elements.size() != 2) break;
+      cursor = r->elements[0].str;
+      std::vector<std::string> del{"DEL"};
+      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
+      if (del.size() > 1) (void)client_->Command(del);
+    } while (cursor != "0");
+  }
+
+  // Reserves c.per_gpu on `gpus` of `node` under the case's policy: "reserved"
+  // (and released again) or the refusal's reason; anything else fails.
+  std::string Reserve(const FitCase& c, const std::string& node, const std::string& uid, std::vector<int> gpus) {
+    ReserveRequest req;
+    req.node = node;
+    req.entry.pod_uid = uid;
+    req.entry.ns = "default";
+    req.entry.name = uid;
+    req.entry.gpus = std::move(gpus);
+    req.entry.per_gpu = c.per_gpu;
+    req.fit_on_usage = c.policy.count_usage;
+    req.usage_max_age_ms = c.policy.usage_max_age_ms;
+    Result<ReserveOutcome> r = store_->Reserve(req);
+    if (r.ok()) {
+      EXPECT_EQ(*r, ReserveOutcome::kReserved);
+      Result<bool> released = store_->Release(node, uid);
+      EXPECT_TRUE(released.ok() && *released) << uid;
+      return "reserved";
+    }
+    EXPECT_EQ(r.status().code(), Code::kInsufficient) << r.status().ToString();
+    return r.status().message();
+  }
+
+  ValkeyOptions opts_;
+  std::shared_ptr<ValkeyClient> client_;
+  std::shared_ptr<LedgerStore> store_;
+};
+
+TEST_P(FitLuaTest, TheReserveScriptFitsAsTheTableSays) {
+  const FitCase& c = GetParam();
+  const std::string node = "fit-node";
+  std::vector<GpuCapacity> caps;
+  std::map<int, int64_t> used;
+  for (size_t i = 0; i < c.gpus.size(); ++i) {
+    const int gpu = static_cast<int>(i);
+    caps.push_back({gpu, c.gpus[i].capacity, ""});
+    if (c.gpus[i].used) used[gpu] = *c.gpus[i].used;
+  }
+  ASSERT_TRUE(store_->SetCapacity(node, caps).ok());
+  for (size_t i = 0; i < c.gpus.size(); ++i) {
+    if (c.gpus[i].allocated == 0) continue;
+    ledger::Entry e;
+    e.pod_uid = "held-" + std::to_string(i);
+    e.ns = "default";
+    e.name = e.pod_uid;
+    e.gpus = {static_cast<int>(i)};
+    e.per_gpu = c.gpus[i].allocated;
+    e.state = ledger::EntryState::kBound;
+    Status s = store_->PutEntry(node, e);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  if (c.usage != FitUsage::kNone) {
+    Status s = store_->PushUsage(node, used);  // stamped with the server's time: fresh
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (c.usage == FitUsage::kStale) {
+      // The same report, stamped in 1970: older than any usage max age.
+      auto r = client_->Command({"HSET", opts_.key_prefix + ":{" + node + "}:used", "ts", "1000"});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+
+  for (size_t i = 0; i < c.gpus.size(); ++i) {
+    const bool room = std::find(c.room.begin(), c.room.end(), static_cast<int>(i)) != c.room.end();
+    EXPECT_EQ(Reserve(c, node, "probe", {static_cast<int>(i)}),
+              room ? std::string("reserved") : c.refused.at(static_cast<int>(i)))
+        << "GPU " << i;
+  }
+  if (c.reserve_all) {
+    std::vector<int> all;
+    for (size_t i = 0; i < c.gpus.size(); ++i) all.push_back(static_cast<int>(i));
+    EXPECT_EQ(Reserve(c, node, "probe-all", all), *c.reserve_all);
+  }
+  if (c.verdict == ledger::Verdict::kFits) {
+    EXPECT_EQ(Reserve(c, node, "probe-headroom", c.headroom), "reserved");
+    EXPECT_EQ(Reserve(c, node, "probe-binpack", c.binpack), "reserved");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, FitLuaTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<FitCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace vramd::store
