@@ -147,209 +147,192 @@ Response Extender::Prioritize(std::string_view body) {
 Response Extender::Bind(std::string_view body) {
   Result<BindArgs> args = DecodeBindArgs(body);
   if (!args.ok()) return BadRequest(args.status());
-  Response resp;
-  std::string error = BindPod(args->pod_namespace, args->pod_name, args->pod_uid, args->node);
-  if (!error.empty()) {
-    spdlog::warn("bind {}/{} to {} failed: {}", args->pod_namespace, args->pod_name, args->node, error);
+  const BindOutcome out = BindPod({args->pod_namespace, args->pod_name, args->pod_uid, args->node});
+  static constexpr const char* kLabels[] = {"bound", "already_bound", "rejected", "failed"};
+  bind_results_->With({kLabels[static_cast<int>(out.result)]}).Inc();
+  if (!out.error.empty()) {
+    spdlog::warn("bind {}/{} to {} failed: {}", args->pod_namespace, args->pod_name, args->node, out.error);
   }
-  WriteBindResult(error, &resp.body);
+  Response resp;
+  WriteBindResult(out.error, &resp.body);
   return resp;
 }
 
-std::string Extender::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                              const std::string& node) {
-  const std::string pod_ref = ns + "/" + name;
+Extender::BindOutcome Extender::BindPod(const BindTarget& t) {
   ledger::VramRequest req;
-  Cached seen;
-  const bool filtered_here = Recall(uid, &seen) && seen.ns == ns && seen.name == name;
-  if (kube_ != nullptr && filtered_here) {
-    // The request this replica's filter computed for the pod. Whether the pod
-    // was replaced or bound meanwhile, the Binding itself checks (UID
-    // precondition, 409 when assigned); a conflict is examined below.
-    req = seen.req;
-  } else if (kube_ != nullptr) {
-    Result<kube::PodInfo> pod = kube_->GetPod(ns, name);
-    if (!pod.ok()) {
-      bind_results_->With({"failed"}).Inc();
-      return "cannot read pod " + pod_ref + ": " + pod.status().message();
-    }
-    if (pod->uid != uid) {
-      bind_results_->With({"rejected"}).Inc();
-      return "pod " + pod_ref + " now has UID " + pod->uid + ", not " + uid + " (it was replaced)";
-    }
-    if (!pod->node_name.empty()) {
-      if (pod->node_name == node) {
-        bind_results_->With({"already_bound"}).Inc();
-        return "";
-      }
-      bind_results_->With({"rejected"}).Inc();
-      return "pod " + pod_ref + " is already bound to node " + pod->node_name;
-    }
-    Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod->spec);
-    if (!r.ok()) {
-      bind_results_->With({"rejected"}).Inc();
-      return "invalid VRAM request of pod " + pod_ref + ": " + r.status().message();
-    }
-    req = *r;
-  } else {
-    if (!filtered_here) {
-      bind_results_->With({"rejected"}).Inc();
-      return "standalone mode: pod " + pod_ref + " (UID " + uid + ") was not seen by filter on this replica";
-    }
-    req = seen.req;
-  }
-
+  if (std::optional<BindOutcome> ended = ResolveRequest(t, &req)) return *ended;
   // While this bind runs, no replica's reconcile may free its reservation:
   // the reserve script marks the bind in flight together with the entry (the
   // mark expires by itself if this process dies mid-bind), and FinishBind or
   // this guard clears it.
-  struct InFlight {
-    store::LedgerStore* store;
-    const std::string& uid;
-    bool active = false;
-    ~InFlight() {
-      if (active) (void)store->EndBind(uid);
-    }
-  } in_flight{store_, uid};
-  const int64_t in_flight_ttl_ms = kube_ != nullptr ? opts_.bind_in_flight_ttl_ms : 0;
-
-  // Reserve: choose GPUs and write atomically. The first choice is made on
-  // the watched snapshot (no round trip while the epoch watch vouches for
-  // it); the reserve script checks capacity itself, and any doubt — no fit,
-  // a concurrent bind took the GPU, the entry already exists — re-reads.
-  std::vector<int> gpus;
-  std::vector<std::string> uuids;
+  InFlightMark in_flight{store_, t.uid};
+  Reserved reserved;
   if (req.wants_vram()) {
-    bool done = false;
-    for (int attempt = 0; attempt < opts_.bind_attempts && !done; ++attempt) {
-      const bool watched = attempt == 0;
-      Result<ledger::SnapshotPtr> snap = watched ? store_->WatchedSnapshot() : store_->Snapshot();
-      if (!snap.ok()) {
-        bind_results_->With({"failed"}).Inc();
-        return "VRAM ledger unavailable: " + snap.status().message();
-      }
-      if (Rebuilding(**snap)) {
-        if (watched && attempt + 1 < opts_.bind_attempts) continue;  // the watched view may lag the seal
-        bind_results_->With({"failed"}).Inc();
-        return store::kRebuildingMessage;
-      }
-      const ledger::Node* n = (*snap)->Find(node);
-      const ledger::Entry* held = nullptr;
-      if (n != nullptr) {
-        for (const ledger::Entry& e : n->entries) {
-          if (e.pod_uid == uid) held = &e;
-        }
-      }
-      if (held != nullptr && watched && attempt + 1 < opts_.bind_attempts) continue;  // confirm it on a fresh read
-      if (held != nullptr) {
-        if (in_flight_ttl_ms > 0) {
-          if (Status s = store_->BeginBind(uid, in_flight_ttl_ms); !s.ok()) {
-            bind_results_->With({"failed"}).Inc();
-            return "VRAM ledger unavailable: " + s.message();
-          }
-          in_flight.active = true;
-        }
-        gpus = held->gpus;
-      } else {
-        ledger::NodeDecision d = ledger::DecideNode(n, node, req, opts_.policy, clock_->NowMs());
-        if (d.verdict != ledger::Verdict::kFits) {
-          if (watched && attempt + 1 < opts_.bind_attempts) continue;  // never reject on a view that may lag
-          bind_results_->With({"rejected"}).Inc();
-          return "node " + node + ": " + d.reason;
-        }
-        store::ReserveRequest rr;
-        rr.node = node;
-        rr.entry.pod_uid = uid;
-        rr.entry.ns = ns;
-        rr.entry.name = name;
-        rr.entry.gpus = d.choice.gpus;
-        rr.entry.per_gpu = d.choice.per_gpu;
-        ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
-        rr.fit_on_usage = opts_.policy.fit_on_usage;
-        rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
-        rr.in_flight_ttl_ms = in_flight_ttl_ms;
-        rr.require_sealed = kube_ != nullptr;
-        in_flight.active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
-        Result<store::ReserveOutcome> out = store_->Reserve(rr);
-        if (!out.ok()) {
-          if (out.status().code() == Code::kInsufficient && attempt + 1 < opts_.bind_attempts) continue;
-          bind_results_->With({out.status().code() == Code::kInsufficient ? "rejected" : "failed"}).Inc();
-          return "reserving VRAM on node " + node + " failed: " + out.status().message();
-        }
-        if (*out == store::ReserveOutcome::kAlreadyHeld) continue;  // re-read to learn its GPUs
-        gpus = d.choice.gpus;
-      }
-      if (n != nullptr) {
-        for (int g : gpus) {
-          for (const ledger::Gpu& gpu : n->gpus) {
-            if (gpu.index == g && !gpu.uuid.empty()) uuids.push_back(gpu.uuid);
-          }
-        }
-      }
-      done = true;
-    }
-    if (!done) {
-      bind_results_->With({"rejected"}).Inc();
-      return "node " + node + ": lost the race for its GPUs " + std::to_string(opts_.bind_attempts) + " times";
-    }
+    if (std::optional<BindOutcome> ended = ReserveVram(t, req, &in_flight, &reserved)) return *ended;
   }
+  return CreateBinding(t, req, reserved, &in_flight);
+}
 
-  auto release = [&](const std::string& why) {
-    if (!req.wants_vram()) return why;
-    Result<bool> r = store_->Release(node, uid);
-    if (!r.ok()) {
-      // The reconcile loop frees it after the grace period.
-      return why + " (releasing the reservation failed too: " + r.status().message() + ")";
+std::optional<Extender::BindOutcome> Extender::ResolveRequest(const BindTarget& t, ledger::VramRequest* req) {
+  Cached seen;
+  const bool filtered_here = Recall(t.uid, &seen) && seen.ns == t.ns && seen.name == t.name;
+  if (kube_ == nullptr) {
+    if (!filtered_here) {
+      return BindOutcome::Rejected("standalone mode: pod " + t.Ref() + " (UID " + t.uid +
+                                   ") was not seen by filter on this replica");
     }
-    return why;
-  };
+    *req = seen.req;
+    return std::nullopt;
+  }
+  if (filtered_here) {
+    // The request this replica's filter computed for the pod. Whether the pod
+    // was replaced or bound meanwhile, the Binding itself checks (UID
+    // precondition, 409 when assigned); a conflict is examined there.
+    *req = seen.req;
+    return std::nullopt;
+  }
+  Result<kube::PodInfo> pod = kube_->GetPod(t.ns, t.name);
+  if (!pod.ok()) return BindOutcome::Failed("cannot read pod " + t.Ref() + ": " + pod.status().message());
+  if (pod->uid != t.uid) {
+    return BindOutcome::Rejected("pod " + t.Ref() + " now has UID " + pod->uid + ", not " + t.uid +
+                                 " (it was replaced)");
+  }
+  if (!pod->node_name.empty()) {
+    if (pod->node_name == t.node) return BindOutcome{BindResult::kAlreadyBound, ""};
+    return BindOutcome::Rejected("pod " + t.Ref() + " is already bound to node " + pod->node_name);
+  }
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod->spec);
+  if (!r.ok()) return BindOutcome::Rejected("invalid VRAM request of pod " + t.Ref() + ": " + r.status().message());
+  *req = *r;
+  return std::nullopt;
+}
 
+// Chooses GPUs and reserves them atomically. The first choice is made on the
+// watched snapshot (no round trip while the epoch watch vouches for it); the
+// reserve script checks capacity itself, and any doubt (no fit, a concurrent
+// bind took the GPU, the entry already exists) re-reads.
+std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, const ledger::VramRequest& req,
+                                                           InFlightMark* in_flight, Reserved* out) {
+  const int64_t in_flight_ttl_ms = kube_ != nullptr ? opts_.bind_in_flight_ttl_ms : 0;
+  for (int attempt = 0; attempt < opts_.bind_attempts; ++attempt) {
+    const bool watched = attempt == 0;
+    const bool last = attempt + 1 == opts_.bind_attempts;
+    Result<ledger::SnapshotPtr> snap = watched ? store_->WatchedSnapshot() : store_->Snapshot();
+    if (!snap.ok()) return BindOutcome::Failed("VRAM ledger unavailable: " + snap.status().message());
+    if (Rebuilding(**snap)) {
+      if (watched && !last) continue;  // the watched view may lag the seal
+      return BindOutcome::Failed(store::kRebuildingMessage);
+    }
+    const ledger::Node* n = (*snap)->Find(t.node);
+    const ledger::Entry* held = nullptr;
+    if (n != nullptr) {
+      for (const ledger::Entry& e : n->entries) {
+        if (e.pod_uid == t.uid) held = &e;
+      }
+    }
+    if (held != nullptr && watched && !last) continue;  // confirm it on a fresh read
+    if (held != nullptr) {
+      if (in_flight_ttl_ms > 0) {
+        if (Status s = store_->BeginBind(t.uid, in_flight_ttl_ms); !s.ok()) {
+          return BindOutcome::Failed("VRAM ledger unavailable: " + s.message());
+        }
+        in_flight->active = true;
+      }
+      out->gpus = held->gpus;
+    } else {
+      ledger::NodeDecision d = ledger::DecideNode(n, t.node, req, opts_.policy, clock_->NowMs());
+      if (d.verdict != ledger::Verdict::kFits) {
+        if (watched && !last) continue;  // never reject on a view that may lag
+        return BindOutcome::Rejected("node " + t.node + ": " + d.reason);
+      }
+      store::ReserveRequest rr;
+      rr.node = t.node;
+      rr.entry.pod_uid = t.uid;
+      rr.entry.ns = t.ns;
+      rr.entry.name = t.name;
+      rr.entry.gpus = d.choice.gpus;
+      rr.entry.per_gpu = d.choice.per_gpu;
+      ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
+      rr.fit_on_usage = opts_.policy.fit_on_usage;
+      rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
+      rr.in_flight_ttl_ms = in_flight_ttl_ms;
+      rr.require_sealed = kube_ != nullptr;
+      in_flight->active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
+      Result<store::ReserveOutcome> reserved = store_->Reserve(rr);
+      if (!reserved.ok()) {
+        const bool no_room = reserved.status().code() == Code::kInsufficient;
+        if (no_room && !last) continue;
+        std::string why = "reserving VRAM on node " + t.node + " failed: " + reserved.status().message();
+        return no_room ? BindOutcome::Rejected(std::move(why)) : BindOutcome::Failed(std::move(why));
+      }
+      if (*reserved == store::ReserveOutcome::kAlreadyHeld) continue;  // re-read to learn its GPUs
+      out->gpus = d.choice.gpus;
+    }
+    if (n != nullptr) {
+      for (int g : out->gpus) {
+        for (const ledger::Gpu& gpu : n->gpus) {
+          if (gpu.index == g && !gpu.uuid.empty()) out->uuids.push_back(gpu.uuid);
+        }
+      }
+    }
+    return std::nullopt;
+  }
+  return BindOutcome::Rejected("node " + t.node + ": lost the race for its GPUs " +
+                               std::to_string(opts_.bind_attempts) + " times");
+}
+
+// One API call: the annotations travel in the Binding. Any failure releases
+// the reservation (reconcile frees it after the grace period if that fails too).
+Extender::BindOutcome Extender::CreateBinding(const BindTarget& t, const ledger::VramRequest& req, const Reserved& r,
+                                              InFlightMark* in_flight) {
+  auto release = [&](BindOutcome out) {
+    if (!req.wants_vram()) return out;
+    Result<bool> released = store_->Release(t.node, t.uid);
+    if (!released.ok()) out.error += " (releasing the reservation failed too: " + released.status().message() + ")";
+    return out;
+  };
   if (kube_ != nullptr) {
-    // One API call: the annotations travel in the Binding.
     std::map<std::string, std::string> ann;
     if (req.wants_vram()) {
-      ann[kAnnotationGpus] = JoinInts(gpus);
+      ann[kAnnotationGpus] = JoinInts(r.gpus);
       ann[kAnnotationVramPerGpu] = std::to_string(req.per_gpu);
-      if (uuids.size() == gpus.size() && !uuids.empty()) {
+      if (r.uuids.size() == r.gpus.size() && !r.uuids.empty()) {
         std::string u;
-        for (size_t i = 0; i < uuids.size(); ++i) u += (i ? "," : "") + uuids[i];
+        for (size_t i = 0; i < r.uuids.size(); ++i) u += (i ? "," : "") + r.uuids[i];
         ann[kAnnotationGpuUuids] = u;
       }
     }
-    if (Status s = kube_->Bind(ns, name, uid, node, ann); !s.ok()) {
+    if (Status s = kube_->Bind(t.ns, t.name, t.uid, t.node, ann); !s.ok()) {
       if (s.code() == Code::kConflict) {
         // Already assigned (perhaps by an earlier attempt of this bind whose
         // answer was lost), or replaced by a pod of the same name.
-        Result<kube::PodInfo> now = kube_->GetPod(ns, name);
-        if (now.ok() && now->uid == uid && now->node_name == node) {
-          bind_results_->With({"already_bound"}).Inc();
-          if (req.wants_vram() && store_->FinishBind(node, uid).ok()) in_flight.active = false;
-          return "";
+        Result<kube::PodInfo> now = kube_->GetPod(t.ns, t.name);
+        if (now.ok() && now->uid == t.uid && now->node_name == t.node) {
+          if (req.wants_vram() && store_->FinishBind(t.node, t.uid).ok()) in_flight->active = false;
+          return BindOutcome{BindResult::kAlreadyBound, ""};
         }
-        if (now.ok() && now->uid != uid) {
-          bind_results_->With({"rejected"}).Inc();
-          return release("pod " + pod_ref + " now has UID " + now->uid + ", not " + uid + " (it was replaced)");
+        if (now.ok() && now->uid != t.uid) {
+          return release(BindOutcome::Rejected("pod " + t.Ref() + " now has UID " + now->uid + ", not " + t.uid +
+                                               " (it was replaced)"));
         }
         if (now.ok() && !now->node_name.empty()) {
-          bind_results_->With({"rejected"}).Inc();
-          return release("pod " + pod_ref + " is already bound to node " + now->node_name);
+          return release(BindOutcome::Rejected("pod " + t.Ref() + " is already bound to node " + now->node_name));
         }
       }
-      bind_results_->With({"failed"}).Inc();
-      return release("creating the Binding of pod " + pod_ref + " to " + node + " failed: " + s.message());
+      return release(
+          BindOutcome::Failed("creating the Binding of pod " + t.Ref() + " to " + t.node + " failed: " + s.message()));
     }
   }
   if (req.wants_vram()) {
-    if (Status s = store_->FinishBind(node, uid); !s.ok()) {
+    if (Status s = store_->FinishBind(t.node, t.uid); !s.ok()) {
       // The pod is bound; reconcile marks the entry bound later (and the
       // guard tries to clear the in-flight mark once more).
-      spdlog::warn("marking {} bound in the ledger failed: {}", pod_ref, s.message());
+      spdlog::warn("marking {} bound in the ledger failed: {}", t.Ref(), s.message());
     } else {
-      in_flight.active = false;
+      in_flight->active = false;
     }
   }
-  bind_results_->With({"bound"}).Inc();
-  return "";
+  return BindOutcome{BindResult::kBound, ""};
 }
 
 // Preempt (EXTENDER-PROTOCOL.md): kube-scheduler's dry run ignores VRAM, so

@@ -7,6 +7,7 @@
 
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,8 +68,49 @@ class Extender {
   void Remember(const std::string& uid, const std::string& ns, const std::string& name,
                 const ledger::VramRequest& req);
   bool Recall(const std::string& uid, Cached* out);
-  std::string BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                      const std::string& node);
+
+  // How a bind ended: the label of vramd_bind_total and, unless the pod is
+  // bound, why not. kRejected: the pod or the node refuses it (replaced,
+  // bound elsewhere, an invalid request, no room); kFailed: a dependency
+  // (Valkey, the API server) failed, and kube-scheduler retries.
+  enum class BindResult { kBound, kAlreadyBound, kRejected, kFailed };
+  struct BindOutcome {
+    BindResult result = BindResult::kBound;
+    std::string error;  // empty unless rejected or failed
+    static BindOutcome Rejected(std::string why) { return {BindResult::kRejected, std::move(why)}; }
+    static BindOutcome Failed(std::string why) { return {BindResult::kFailed, std::move(why)}; }
+  };
+  struct BindTarget {
+    const std::string& ns;
+    const std::string& name;
+    const std::string& uid;
+    const std::string& node;
+    std::string Ref() const { return ns + "/" + name; }
+  };
+  // Clears the bind's in-flight mark (store::LedgerStore::BeginBind) when it
+  // goes out of scope while still active.
+  struct InFlightMark {
+    store::LedgerStore* store;
+    const std::string& uid;
+    bool active = false;
+    ~InFlightMark() {
+      if (active) (void)store->EndBind(uid);
+    }
+  };
+  struct Reserved {
+    std::vector<int> gpus;
+    std::vector<std::string> uuids;  // of `gpus`, where the ledger knows them
+  };
+
+  // The three steps of a bind (BindPod): the pod's request (from this
+  // replica's filter, else the API server), the VRAM reservation in the
+  // ledger, the Binding. Each returns the outcome when the bind ends there.
+  BindOutcome BindPod(const BindTarget& t);
+  std::optional<BindOutcome> ResolveRequest(const BindTarget& t, ledger::VramRequest* req);
+  std::optional<BindOutcome> ReserveVram(const BindTarget& t, const ledger::VramRequest& req,
+                                         InFlightMark* in_flight, Reserved* out);
+  BindOutcome CreateBinding(const BindTarget& t, const ledger::VramRequest& req, const Reserved& r,
+                            InFlightMark* in_flight);
 
   Options opts_;
   store::LedgerStore* store_;
