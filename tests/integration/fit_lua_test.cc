@@ -15,6 +15,7 @@
 #include <random>
 
 #include "fit_cases.h"
+#include "integration/shared_server.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 
@@ -40,14 +41,9 @@ TEST(FitLuaTable, IsReadable) {
 class FitLuaTest : public ::testing::TestWithParam<FitCase> {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
-    ASSERT_TRUE(url != nullptr && *url != '\0') << "VRAMD_TEST_VALKEY_URL is not set";
-    std::mt19937_64 rng(std::random_device{}());
-    opts_.url = url;
-    opts_.key_prefix = "vramdtest-fit-" + std::to_string(rng() % 1'000'000'000'000);
-    opts_.pool_size = 2;
-    opts_.connect_timeout = std::chrono::milliseconds(1000);
-    opts_.command_timeout = std::chrono::milliseconds(5000);
+    std::optional<ValkeyOptions> o = itest::SharedServerOptions(2);
+    if (!o) GTEST_FAIL() << itest::kNoSharedServer;
+    opts_ = *o;
     client_ = NewValkeyClient(opts_);
     store_ = NewValkeyLedgerStore(client_);
     Status ping = store_->Ping();
@@ -56,15 +52,7 @@ class FitLuaTest : public ::testing::TestWithParam<FitCase> {
 
   void TearDown() override {
     if (!client_) return;
-    std::string cursor = "0";
-    do {
-      auto r = client_->Command({"SCAN", cursor, "MATCH", opts_.key_prefix + ":*", "COUNT", "1000"});
-      if (!r.ok() || r->elements.size() != 2) break;
-      cursor = r->elements[0].str;
-      std::vector<std::string> del{"DEL"};
-      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
-      if (del.size() > 1) (void)client_->Command(del);
-    } while (cursor != "0");
+    itest::DeleteKeys(*client_, opts_.key_prefix);
   }
 
   // Reserves c.per_gpu on `gpus` of `node` under the case's policy: "reserved"

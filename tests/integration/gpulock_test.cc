@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "integration/shared_server.h"
 #include "vramd/gpulock/locks.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/store/valkey_client.h"
@@ -31,14 +32,6 @@ namespace {
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s.push_back(kHex[rng() % 16]);
-  return s;
-}
-
 int64_t MsSince(Steady::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t).count();
 }
@@ -46,18 +39,9 @@ int64_t MsSince(Steady::time_point t) {
 class GpuLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
-    if (url == nullptr || *url == '\0') {
-      GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set. Start a throwaway server, e.g.\n"
-                      "  redis-server --port 16399 --save '' --appendonly no --daemonize yes\n"
-                      "and run with VRAMD_TEST_VALKEY_URL=redis://127.0.0.1:16399";
-    }
-    store::ValkeyOptions opts;
-    opts.url = url;
-    opts.key_prefix = "vramdtest-" + RandomHex(12);
-    opts.pool_size = 16;
-    opts.connect_timeout = std::chrono::milliseconds(1000);
-    opts.command_timeout = std::chrono::milliseconds(5000);
+    std::optional<store::ValkeyOptions> o = itest::SharedServerOptions(16);
+    if (!o) GTEST_FAIL() << itest::kNoSharedServer;
+    store::ValkeyOptions opts = *o;
     client_ = store::NewValkeyClient(opts);
     auto ping = client_->Command({"PING"});
     ASSERT_TRUE(ping.ok()) << "cannot reach the test server: " << ping.status().ToString();
@@ -69,15 +53,7 @@ class GpuLockTest : public ::testing::Test {
   void TearDown() override {
     locks_.reset();
     if (!client_) return;
-    std::string cursor = "0";
-    do {
-      auto r = client_->Command({"SCAN", cursor, "MATCH", client_->prefix() + ":*", "COUNT", "1000"});
-      if (!r.ok() || r->elements.size() != 2) break;
-      cursor = r->elements[0].str;
-      std::vector<std::string> del{"DEL"};
-      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
-      if (del.size() > 1) (void)client_->Command(del);
-    } while (cursor != "0");
+    itest::DeleteKeys(*client_, client_->prefix());
   }
 
   std::string HolderKey(const std::string& node, int gpu) const {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "data/ledger/entries_v0_1.h"
+#include "integration/shared_server.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 
@@ -20,14 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int64_t kGi = int64_t{1} << 30;
-
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s.push_back(kHex[rng() % 16]);
-  return s;
-}
 
 // Every field, none at its default.
 ledger::Entry Everything(const std::string& uid) {
@@ -53,17 +46,10 @@ ledger::Entry Everything(const std::string& uid) {
 class LedgerCompatTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
-    if (url == nullptr || *url == '\0') {
-      GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set. Start a throwaway server, e.g.\n"
-                      "  redis-server --port 16399 --save '' --appendonly no --daemonize yes\n"
-                      "and run with VRAMD_TEST_VALKEY_URL=redis://127.0.0.1:16399";
-    }
-    ValkeyOptions opts;
-    opts.url = url;
-    opts.key_prefix = prefix_ = "vramdtest-" + RandomHex(12);
-    opts.connect_timeout = std::chrono::milliseconds(1000);
-    opts.command_timeout = std::chrono::milliseconds(5000);
+    std::optional<ValkeyOptions> o = itest::SharedServerOptions(4);
+    if (!o) GTEST_FAIL() << itest::kNoSharedServer;
+    ValkeyOptions opts = *o;
+    prefix_ = opts.key_prefix;
     client_ = NewValkeyClient(opts);
     store_ = NewValkeyLedgerStore(client_);
     Status ping = store_->Ping();
@@ -72,15 +58,7 @@ class LedgerCompatTest : public ::testing::Test {
 
   void TearDown() override {
     if (!client_) return;
-    std::string cursor = "0";
-    do {
-      auto r = client_->Command({"SCAN", cursor, "MATCH", prefix_ + ":*", "COUNT", "1000"});
-      if (!r.ok() || r->elements.size() != 2) break;
-      cursor = r->elements[0].str;
-      std::vector<std::string> del{"DEL"};
-      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
-      if (del.size() > 1) (void)client_->Command(del);
-    } while (cursor != "0");
+    itest::DeleteKeys(*client_, prefix_);
   }
 
   std::string Key(const std::string& suffix) const { return prefix_ + ":" + suffix; }

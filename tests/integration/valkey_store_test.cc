@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "integration/test_servers.h"
+#include "integration/shared_server.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 
@@ -36,14 +37,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr int64_t kGi = int64_t{1} << 30;
-
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s.push_back(kHex[rng() % 16]);
-  return s;
-}
 
 ledger::Entry MakeEntry(const std::string& uid, std::vector<int> gpus, int64_t per_gpu) {
   ledger::Entry e;
@@ -76,17 +69,9 @@ int64_t Allocated(const ledger::Node& node, int gpu) {
 class ValkeyStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
-    if (url == nullptr || *url == '\0') {
-      GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set. Start a throwaway server, e.g.\n"
-                      "  redis-server --port 16399 --save '' --appendonly no --daemonize yes\n"
-                      "and run with VRAMD_TEST_VALKEY_URL=redis://127.0.0.1:16399";
-    }
-    opts_.url = url;
-    opts_.key_prefix = "vramdtest-" + RandomHex(12);
-    opts_.pool_size = 8;
-    opts_.connect_timeout = std::chrono::milliseconds(1000);
-    opts_.command_timeout = std::chrono::milliseconds(5000);
+    std::optional<ValkeyOptions> o = itest::SharedServerOptions(8);
+    if (!o) GTEST_FAIL() << itest::kNoSharedServer;
+    opts_ = *o;
     client_ = NewValkeyClient(opts_);
     store_ = NewValkeyLedgerStore(client_);
     Status ping = store_->Ping();
@@ -102,15 +87,7 @@ class ValkeyStoreTest : public ::testing::Test {
       return;
     }
     if (!client_) return;
-    std::string cursor = "0";
-    do {
-      auto r = client_->Command({"SCAN", cursor, "MATCH", opts_.key_prefix + ":*", "COUNT", "1000"});
-      if (!r.ok() || r->elements.size() != 2) break;
-      cursor = r->elements[0].str;
-      std::vector<std::string> del{"DEL"};
-      for (const auto& k : r->elements[1].elements) del.push_back(k.str);
-      if (del.size() > 1) (void)client_->Command(del);
-    } while (cursor != "0");
+    itest::DeleteKeys(*client_, opts_.key_prefix);
   }
 
   // Moves this test (opts_, client_, store_) to a redis-server of its own on
@@ -119,7 +96,7 @@ class ValkeyStoreTest : public ::testing::Test {
   void UseOwnServer() {
     const std::string redis = itest::FindInPath("redis-server");
     ASSERT_FALSE(redis.empty()) << "redis-server must be installed (scripts/install-deps.sh --test)";
-    own_dir_ = std::filesystem::temp_directory_path() / ("vramd-valkey-store-" + RandomHex(12));
+    own_dir_ = std::filesystem::temp_directory_path() / ("vramd-valkey-store-" + itest::RandomHex(12));
     std::filesystem::create_directories(own_dir_);
     const int port = itest::FreePort();
     ASSERT_GT(port, 0);
