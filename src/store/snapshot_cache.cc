@@ -69,7 +69,7 @@ void SnapshotCache::StartEpochWatch() {
 
 Result<ledger::SnapshotPtr> SnapshotCache::WatchedSnapshot() {
   if (watch_live_.load()) {
-    std::lock_guard lk(cache_mu_);
+    MutexLock lk(&cache_mu_);
     if (cache_ && cache_gen_ == watch_gen_.load() && cache_writes_ == local_writes_.load() &&
         cache_->epoch >= watched_epoch_.load()) {
       return cache_;
@@ -89,7 +89,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
   // round trip as the change log.
   bool behind = false;
   {
-    std::lock_guard lk(cache_mu_);
+    MutexLock lk(&cache_mu_);
     behind = cache_ && (cache_writes_ != writes ||
                         (watch_live_.load() && cache_gen_ == gen && cache_->epoch < watched_epoch_.load()));
   }
@@ -104,7 +104,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
   // call must see): a reload that starts later reads newer data.
   const uint64_t ticket = seq_.fetch_add(1) + 1;
   if (epoch) {
-    std::lock_guard lk(cache_mu_);
+    MutexLock lk(&cache_mu_);
     if (cache_ && cache_->epoch == *epoch) {
       Vouch(gen, writes);
       return cache_;
@@ -112,32 +112,34 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
   }
   // One reload at a time; the others wait and take its result when it
   // started after their epoch read (or saw the same epoch).
-  std::unique_lock reload(reload_mu_);
+  ledger::SnapshotPtr fresh;
+  ledger::SnapshotPtr old;  // destroyed after the locks are released
   {
-    std::lock_guard lk(cache_mu_);
-    const bool same = cache_ && epoch && cache_->epoch == *epoch;
-    if (same) Vouch(gen, writes);
-    if (cache_ && (same || cache_seq_ >= ticket)) return cache_;
+    MutexLock reload(&reload_mu_);
+    {
+      MutexLock lk(&cache_mu_);
+      const bool same = cache_ && epoch && cache_->epoch == *epoch;
+      if (same) Vouch(gen, writes);
+      if (cache_ && (same || cache_seq_ >= ticket)) return cache_;
+    }
+    const uint64_t start = seq_.load();
+    ledger::SnapshotPtr base;
+    {
+      MutexLock lk(&cache_mu_);
+      base = cache_;
+    }
+    // With a cached snapshot only the nodes changed since its epoch are
+    // read again (Refresh falls back to Load when it cannot vouch for that).
+    auto loaded = base ? Refresh(std::move(base)) : Load();
+    if (!loaded.ok()) return loaded.status();
+    fresh = std::move(loaded).value();
+    {
+      MutexLock lk(&cache_mu_);
+      old = std::exchange(cache_, fresh);
+      cache_seq_ = start;
+      Vouch(gen, writes);
+    }
   }
-  const uint64_t start = seq_.load();
-  ledger::SnapshotPtr base;
-  {
-    std::lock_guard lk(cache_mu_);
-    base = cache_;
-  }
-  // With a cached snapshot only the nodes changed since its epoch are
-  // read again (Refresh falls back to Load when it cannot vouch for that).
-  auto loaded = base ? Refresh(std::move(base)) : Load();
-  if (!loaded.ok()) return loaded.status();
-  ledger::SnapshotPtr fresh = std::move(loaded).value();
-  ledger::SnapshotPtr old;
-  {
-    std::lock_guard lk(cache_mu_);
-    old = std::exchange(cache_, fresh);
-    cache_seq_ = start;
-    Vouch(gen, writes);
-  }
-  reload.unlock();
   return fresh;  // the previous snapshot, if unused, is freed here, outside both locks
 }
 
@@ -354,7 +356,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
 // reference.
 std::shared_ptr<ledger::Snapshot> SnapshotCache::Writable(ledger::SnapshotPtr base) {
   {
-    std::lock_guard lk(cache_mu_);
+    MutexLock lk(&cache_mu_);
     if (cache_ == base) {
       cache_.reset();
       // New references come only from cache_ (under cache_mu_) or from

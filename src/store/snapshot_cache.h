@@ -10,10 +10,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "vramd/ledger/model.h"
+#include "vramd/mutex.h"
 #include "vramd/status.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
@@ -58,11 +58,11 @@ class SnapshotCache {
  private:
   Result<uint64_t> ReadEpoch();
   void Saw(uint64_t epoch);
-  Result<ledger::SnapshotPtr> Load();
-  Result<ledger::SnapshotPtr> Refresh(ledger::SnapshotPtr base);
-  std::shared_ptr<ledger::Snapshot> Writable(ledger::SnapshotPtr base);
-  void ReportProblems(const Problems& p, uint64_t epoch);
-  void Vouch(uint64_t gen, uint64_t writes);
+  Result<ledger::SnapshotPtr> Load() EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  Result<ledger::SnapshotPtr> Refresh(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  std::shared_ptr<ledger::Snapshot> Writable(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  void ReportProblems(const Problems& p, uint64_t epoch) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  void Vouch(uint64_t gen, uint64_t writes) EXCLUSIVE_LOCKS_REQUIRED(cache_mu_);
 
   const std::shared_ptr<ValkeyClient> client_;
   const LedgerKeys keys_;
@@ -76,20 +76,22 @@ class SnapshotCache {
   std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
   std::atomic<uint64_t> epoch_checks_{0};
   std::atomic<uint64_t> max_epoch_seen_{0};  // Saw()
-  uint64_t cache_gen_ = 0;     // guarded by cache_mu_: the cache covers every change
-  uint64_t cache_writes_ = 0;  //   notified under subscription cache_gen_ and local write cache_writes_
-
   std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
   std::atomic<uint64_t> malformed_{0};
   std::atomic<uint64_t> full_reloads_{0};
   std::atomic<uint64_t> incremental_reloads_{0};
+  // Lock order: reload_mu_, then cache_mu_.
+  Mutex reload_mu_;  // held for a whole reload
   // Malformed fields per node of the cached snapshot; MalformedFieldsSkipped
-  // is their sum. Guarded by reload_mu_.
-  NodeProblems node_problems_;
-  std::mutex reload_mu_;              // held for a whole reload
-  std::mutex cache_mu_;               // guards cache_, cache_seq_ (held briefly)
-  ledger::SnapshotPtr cache_;
-  uint64_t cache_seq_ = 0;            // seq_ when the cached load began
+  // is their sum.
+  NodeProblems node_problems_ GUARDED_BY(reload_mu_);
+  Mutex cache_mu_ ACQUIRED_AFTER(reload_mu_);  // held briefly
+  ledger::SnapshotPtr cache_ GUARDED_BY(cache_mu_);
+  uint64_t cache_seq_ GUARDED_BY(cache_mu_) = 0;  // seq_ when the cached load began
+  // The cache covers every change notified under subscription cache_gen_
+  // and local write cache_writes_.
+  uint64_t cache_gen_ GUARDED_BY(cache_mu_) = 0;
+  uint64_t cache_writes_ GUARDED_BY(cache_mu_) = 0;
 };
 
 }  // namespace vramd::store
