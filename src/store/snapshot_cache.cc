@@ -372,7 +372,7 @@ std::shared_ptr<ledger::Snapshot> SnapshotCache::Writable(ledger::SnapshotPtr ba
       cache_ = base;
     }
   }
-  return std::make_shared<ledger::Snapshot>(*base);  // copies the nodes, not the index
+  return std::make_shared<ledger::Snapshot>(base->Clone());  // copies the nodes, not the index
 }
 
 // Publishes the number of malformed fields in the ledger (the sum over

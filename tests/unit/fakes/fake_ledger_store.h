@@ -22,7 +22,7 @@ class FakeLedgerStore : public store::LedgerStore {
   Result<ledger::SnapshotPtr> Snapshot() override {
     MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
-    auto s = std::make_shared<ledger::Snapshot>(snap_);
+    auto s = std::make_shared<ledger::Snapshot>(snap_.Clone());
     return ledger::SnapshotPtr(s);
   }
 
@@ -32,7 +32,7 @@ class FakeLedgerStore : public store::LedgerStore {
   Result<ledger::SnapshotPtr> WatchedSnapshot() override {
     {
       MutexLock l(&mu_);
-      if (watched_view && !unavailable) return ledger::SnapshotPtr(std::make_shared<ledger::Snapshot>(*watched_view));
+      if (watched_view && !unavailable) return ledger::SnapshotPtr(std::make_shared<ledger::Snapshot>(watched_view->Clone()));
     }
     return Snapshot();
   }
