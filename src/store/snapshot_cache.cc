@@ -27,7 +27,7 @@ SnapshotCache::~SnapshotCache() {
 }
 
 // The write scripts publish each new epoch on the channel named like the
-// epoch key (kBumpLua). While subscribed, WatchedSnapshot() returns the
+// epoch key (lua/bump.lua). While subscribed, WatchedSnapshot() returns the
 // cached snapshot without reading the epoch when (1) no notification
 // names a newer epoch, (2) this process wrote nothing since the cache was
 // last confirmed by an epoch read, and (3) that confirmation happened
@@ -151,8 +151,7 @@ Result<uint64_t> SnapshotCache::ReadEpoch() {
   return e;
 }
 
-// The highest epoch read from the store (ReadSeal and Reserve pass it: a
-// lower one later means the store lost writes).
+// Raises max_epoch_seen_ (MaxEpochSeen) to `epoch`.
 void SnapshotCache::Saw(uint64_t epoch) {
   uint64_t cur = max_epoch_seen_.load();
   while (cur < epoch && !max_epoch_seen_.compare_exchange_weak(cur, epoch)) {
@@ -217,7 +216,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Load() {
 }
 
 // Brings `base` up to date by reading again only the nodes that the change
-// log (P:changes, see kBumpLua) names after base.epoch: one round trip for
+// log (P:changes, see lua/bump.lua) names after base.epoch: one round trip for
 // the epoch and the log, one for those nodes (membership of P:nodes and
 // the same four hashes Load reads), and a copy of the other nodes from
 // `base`. The epoch is read first, before the log and the node data, so
