@@ -1,10 +1,9 @@
 #include "store/entry_codec.h"
 
-#include <nlohmann/json.hpp>
-
 #include <limits>
 #include <utility>
 
+#include "vramd/json_string.h"
 #include "vramd/ledger/capacity.h"
 #include "vramd/ledger/pod_request.h"
 
@@ -13,12 +12,6 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using ledger::Entry;
-
-void AppendJsonString(std::string* out, std::string_view s) {
-  // Invalid UTF-8 (a free-text model annotation) is replaced, not rejected,
-  // so the entry stays readable by both nlohmann and cjson.
-  *out += nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 void AppendInt(std::string* out, const char* key, int64_t v) {
   *out += key;
@@ -80,9 +73,9 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
   std::string out;
   out.reserve(160 + e.ns.size() + e.name.size() + e.model.size() + e.priority_class.size());
   out += "{\"ns\":";
-  AppendJsonString(&out, e.ns);
+  AppendJsonString(e.ns, &out);
   out += ",\"name\":";
-  AppendJsonString(&out, e.name);
+  AppendJsonString(e.name, &out);
   out += ",\"gpus\":[";
   for (size_t i = 0; i < e.gpus.size(); ++i) {
     if (i > 0) out += ',';
@@ -92,7 +85,7 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
   AppendInt(&out, ",\"per_gpu\":", e.per_gpu);
   AppendInt(&out, ",\"peak_per_gpu\":", e.peak_per_gpu);
   out += ",\"model\":";
-  AppendJsonString(&out, e.model);
+  AppendJsonString(e.model, &out);
   out += ",\"state\":\"";
   out += ledger::EntryStateName(e.state);
   out += '"';
@@ -100,7 +93,7 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
   if (e.priority != 0) AppendInt(&out, ",\"priority\":", e.priority);
   if (!e.priority_class.empty()) {
     out += ",\"priority_class\":";
-    AppendJsonString(&out, e.priority_class);
+    AppendJsonString(e.priority_class, &out);
   }
   if (e.victim) out += ",\"victim\":true";
   if (e.used != 0) AppendInt(&out, ",\"used\":", e.used);

@@ -47,7 +47,8 @@ std::string EntryFieldProblem(const ledger::Entry& e);
 
 // The entry's JSON text. With omit_created the text ends right after
 // "created_ms": and the writer appends the time and the closing brace.
-// Invalid UTF-8 in a string (a free-text model annotation) becomes U+FFFD.
+// Strings are escaped by vramd::AppendJsonString (vramd/json_string.h):
+// invalid UTF-8 (a free-text model annotation) becomes U+FFFD.
 std::string EncodeEntry(const ledger::Entry& e, bool omit_created);
 
 // Decodes entry texts with simdjson's on-demand API: a full reload decodes

@@ -1129,7 +1129,7 @@ TEST_F(ValkeyRefreshTest, ASnapshotHeldByACallerNeverChanges) {
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, kGi))).ok());
   auto held = store_->Snapshot();
   ASSERT_TRUE(held.ok());
-  const ledger::Snapshot before = **held;  // a deep copy (without the index)
+  const ledger::Snapshot before = (*held)->Clone();  // a deep copy (without the index)
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("b", {1}, kGi))).ok());
   ASSERT_TRUE(store_->RemoveNode("n2").ok());
   Capacity("n7", {{0, kGi, ""}});

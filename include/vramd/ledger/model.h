@@ -80,20 +80,25 @@ struct Snapshot {
   // Optional compact copy of what Filter and Prioritize read, built by
   // ledger::IndexSnapshot once `nodes` is complete (the store does so before
   // sharing a snapshot). Changing `nodes` afterwards requires indexing again.
-  // A copy of a snapshot starts without one (the copy may then be changed).
+  // Not copyable (a copy could not keep the index): see Clone.
   std::shared_ptr<const PlacementIndex> index;
 
   Snapshot() = default;
-  Snapshot(const Snapshot& o) : epoch(o.epoch), sealed(o.sealed), nodes(o.nodes) {}
-  Snapshot& operator=(const Snapshot& o) {
-    epoch = o.epoch;
-    sealed = o.sealed;
-    nodes = o.nodes;
-    index.reset();
-    return *this;
-  }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
   Snapshot(Snapshot&&) = default;
   Snapshot& operator=(Snapshot&&) = default;
+
+  // A deep copy of epoch, seal and nodes without the index (the index points
+  // into this snapshot's nodes): change the copy, then index it
+  // (IndexSnapshot, or ReindexSnapshot with nodes_moved).
+  Snapshot Clone() const {
+    Snapshot c;
+    c.epoch = epoch;
+    c.sealed = sealed;
+    c.nodes = nodes;
+    return c;
+  }
 
   const Node* Find(std::string_view name) const;
 };

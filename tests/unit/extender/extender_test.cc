@@ -265,7 +265,7 @@ TEST_F(KubeExtender, ALaggingWatchedViewNeverRejectsABind) {
 TEST_F(KubeExtender, AnEntryOnlyTheWatchedViewShowsIsNotTrusted) {
   // The view still shows an entry of this pod that reconcile has freed since:
   // the bind must reserve again, not bind on GPUs it no longer holds.
-  ledger::Snapshot lagging = **store.Snapshot();
+  ledger::Snapshot lagging = (*store.Snapshot())->Clone();
   ledger::Entry ghost;
   ghost.pod_uid = "u1";
   ghost.ns = "default";
@@ -273,7 +273,7 @@ TEST_F(KubeExtender, AnEntryOnlyTheWatchedViewShowsIsNotTrusted) {
   ghost.gpus = {0};
   ghost.per_gpu = 32 * kGi;
   lagging.nodes["big"].entries.push_back(ghost);
-  store.watched_view = lagging;
+  store.watched_view = std::move(lagging);
   ASSERT_EQ(ext.Filter(FilterBody("u1", "32Gi", {"big"})).status, 200);
   EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
   EXPECT_EQ(store.reserves, 1);

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
+#include "vramd/mutex.h"
 #include "vramd/store/ledger_store.h"
 
 namespace vramd::testing {
@@ -20,9 +20,9 @@ class FakeLedgerStore : public store::LedgerStore {
   int64_t now_ms = 1'000'000;
 
   Result<ledger::SnapshotPtr> Snapshot() override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
-    auto s = std::make_shared<ledger::Snapshot>(snap_);
+    auto s = std::make_shared<ledger::Snapshot>(snap_.Clone());
     return ledger::SnapshotPtr(s);
   }
 
@@ -31,14 +31,14 @@ class FakeLedgerStore : public store::LedgerStore {
   std::optional<ledger::Snapshot> watched_view;
   Result<ledger::SnapshotPtr> WatchedSnapshot() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
-      if (watched_view && !unavailable) return ledger::SnapshotPtr(std::make_shared<ledger::Snapshot>(*watched_view));
+      MutexLock l(&mu_);
+      if (watched_view && !unavailable) return ledger::SnapshotPtr(std::make_shared<ledger::Snapshot>(watched_view->Clone()));
     }
     return Snapshot();
   }
 
   Result<store::ReserveOutcome> Reserve(const store::ReserveRequest& req) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     if (req.require_sealed && !snap_.sealed) return Unavailable("the VRAM ledger is being rebuilt");
     auto it = snap_.nodes.find(req.node);
@@ -73,7 +73,7 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Result<bool> Release(const std::string& node, const std::string& uid) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     auto it = snap_.nodes.find(node);
     if (it == snap_.nodes.end()) return false;
@@ -85,7 +85,7 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Status SetEntryState(const std::string& node, const std::string& uid, ledger::EntryState st) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& e : snap_.nodes[node].entries) {
       if (e.pod_uid == uid) {
         e.state = st;
@@ -97,7 +97,7 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Status PutEntry(const std::string& node, const ledger::Entry& entry) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto& es = snap_.nodes[node].entries;
     std::erase_if(es, [&](const ledger::Entry& e) { return e.pod_uid == entry.pod_uid; });
     es.push_back(entry);
@@ -106,7 +106,7 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Status SetCapacity(const std::string& node, const std::vector<store::GpuCapacity>& gpus) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     ledger::Node& n = snap_.nodes[node];
     n.name = node;
@@ -117,14 +117,14 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Status RemoveNode(const std::string& node) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     snap_.nodes.erase(node);
     ++snap_.epoch;
     return Status::Ok();
   }
 
   Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& g : snap_.nodes[node].gpus) {
       if (auto it = used.find(g.index); it != used.end()) {
         g.used = it->second;
@@ -136,17 +136,17 @@ class FakeLedgerStore : public store::LedgerStore {
   }
 
   Status BeginBind(const std::string& uid, int64_t) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     in_flight.insert(uid);
     return Status::Ok();
   }
   Status EndBind(const std::string& uid) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     in_flight.erase(uid);
     return Status::Ok();
   }
   Result<std::set<std::string>> BindsInFlight() override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return in_flight;
   }
   Status MarkReconciled() override {
@@ -160,12 +160,12 @@ class FakeLedgerStore : public store::LedgerStore {
 
   // The seal: sealed from the start (a test of the rebuild calls LoseStore).
   Result<store::SealState> ReadSeal() override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     return SealLocked();
   }
   Result<store::SealState> BeginRebuild(const std::string& who) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     if (!snap_.sealed && rebuild_token_.empty()) {
       rebuild_token_ = std::to_string(now_ms) + ":" + who;
@@ -174,7 +174,7 @@ class FakeLedgerStore : public store::LedgerStore {
     return SealLocked();
   }
   Status Seal(const std::string& token, const std::vector<std::pair<std::string, std::string>>& required) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     if (snap_.sealed) return Status::Ok();
     if (token.empty() || token != rebuild_token_) return Unavailable("the rebuild was restarted");
@@ -193,7 +193,7 @@ class FakeLedgerStore : public store::LedgerStore {
   }
   // Test helper: the store lost everything (FLUSHALL).
   void LoseStore() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     snap_ = ledger::Snapshot();
     snap_.sealed = false;
     snap_.epoch = 1;
@@ -211,7 +211,7 @@ class FakeLedgerStore : public store::LedgerStore {
     (void)SetCapacity(name, gpus);
   }
   std::vector<ledger::Entry> Entries(const std::string& node) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return snap_.nodes[node].entries;
   }
 
@@ -219,7 +219,7 @@ class FakeLedgerStore : public store::LedgerStore {
   int releases = 0;
 
  private:
-  store::SealState SealLocked() const {
+  store::SealState SealLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     store::SealState st;
     st.sealed = snap_.sealed;
     st.rebuild_token = rebuild_token_;
@@ -227,10 +227,10 @@ class FakeLedgerStore : public store::LedgerStore {
     st.now_ms = now_ms;
     return st;
   }
-  std::string rebuild_token_;
-  int64_t rebuild_since_ms_ = 0;
-  std::mutex mu_;
-  ledger::Snapshot snap_;
+  Mutex mu_;
+  std::string rebuild_token_ GUARDED_BY(mu_);
+  int64_t rebuild_since_ms_ GUARDED_BY(mu_) = 0;
+  ledger::Snapshot snap_ GUARDED_BY(mu_);
 };
 
 }  // namespace vramd::testing

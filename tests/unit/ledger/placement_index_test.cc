@@ -122,7 +122,7 @@ TEST(PlacementIndex, DuplicateAndUnknownNamesAreReportedOnce) {
 TEST(PlacementIndex, ACopyOfASnapshotHasNoIndex) {
   Snapshot s = Mixed();
   IndexSnapshot(&s);
-  Snapshot copy = s;
+  Snapshot copy = s.Clone();
   EXPECT_EQ(copy.index, nullptr);  // the copy may be changed; it is read directly
   copy.nodes.at("small").entries.push_back(Hold("x", {0}, 8 * kGi));
   FilterResult r = Filter(copy, {"small"}, Want(4 * kGi, 1), Policy{}, kNow);
@@ -170,7 +170,7 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
     SCOPED_TRACE("round " + std::to_string(round));
     std::shared_ptr<const PlacementIndex> old = snap.index;
     const bool copy = pick(3) == 0;
-    Snapshot next = copy ? Snapshot(snap) : std::move(snap);
+    Snapshot next = copy ? snap.Clone() : std::move(snap);
     next.index.reset();
     std::vector<std::string> changed;
     for (int k = 1 + pick(3); k > 0; --k) {
@@ -195,7 +195,7 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
     }
     if (ReindexSnapshot(&next, old, changed, copy)) ++incremental;
     ASSERT_NE(next.index, nullptr);
-    const Snapshot plain = next;  // a copy has no index: read from the nodes
+    const Snapshot plain = next.Clone();  // a copy has no index: read from the nodes
     std::vector<std::string> storage;  // every node that ever was, and two that never were
     for (int i = 0; i < 72; ++i) storage.push_back("node-" + std::to_string(i));
     const std::vector<std::string_view> names(storage.begin(), storage.end());

@@ -56,9 +56,16 @@ ledger::Snapshot Snap(std::vector<ledger::Entry> entries, int gpus = 2) {
 
 using ledger::EntryState;
 
+// gtest copies its parameters; a Snapshot is copied only by Clone.
+struct CaseSnapshot {
+  CaseSnapshot(ledger::Snapshot s) : value(std::move(s)) {}  // NOLINT: implicit, for the table
+  CaseSnapshot(const CaseSnapshot& o) : value(o.value.Clone()) {}
+  ledger::Snapshot value;
+};
+
 struct PlanCase {
   const char* name;
-  ledger::Snapshot snap;
+  CaseSnapshot snap;
   std::vector<kube::PodInfo> pods;
   std::set<std::string> in_flight;
   // Expected actions as "kind node uid cause".
@@ -80,7 +87,7 @@ class PlanTable : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanTable, Decides) {
   const PlanCase& c = GetParam();
-  PlanResult r = Plan(c.snap, c.pods, c.in_flight, PlanOptions{kNow, kGrace});
+  PlanResult r = Plan(c.snap.value, c.pods, c.in_flight, PlanOptions{kNow, kGrace});
   std::vector<std::string> got;
   for (const Action& a : r.actions) got.push_back(Describe(a));
   EXPECT_EQ(got, c.want);

@@ -1,0 +1,50 @@
+// Reading the ledger's keys (ledger_keys.h) back from Valkey replies: a node
+// from its four hashes, the epoch counter, a change-log score, and the
+// numbers inside them. Malformed fields are skipped and counted (Problems),
+// never fatal: one corrupt field must not hide the rest of the ledger.
+// Private to src/store.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "vramd/ledger/model.h"
+#include "vramd/status.h"
+#include "vramd/store/valkey_client.h"
+#include "store/entry_codec.h"
+
+namespace vramd::store {
+
+// The whole of `s` as a decimal integer.
+bool ParseInt64(std::string_view s, int64_t* out);
+// The whole of `s` as a non-negative int (a GPU index).
+bool ParseIndex(std::string_view s, int* out);
+// A sorted-set score that is a whole number below 2^53 (an epoch).
+bool ParseScore(std::string_view s, uint64_t* out);
+// The reply to GET of the epoch key `key`: nil is 0.
+Result<uint64_t> ParseEpoch(const Reply& r, const std::string& key);
+
+// Malformed fields met by one load or refresh.
+struct Problems {
+  uint64_t count = 0;
+  std::vector<std::string> samples;  // the first few, for the log
+  void Add(std::string what) {
+    ++count;
+    if (samples.size() < 5) samples.push_back(std::move(what));
+  }
+};
+
+// Malformed fields per node (nodes without any are left out).
+using NodeProblems = std::unordered_map<std::string, uint64_t>;
+
+// Fills *node (its name set) from the HGETALL replies of its cap, alloc,
+// used and models hashes: GPUs by index, entries oldest first (ties by UID).
+// Moves strings out of `cap` and `alloc`. Each malformed field is skipped
+// and added to *problems.
+void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, const Reply& models,
+               EntryDecoder* decoder, Problems* problems);
+
+}  // namespace vramd::store

@@ -1,0 +1,53 @@
+// The key names of the VRAM ledger in Valkey (P = client prefix, NODE inside
+// a hash tag):
+//   P:nodes          set   node names
+//   P:{NODE}:cap     hash  gpu index -> capacity bytes; "uuid:<idx>" -> GPU UUID
+//   P:{NODE}:alloc   hash  pod uid -> entry JSON (entry_codec.h)
+//   P:{NODE}:used    hash  gpu index -> bytes in use; "ts" -> report time (server ms)
+//   P:{NODE}:models  hash  model -> last placement on the node (server ms)
+//   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
+//   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
+//   P:changes        zset  change log: node -> epoch of its last change; member ''
+//                          -> the epoch after which every change is logged
+//                          (lua/bump.lua; at most ~100,000 members)
+//   P:sealed         str   present while the ledger is complete: "<ms>:<token>"
+//                          of the rebuild that sealed it (ReadSeal, Seal)
+//   P:rebuilding     str   "<ms>:<who>": the rebuild under way (BeginRebuild)
+//   P:inflight       hash  pod uid -> expiry of its bind in flight (server ms)
+//   P:reconciled     str   server ms of the last completed reconcile
+// Private to src/store.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace vramd::store {
+
+struct LedgerKeys {
+  explicit LedgerKeys(std::string p) : prefix(std::move(p)) {}
+
+  // P:{NODE}:<what>, `node` having passed CheckNodeName (ledger_checks.h).
+  std::string Node(std::string_view node, std::string_view what) const {
+    std::string k;
+    k.reserve(prefix.size() + node.size() + what.size() + 4);
+    k += prefix;
+    k += ":{";
+    k += node;
+    k += "}:";
+    k += what;
+    return k;
+  }
+
+  const std::string prefix;
+  const std::string nodes = prefix + ":nodes";
+  const std::string pods = prefix + ":pods";
+  const std::string epoch = prefix + ":epoch";
+  const std::string changes = prefix + ":changes";
+  const std::string inflight = prefix + ":inflight";
+  const std::string sealed = prefix + ":sealed";
+  const std::string rebuilding = prefix + ":rebuilding";
+  const std::string reconciled = prefix + ":reconciled";
+};
+
+}  // namespace vramd::store

@@ -1,0 +1,97 @@
+// The ledger store's read side: the cached snapshot of the ledger, kept up
+// to date at the epoch (P:epoch, ledger_keys.h) by reading again only the
+// nodes the change log names (Refresh) or the whole ledger (Load), and the
+// epoch watch that lets WatchedSnapshot() skip the epoch read. The
+// LedgerStore methods of the same names (vramd/store/ledger_store.h) state
+// the contracts; ValkeyLedgerStore forwards them here. Thread-safe.
+// Private to src/store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "vramd/ledger/model.h"
+#include "vramd/mutex.h"
+#include "vramd/status.h"
+#include "vramd/store/ledger_store.h"
+#include "vramd/store/valkey_client.h"
+#include "store/ledger_decode.h"
+#include "store/ledger_keys.h"
+
+namespace vramd::store {
+
+class SnapshotCache {
+ public:
+  explicit SnapshotCache(std::shared_ptr<ValkeyClient> client);
+  // Stops the epoch watch and waits for its thread.
+  ~SnapshotCache();
+  SnapshotCache(const SnapshotCache&) = delete;
+  SnapshotCache& operator=(const SnapshotCache&) = delete;
+
+  void StartEpochWatch();
+  bool EpochWatchLive() const { return watch_live_.load(); }
+  uint64_t EpochChecks() const { return epoch_checks_.load(); }
+  Result<ledger::SnapshotPtr> WatchedSnapshot();
+  Result<ledger::SnapshotPtr> Snapshot();
+  uint64_t MalformedFieldsSkipped() const { return malformed_.load(); }
+  LedgerStore::ReloadCounts Reloads() const { return {full_reloads_.load(), incremental_reloads_.load()}; }
+
+  // Counts a write of this process once it has returned (whatever its
+  // outcome): WatchedSnapshot() then reads the epoch before trusting its cache.
+  class WriteMark {
+   public:
+    explicit WriteMark(SnapshotCache* cache) : cache_(cache) {}
+    ~WriteMark() { cache_->local_writes_.fetch_add(1); }
+    WriteMark(const WriteMark&) = delete;
+    WriteMark& operator=(const WriteMark&) = delete;
+
+   private:
+    SnapshotCache* const cache_;
+  };
+
+  // The highest epoch read from the store (ReadSeal and Reserve pass it: a
+  // lower one later means the store lost writes).
+  uint64_t MaxEpochSeen() const { return max_epoch_seen_.load(); }
+
+ private:
+  Result<uint64_t> ReadEpoch();
+  void Saw(uint64_t epoch);
+  Result<ledger::SnapshotPtr> Load() EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  Result<ledger::SnapshotPtr> Refresh(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  std::shared_ptr<ledger::Snapshot> Writable(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  void ReportProblems(const Problems& p, uint64_t epoch) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  void Vouch(uint64_t gen, uint64_t writes) EXCLUSIVE_LOCKS_REQUIRED(cache_mu_);
+
+  const std::shared_ptr<ValkeyClient> client_;
+  const LedgerKeys keys_;
+
+  // The epoch watch (StartEpochWatch, WatchedSnapshot).
+  std::atomic<bool> watch_stop_{false};
+  std::thread watch_thread_;
+  std::atomic<bool> watch_live_{false};
+  std::atomic<uint64_t> watch_gen_{0};       // subscriptions made so far
+  std::atomic<uint64_t> watched_epoch_{0};   // highest epoch notified under the current one
+  std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
+  std::atomic<uint64_t> epoch_checks_{0};
+  std::atomic<uint64_t> max_epoch_seen_{0};  // Saw()
+  std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
+  std::atomic<uint64_t> malformed_{0};
+  std::atomic<uint64_t> full_reloads_{0};
+  std::atomic<uint64_t> incremental_reloads_{0};
+  // Lock order: reload_mu_, then cache_mu_.
+  Mutex reload_mu_;  // held for a whole reload
+  // Malformed fields per node of the cached snapshot; MalformedFieldsSkipped
+  // is their sum.
+  NodeProblems node_problems_ GUARDED_BY(reload_mu_);
+  Mutex cache_mu_ ACQUIRED_AFTER(reload_mu_);  // held briefly
+  ledger::SnapshotPtr cache_ GUARDED_BY(cache_mu_);
+  uint64_t cache_seq_ GUARDED_BY(cache_mu_) = 0;  // seq_ when the cached load began
+  // The cache covers every change notified under subscription cache_gen_
+  // and local write cache_writes_.
+  uint64_t cache_gen_ GUARDED_BY(cache_mu_) = 0;
+  uint64_t cache_writes_ GUARDED_BY(cache_mu_) = 0;
+};
+
+}  // namespace vramd::store
