@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
   if (kube) {
-    loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(), kube.get(), &node_sync, &locks, &clock,
-                                                  &registry);
+    loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(),
+                                                  kube.get(), &node_sync, &locks, &clock, &registry);
   }
   daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms);
 
