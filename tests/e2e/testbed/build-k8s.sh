@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-scheduler v1.20.2 for the end-to-end testbed.
+# Builds the Kubernetes v1.20.2 commands the test tiers run: kube-apiserver and
+# kube-scheduler (end-to-end testbed), kube-controller-manager, kubelet,
+# kube-proxy and kubectl (the real-node tier, tests/realnode), and the pause
+# container's program (build/pause/linux/pause.c, linked statically).
 #
 # No Kubernetes binaries can be downloaded on the test machines, but Debian's
 # archive carries the 1.20.2 source (source package `kubernetes`, all Go
@@ -23,7 +26,8 @@ readonly PREFIX="$CACHE_ROOT/k8s-$K8S_VERSION"
 readonly BIN_DIR="$PREFIX/bin"
 readonly WORK_DIR="$PREFIX/work"          # removed after a successful build
 readonly GO_BUILD_CACHE="$PREFIX/go-build" # kept: makes rebuilds quicker
-readonly BINARIES=(kube-apiserver kube-scheduler)
+readonly BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy kubectl)
+readonly WHAT_TARGETS="cmd/kube-scheduler cmd/kube-apiserver cmd/kube-controller-manager cmd/kubelet cmd/kube-proxy cmd/kubectl"
 # Build tools, then what the testbed runs next to the two binaries.
 readonly APT_PACKAGES=(golang-go make patch rsync jq ca-certificates
                        etcd-server openssl redis-server)
@@ -35,6 +39,7 @@ die() { printf '[build-k8s] ERROR: %s\n' "$*" >&2; exit 1; }
 binaries_cached() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
+  [[ -x "$BIN_DIR/pause" ]]
 }
 
 runtime_tools_present() {
@@ -44,7 +49,7 @@ runtime_tools_present() {
 
 # Fast path: nothing to do.
 if binaries_cached && runtime_tools_present; then
-  log "kube-apiserver and kube-scheduler $K8S_VERSION already in $BIN_DIR"
+  log "Kubernetes $K8S_VERSION commands already in $BIN_DIR"
   exit 0
 fi
 
@@ -237,10 +242,10 @@ build() {
   mkdir -p _output/local/go
   ln -sfn "$GO_BUILD_CACHE" _output/local/go/cache
 
-  log "building kube-apiserver and kube-scheduler (several minutes on 2 cores)"
+  log "building $WHAT_TARGETS (10-15 minutes on 2 cores)"
   local build_start=$SECONDS
   env -u GOFLAGS GOPATH="$src/.go" GOPROXY=off CGO_ENABLED=0 HOME="$WORK_DIR" \
-    make WHAT="cmd/kube-scheduler cmd/kube-apiserver" 2>&1 \
+    make WHAT="$WHAT_TARGETS" 2>&1 \
     | tee "$PREFIX/build.log" | grep --line-buffered -E '^\+\+\+|^!!!|error' || true
   # make's status is lost in the pipe; the binaries are the proof.
   local out="$src/_output/local/bin/linux/amd64" b
@@ -249,9 +254,19 @@ build() {
   done
   log "make took $((SECONDS - build_start)) s"
 
+  # The pause container's program, from the same source (the real node's
+  # sandbox image); static, so the image needs nothing else.
+  gcc -Os -static -o "$BIN_DIR/.pause.tmp" build/pause/linux/pause.c \
+    -DVERSION="v$K8S_VERSION" || die "cannot build build/pause/linux/pause.c"
+  mv -f "$BIN_DIR/.pause.tmp" "$BIN_DIR/pause"
+
   local version
   for b in "${BINARIES[@]}"; do
-    version=$("$out/$b" --version)
+    if [[ $b == kubectl ]]; then
+      version=$("$out/$b" version --client --short)
+    else
+      version=$("$out/$b" --version)
+    fi
     [[ "$version" == *"v$K8S_VERSION"* ]] || die "$b --version says: $version"
     cp "$out/$b" "$BIN_DIR/.$b.tmp"
     mv -f "$BIN_DIR/.$b.tmp" "$BIN_DIR/$b" # atomic: never a half-copied binary
@@ -271,7 +286,7 @@ flock 9
 
 install_packages "${APT_PACKAGES[@]}"
 if binaries_cached; then
-  log "kube-apiserver and kube-scheduler $K8S_VERSION already in $BIN_DIR"
+  log "Kubernetes $K8S_VERSION commands already in $BIN_DIR"
   exit 0
 fi
 build
