@@ -5,10 +5,13 @@
 
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "daemon/cli.h"
 #include "daemon/collectors.h"
+#include "daemon/ensure_secrets.h"
 #include "daemon/leader_loops.h"
+#include "daemon/listeners.h"
 #include "daemon/logging.h"
 #include "daemon/options.h"
 #include "daemon/secrets.h"
@@ -17,6 +20,7 @@
 using namespace vramd;
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "ensure-secrets") return daemon::EnsureSecretsMain(argc - 1, argv + 1);
   if (std::optional<int> rc = daemon::HandleInfoFlags(argc, argv)) return *rc;
   Result<config::Config> loaded = config::Load(argc, argv);
   if (!loaded.ok()) {
@@ -49,12 +53,12 @@ int main(int argc, char** argv) {
     kube = std::move(k).value();
   }
   extender::Extender extender(daemon::ExtenderOptionsFrom(cfg), store.get(), kube.get(), &clock, &registry);
-  Result<http::ServerOptions> server_opts = daemon::ServerOptionsFrom(cfg);
-  if (!server_opts.ok()) {
-    spdlog::critical("{}", server_opts.status().message());
+  Result<std::unique_ptr<daemon::Listeners>> listeners = daemon::Listeners::Create(cfg, &registry);
+  if (!listeners.ok()) {
+    spdlog::critical("{}", listeners.status().message());
     return 2;
   }
-  http::Server server(*server_opts, &registry);
+  daemon::Listeners& server = **listeners;
   reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
   gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
@@ -71,8 +75,7 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.kube = kube.get();
   if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
-  http::RegisterRoutes(server, api);
-  http::RegisterLockRoutes(server, &locks, api.api_token);
+  server.Register(api, &locks);
 
   if (Status s = server.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
@@ -80,8 +83,7 @@ int main(int argc, char** argv) {
   }
   if (loops) loops->Start();
   else node_sync.Start();
-  spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
-               cfg.tls_cert_file.empty() ? "http" : "https", server_opts->host, server.port(),
+  spdlog::info("vramd {} listening on {} (valkey {}, {}, policy {})", VRAMD_VERSION, server.Describe(),
                store::RedactValkeyUrl(cfg.valkey_url), kube ? "kubernetes" : "standalone",
                ledger::ScorePolicyName(cfg.score_policy));
 

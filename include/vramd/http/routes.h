@@ -1,4 +1,4 @@
-// The routes of vramd's HTTP port, grouped by resource (src/http/routes/):
+// The routes of vramd's HTTP listeners, grouped by resource (src/http/routes/):
 //   extender.cc  POST /scheduler/{filter,prioritize,bind,preempt}
 //   ledger.cc    GET /v1/nodes[/{node}], GET|POST /v1/explain, PUT /v1/nodes/{node}/usage
 //   locks.cc     /v1/locks (docs/locks.md)
@@ -55,6 +55,11 @@ struct ApiServices {
 
 // All of the routes below but the locks' (RegisterLockRoutes).
 void RegisterRoutes(Server& server, const ApiServices& services);
+// The same without the extender verbs, for the api_listen listener (probes,
+// Prometheus, node agents, vramctl): health and ledger routes, and
+// POST /scheduler/{verb} answered 403 with a message saying where the verbs
+// are served. services.extender may be null.
+void RegisterApiListenerRoutes(Server& server, const ApiServices& services);
 
 void RegisterExtenderRoutes(Server& server, const ApiServices& services);
 void RegisterLedgerRoutes(Server& server, const ApiServices& services);

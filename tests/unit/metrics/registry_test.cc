@@ -26,6 +26,22 @@ TEST(Registry, RendersCountersGaugesAndCumulativeHistograms) {
   EXPECT_NE(out.find("vramd_h_seconds_count{verb=\"bind\"} 3\n"), std::string::npos);
 }
 
+TEST(Registry, AHistogramAddedAgainWithTheSameShapeIsTheSameFamily) {
+  Registry r;
+  auto& a = r.AddHistogram("vramd_h_seconds", "h.", {0.1, 1}, {"verb"});
+  auto& b = r.AddHistogram("vramd_h_seconds", "h again.", {0.1, 1}, {"verb"});
+  EXPECT_EQ(&a, &b);
+  a.With({"bind"}).Observe(0.05);
+  b.With({"bind"}).Observe(0.5);
+  std::string out = r.Render();
+  EXPECT_NE(out.find("vramd_h_seconds_count{verb=\"bind\"} 2\n"), std::string::npos) << out;
+  size_t first = out.find("# TYPE vramd_h_seconds histogram");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find("# TYPE vramd_h_seconds histogram", first + 1), std::string::npos) << "one family: " << out;
+  EXPECT_NE(&r.AddHistogram("vramd_h_seconds", "h.", {0.5}, {"verb"}), &a) << "other bounds: another family";
+  EXPECT_NE(&r.AddHistogram("vramd_h_seconds", "h.", {0.1, 1}, {"node"}), &a) << "other labels: another family";
+}
+
 TEST(Registry, EscapesLabelsAndFormatsSpecialValues) {
   EXPECT_EQ(EscapeLabel("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
