@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
+#include <iterator>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -13,6 +16,9 @@ namespace vramd::daemon {
 namespace {
 
 constexpr int kRandomBytes = 32;
+constexpr std::string_view kFlags[] = {"--namespace",   "--tls-secret", "--dns-names",       "--token-secret",
+                                       "--valkey-secret", "--label",     "--kube-api",        "--kube-token-file",
+                                       "--kube-ca-file",  "--kube-timeout-ms"};
 
 const char* kUsage = R"(Usage: vramd ensure-secrets --namespace NS [--tls-secret NAME --dns-names a,b,...]
                             [--token-secret NAME] [--valkey-secret NAME] [--label KEY=VALUE]...
@@ -107,13 +113,17 @@ Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::strin
       return o;
     }
     if (flag.rfind("--", 0) != 0) return InvalidArgument("unexpected argument \"" + flag + "\" (see --help)");
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
+    const size_t eq = flag.find('=');
+    if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag.resize(eq);
-    } else if (i + 1 < args.size()) {
+    }
+    if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
+      return InvalidArgument("unknown flag " + flag + " (see vramd ensure-secrets --help)");
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 >= args.size()) return BadFlag(flag, "needs a value");
       value = args[++i];
-    } else {
-      return BadFlag(flag, "needs a value");
     }
     if (flag == "--namespace") {
       if (!IsDnsLabel(value)) return BadFlag(flag, "\"" + value + "\" is not a namespace name");
@@ -141,8 +151,6 @@ Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::strin
       std::optional<int> ms = ParseSmallInt(value, 60'000);
       if (!ms || *ms < 100) return BadFlag(flag, "expected milliseconds from 100 to 60000");
       o.kube.timeout_ms = *ms;
-    } else {
-      return InvalidArgument("unknown flag " + flag + " (see vramd ensure-secrets --help)");
     }
   }
   if (o.ns.empty()) return BadFlag("--namespace", "is required");
