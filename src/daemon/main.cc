@@ -1,6 +1,7 @@
 // vramd: the daemon. Wiring only: the one place that knows every concrete
 // class. It owns the components in dependency order and, on SIGTERM, stops
-// the lock waiters, then HTTP, then the loops.
+// the lock waiters, then HTTP, then the loops. `vramd ensure-secrets ...` is a
+// subcommand of its own (ensure_secrets.h).
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -53,12 +54,12 @@ int main(int argc, char** argv) {
     kube = std::move(k).value();
   }
   extender::Extender extender(daemon::ExtenderOptionsFrom(cfg), store.get(), kube.get(), &clock, &registry);
-  Result<std::unique_ptr<daemon::Listeners>> listeners = daemon::Listeners::Create(cfg, &registry);
-  if (!listeners.ok()) {
-    spdlog::critical("{}", listeners.status().message());
+  Result<std::unique_ptr<daemon::Listeners>> made = daemon::Listeners::Create(cfg, &registry);
+  if (!made.ok()) {
+    spdlog::critical("{}", made.status().message());
     return 2;
   }
-  daemon::Listeners& server = **listeners;
+  daemon::Listeners& listeners = **made;  // listen, and api_listen when set
   reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
   gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
@@ -75,21 +76,21 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.kube = kube.get();
   if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
-  server.Register(api, &locks);
+  listeners.Register(api, &locks);
 
-  if (Status s = server.Start(); !s.ok()) {
+  if (Status s = listeners.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
   if (loops) loops->Start();
   else node_sync.Start();
-  spdlog::info("vramd {} listening on {} (valkey {}, {}, policy {})", VRAMD_VERSION, server.Describe(),
+  spdlog::info("vramd {} listening on {} (valkey {}, {}, policy {})", VRAMD_VERSION, listeners.Describe(),
                store::RedactValkeyUrl(cfg.valkey_url), kube ? "kubernetes" : "standalone",
                ledger::ScorePolicyName(cfg.score_policy));
 
-  daemon::WaitForStop(sigs, server);
+  daemon::WaitForStop(sigs, listeners);
   locks.Stop();   // waiting lock acquires answer now
-  server.Stop();  // stop accepting, finish in-flight requests
+  listeners.Stop();  // stop accepting, finish in-flight requests
   if (loops) loops->Stop();  // then the loops; the leader gives its lease up
   node_sync.Stop();
   spdlog::info("stopped");
