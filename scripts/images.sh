@@ -10,7 +10,7 @@
 #   OUT/valkey.tar          localhost/valkey:TAG  Debian bookworm minbase + Debian's
 #                           redis-server (valkey-server, valkey-cli: links to redis-server,
 #                           redis-cli, the names the chart runs); user 999:999 (redis);
-#                           entrypoint redis-server
+#                           entrypoint redis-server, working directory /data (owned by 999)
 #   OUT/pause.tar           localhost/pause:vK8S  one layer, the single file /pause (the
 #                           static pause program of tests/e2e/testbed/build-k8s.sh)
 #   OUT/kube-scheduler.tar  localhost/kube-scheduler:vK8S  one layer: the testbed's static
@@ -132,8 +132,11 @@ base_rootfs() {
     echo "images: building base '$name' with mmdebstrap (packages: $packages)" >&2
     local tmp=$CACHE/images/.base-$name-$key.tmp.tar
     rm -f "$tmp"
-    mmdebstrap --quiet --format=tar "${args[@]}" "$suite" "$tmp" </dev/null >&2 ||
-      { rm -f "$tmp"; die "mmdebstrap for base '$name' (Debian's archive reachable? see above)"; }
+    if ! mmdebstrap --quiet --format=tar "${args[@]}" "$suite" "$tmp" </dev/null >"$work/mmdebstrap-$name.log" 2>&1; then
+      tail -n 40 "$work/mmdebstrap-$name.log" >&2
+      rm -f "$tmp"
+      die "mmdebstrap for base '$name' (is Debian's archive reachable? its last lines are above)"
+    fi
     # The device nodes mmdebstrap made for its chroot: the runtime mounts /dev.
     tar --delete -f "$tmp" --wildcards './dev/?*'
     mv "$tmp" "$file"
@@ -198,7 +201,8 @@ if wants valkey; then
   # runs (adduser then keeps it); the chart runs Valkey as 999.
   base=$(base_rootfs valkey redis-server \
     --essential-hook='echo "redis:x:999:999::/var/lib/redis:/usr/sbin/nologin" >>"$1/etc/passwd"; echo "redis:x:999:" >>"$1/etc/group"' \
-    --customize-hook='ln -s redis-server "$1/usr/bin/valkey-server"; ln -s redis-cli "$1/usr/bin/valkey-cli"')
+    --customize-hook='ln -s redis-server "$1/usr/bin/valkey-server"; ln -s redis-cli "$1/usr/bin/valkey-cli"' \
+    --customize-hook='mkdir -m 0750 "$1/data"; chown 999:999 "$1/data"')
   umoci new --image "$oci:valkey"
   umoci raw add-layer --image "$oci:valkey" --history.created_by "mmdebstrap --variant=minbase $suite (redis-server)" "$base"
   umoci config --image "$oci:valkey" --config.entrypoint redis-server --config.user 999:999 \
