@@ -201,7 +201,9 @@ fi
 if wants valkey; then
   t=$(date +%s)
   # The redis user gets uid/gid 999 before redis-server's maintainer script
-  # runs (adduser then keeps it); the chart runs Valkey as 999.
+  # runs (adduser then keeps it); the chart runs Valkey as 999. (Hooks are
+  # shell code that mmdebstrap runs with "$1" its root: single quotes.)
+  # shellcheck disable=SC2016
   base=$(base_rootfs valkey redis-server \
     --essential-hook='echo "redis:x:999:999::/var/lib/redis:/usr/sbin/nologin" >>"$1/etc/passwd"; echo "redis:x:999:" >>"$1/etc/group"' \
     --customize-hook='ln -s redis-server "$1/usr/bin/valkey-server"; ln -s redis-cli "$1/usr/bin/valkey-cli"' \
@@ -223,6 +225,7 @@ if wants vramd; then
     on { gsub(/\\/, ""); gsub(/^[ \t]+|[ \t]+$/, ""); if ($0 != "") print }
   ' deploy/Dockerfile)
   ((${#packages[@]} > 0)) || die "no RUNTIME_PACKAGES list in deploy/Dockerfile"
+  # shellcheck disable=SC2016
   base=$(base_rootfs vramd "$(IFS=,; echo "${packages[*]}")" \
     --customize-hook='chroot "$1" groupadd --system --gid 65532 vramd' \
     --customize-hook='chroot "$1" useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin vramd')

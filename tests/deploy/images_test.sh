@@ -175,15 +175,16 @@ expect_eq "vramd user = deploy/Dockerfile's" "$(config_of "$f" .User)" "\"$(sed 
 r=$work/root-vramd
 unpack "$f" "$r"
 for b in "${bins[@]}"; do
-  grep -q "/out/usr/bin/$b\b" deploy/Dockerfile && ok "deploy/Dockerfile installs /usr/bin/$b too" ||
-    fail "deploy/Dockerfile does not install /usr/bin/$b"
+  if grep -q "/out/usr/bin/$b\b" deploy/Dockerfile; then ok "deploy/Dockerfile installs /usr/bin/$b too"
+  else fail "deploy/Dockerfile does not install /usr/bin/$b"; fi
 done
 for b in "${bins[@]}"; do check_libs "$r" "/usr/bin/$b"; done
 expect_eq "vramd --version inside the image" "$(run_in "$r" /usr/bin/vramd --version 2>&1)" "vramd $version"
 if run_in "$r" /usr/bin/vramctl --help 2>&1 | grep -q '^Usage: vramctl'; then ok "vramctl --help runs inside the image"
 else fail "vramctl --help did not run inside the image"; fi
 if passwd_has "$r" 65532; then ok "vramd: /etc/passwd names uid 65532"; else fail "vramd: no uid 65532 in /etc/passwd"; fi
-[[ -s $r/etc/ssl/certs/ca-certificates.crt ]] && ok "vramd: CA certificates present" || fail "vramd: /etc/ssl/certs/ca-certificates.crt missing"
+if [[ -s $r/etc/ssl/certs/ca-certificates.crt ]]; then ok "vramd: CA certificates present"
+else fail "vramd: /etc/ssl/certs/ca-certificates.crt missing"; fi
 
 step "valkey.tar"
 f=$out/valkey.tar
@@ -197,7 +198,7 @@ unpack "$f" "$r"
 for b in redis-server redis-cli; do check_libs "$r" "/usr/bin/$b"; done
 if v=$(run_in "$r" /usr/bin/redis-server --version 2>&1) && [[ $v == "Redis server v="* ]]; then ok "redis-server --version inside the image: $v"
 else fail "redis-server --version inside the image: $v"; fi
-[[ -x $(in_root "$r" /bin/sh) ]] && ok "valkey: /bin/sh exists (the chart's command)" || fail "valkey: no /bin/sh"
+if [[ -x $(in_root "$r" /bin/sh) ]]; then ok "valkey: /bin/sh exists (the chart's command)"; else fail "valkey: no /bin/sh"; fi
 if passwd_has "$r" 999; then ok "valkey: /etc/passwd names uid 999"; else fail "valkey: no uid 999 in /etc/passwd"; fi
 expect_eq "valkey working directory" "$(config_of "$f" .WorkingDir)" '"/data"'
 expect_eq "valkey /data owner and mode" "$(stat -c '%u:%g %a' "$r/data")" "999:999 750"
@@ -237,7 +238,7 @@ expect_eq "pause entrypoint" "$(config_of "$f" .Entrypoint)" '["/pause"]'
 r=$work/root-pause
 unpack "$f" "$r"
 expect_eq "pause layer contents" "$(cd "$r" && find . -mindepth 1 | sort | tr '\n' ' ')" "./pause "
-is_static "$r/pause" && ok "pause is static" || fail "pause is not a static program"
+if is_static "$r/pause"; then ok "pause is static"; else fail "pause is not a static program"; fi
 expect_eq "pause -v" "$("$r/pause" -v 2>&1)" "pause.c v$k8s_version"
 
 step "kube-scheduler.tar"
@@ -250,7 +251,7 @@ if config_of "$f" .Env | grep -q '"PATH=[^"]*/usr/local/bin'; then ok "kube-sche
 else fail "kube-scheduler: no PATH with /usr/local/bin in the config"; fi
 r=$work/root-kube-scheduler
 unpack "$f" "$r"
-is_static "$r/usr/local/bin/kube-scheduler" && ok "kube-scheduler is static" || fail "kube-scheduler is not static"
+if is_static "$r/usr/local/bin/kube-scheduler"; then ok "kube-scheduler is static"; else fail "kube-scheduler is not static"; fi
 expect_eq "kube-scheduler --version" "$("$r/usr/local/bin/kube-scheduler" --version 2>&1)" "Kubernetes v$k8s_version"
 if passwd_has "$r" 65532; then ok "kube-scheduler: /etc/passwd names uid 65532"; else fail "kube-scheduler: no uid 65532 in /etc/passwd"; fi
 expect_eq "kube-scheduler /tmp mode" "$(stat -c %a "$r/tmp")" 1777
@@ -259,7 +260,7 @@ expect_eq "kube-scheduler /tmp mode" "$(stat -c %a "$r/tmp")" 1777
 step "--only vramd --tag"
 scripts/images.sh --only vramd --tag "$version-test.1" --out "$work/only" >/dev/null ||
   fail "scripts/images.sh --only vramd --tag $version-test.1"
-expect_eq "--only vramd wrote" "$(cd "$work/only" && ls | tr '\n' ' ')" "vramd.tar "
+expect_eq "--only vramd wrote" "$(find "$work/only" -mindepth 1 -printf '%f ')" "vramd.tar "
 [[ -f $work/only/vramd.tar ]] && expect_eq "--tag" "$(archive_tags "$work/only/vramd.tar")" "localhost/vramd:$version-test.1"
 
 if ((failures > 0)); then
