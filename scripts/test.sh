@@ -5,7 +5,9 @@
 #   e2e          against a real kube-apiserver + kube-scheduler (built once from
 #                Debian's kubernetes source package and cached) and redis-server
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
-#                rendered scheduler config against the real kube-scheduler, image libs
+#                rendered scheduler config against the real kube-scheduler, image libs,
+#                the images built without a registry (scripts/images.sh; Debian root
+#                filesystems from mmdebstrap, cached), checked inside the unpacked images
 #   sanitize     the unit, integration and system tests again under ASan+UBSan and
 #                under TSan, and the e2e reconcile/watch file under ASan+UBSan, zero
 #                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
