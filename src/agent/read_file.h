@@ -10,6 +10,8 @@ namespace vramd::agent {
 
 // The first `max` bytes of the file at `path` into *out; false when it
 // cannot be opened or read (a process that exited, a file that is absent).
+// A read shorter than the 4 KiB buffer ends the file (as it does for regular
+// files and the kernel's /proc and /sys files).
 bool ReadSmallFile(const std::string& path, std::string* out, size_t max = 64 * 1024);
 
 // The names of the entries of directory `path` (without "." and ".."), or
