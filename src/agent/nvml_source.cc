@@ -177,7 +177,7 @@ class NvmlSource final : public GpuSource {
       return Unavailable("nvmlDeviceGetCount failed: " + Error(r));
     }
     std::vector<GpuReading> out;
-    out.reserve(count);
+    out.reserve(std::min(count, 64u));
     std::set<int> problems;
     for (unsigned int i = 0; i < count; ++i) {
       GpuReading g;
