@@ -20,6 +20,8 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
     out.name = g.name;
     const int64_t total = std::max<int64_t>(g.total_bytes, 0);
     auto cap = [total](int64_t v) { return std::clamp<int64_t>(v, 0, total); };
+    // a + b capped at total, for a and b in [0, total]: never overflows.
+    auto add = [total](int64_t a, int64_t b) { return b > total - a ? total : a + b; };
     out.total_bytes = total;
     out.used_bytes = cap(g.used_bytes);
     out.mig = g.mig;
@@ -29,10 +31,10 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
       int64_t bytes = cap(p.used_bytes);
       auto it = pods.find(p.pid);
       if (it == pods.end()) {
-        outside = cap(outside + bytes);
+        outside = add(outside, bytes);
       } else {
         int64_t& sum = by_pod[it->second];
-        sum = cap(sum + bytes);
+        sum = add(sum, bytes);
       }
     }
     out.outside_pods_bytes = outside;

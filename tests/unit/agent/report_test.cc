@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+
 namespace vramd::agent {
 namespace {
 
@@ -48,6 +50,10 @@ TEST(AgentReport, BuildsPerPodAndOutsidePodsBytes) {
        {Gpu(0, 8 * GiB, 9 * GiB, {{10, 6 * GiB}, {11, 5 * GiB}, {12, 9 * GiB}})},
        {{10, kA}, {11, kA}},
        {{0, "GPU-0", "", 8 * GiB, 8 * GiB, 8 * GiB, false, {{kA, 8 * GiB}}}}},
+      {"sums_near_int64_max_saturate_at_total",
+       {Gpu(0, INT64_MAX, INT64_MAX, {{10, INT64_MAX}, {11, INT64_MAX}, {12, INT64_MAX}, {13, INT64_MAX}})},
+       {{10, kA}, {11, kA}},
+       {{0, "GPU-0", "", INT64_MAX, INT64_MAX, INT64_MAX, false, {{kA, INT64_MAX}}}}},
       {"negative_figures_become_zero",
        {Gpu(0, 8 * GiB, -1, {{10, -5}})},
        {{10, kA}},
