@@ -32,28 +32,34 @@ Agent::Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t i
 
 Agent::~Agent() { Stop(); }
 
+void Agent::Problem(const std::string& what) {
+  if (what != last_problem_) spdlog::warn("{}", what);
+  last_problem_ = what;
+}
+
 Result<Report> Agent::Pass() {
   passes_.fetch_add(1);
   if (!source_) {
     Result<std::unique_ptr<GpuSource>> s = open_();
     if (!s.ok()) {
-      const std::string& why = s.status().message();
-      if (why != last_problem_) {
-        spdlog::warn("no GPU source on this node, idle (nothing is reported; trying again every pass): {}", why);
-        last_problem_ = why;
-      }
+      Problem("no GPU source on this node, idle (nothing is reported; trying again every pass): " +
+              s.status().message());
       return s.status();
     }
     source_ = std::move(*s);
-    last_problem_.clear();
-    spdlog::info("reading GPUs through {}", source_->Name());
+    if (announced_ != source_->Name()) spdlog::info("reading GPUs through {}", source_->Name());
+    announced_ = source_->Name();
   }
   Result<std::vector<GpuReading>> readings = source_->Read();
   if (!readings.ok()) {
     // The driver or library went away: open it again next pass.
-    spdlog::warn("{}: {}; reopening next pass", source_->Name(), readings.status().message());
+    Problem(std::string(source_->Name()) + ": " + readings.status().message() + "; reopening every pass");
     source_.reset();
     return readings.status();
+  }
+  if (!last_problem_.empty()) {
+    spdlog::info("{}: GPUs read again", source_->Name());
+    last_problem_.clear();
   }
   PodOfPid pods = attribution_.Attribute(*readings);
   return BuildReport(AgentName(), source_->Name(), *readings, pods);

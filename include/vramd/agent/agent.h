@@ -2,7 +2,8 @@
 // read it, attribute the processes to pods, build the report and push it.
 // A node without a source (no NVML library, no DRM card with VRAM figures)
 // logs one line and stays idle: it pushes nothing and tries again every pass,
-// logging again only when the reason changes.
+// logging again only when the reason changes; so is a source that opens but
+// cannot be read (it is reopened every pass).
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,7 @@ class Agent {
  private:
   void Loop(std::stop_token st);
   int64_t PassAndPush();  // the delay to the next pass
+  void Problem(const std::string& what);  // logged when it starts or changes
 
   SourceOpener open_;
   ProcAttribution attribution_;
@@ -59,6 +61,7 @@ class Agent {
   int64_t interval_ms_;
   std::unique_ptr<GpuSource> source_;  // the loop's thread only
   std::string last_problem_;           // the loop's thread only: logged once until it changes
+  std::string announced_;              // the loop's thread only: the source last announced
   int failures_ = 0;                   // the loop's thread only
   std::atomic<int64_t> passes_{0};
   std::atomic<int64_t> pushes_{0};

@@ -140,7 +140,8 @@ TEST(Agent, ARefusedReportIsLoggedWithVramdsMessageAndNotResentAtOnce) {
       << log.text();
 }
 
-TEST(Agent, ASourceThatFailsIsReopened) {
+TEST(Agent, ASourceThatFailsIsReopenedAndLoggedOnce) {
+  LogCapture log;
   int opened = 0;
   Agent agent([&opened]() -> Result<std::unique_ptr<GpuSource>> {
     ++opened;
@@ -149,7 +150,13 @@ TEST(Agent, ASourceThatFailsIsReopened) {
   }, "/nonexistent", nullptr, 5);
   EXPECT_EQ(agent.Pass().status().message(), "driver gone");
   EXPECT_EQ(agent.Pass().status().message(), "driver gone");
-  EXPECT_EQ(opened, 2);
+  EXPECT_EQ(agent.Pass().status().message(), "driver gone");
+  EXPECT_EQ(opened, 3);
+  std::string text = log.text();
+  const std::string line = "nvml: driver gone; reopening every pass";
+  size_t first = text.find(line);
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("driver gone", first + line.size()), std::string::npos) << "logged more than once:\n" << text;
 }
 
 TEST(Agent, OpenSourceHonoursTheChoice) {
