@@ -1,5 +1,7 @@
 #include "vramd/agent/options.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "vramd/parse.h"
@@ -65,6 +67,11 @@ Result<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args, const 
   if (o.help || o.version) return o;
   if (o.source != "auto" && o.source != "nvml" && o.source != "drm") {
     return InvalidArgument("--source must be auto, nvml or drm, not '" + o.source + "'");
+  }
+  static const char* const kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), o.log_level) == std::end(kLevels)) {
+    return InvalidArgument("--log-level must be trace, debug, info, warn, error, critical or off, not '" +
+                           o.log_level + "'");
   }
   if (o.proc_root.empty() || o.sys_root.empty() || o.nvml_library.empty()) {
     return InvalidArgument("--proc-root, --sys-root and --nvml-library must not be empty");

@@ -68,6 +68,7 @@ TEST(AgentOptions, RefusalsNameTheFlag) {
       {"bad_source", {"--once", "--source", "rocm"}, "--source must be auto, nvml or drm"},
       {"value_on_a_switch", {"--once=yes"}, "--once takes no value"},
       {"empty_root", {"--once", "--proc-root="}, "must not be empty"},
+      {"bad_log_level", {"--once", "--log-level", "loud"}, "--log-level must be trace"},
   };
   for (const Case& c : cases) {
     Result<AgentOptions> o = ParseAgentArgs(c.args, Env({}));
