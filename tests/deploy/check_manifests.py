@@ -480,6 +480,47 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
 
     if notes_path:
         check_notes(profile, notes_path, exp, out_dir)
+    check_agent(profile, docs, exp)
+
+
+def check_agent(profile, docs, exp):
+    """vramd-agent's DaemonSet (docs/agent.md): off by default, on in all-on;
+    non-root, read-only mounts, hostPID, GPU nodes and their taints, the node
+    name from the downward API, the token as a mounted file."""
+    agents = find(docs, "DaemonSet")
+    if profile != "all-on":
+        C.check(not agents, f"[{profile}] the agent DaemonSet is off by default")
+        return
+    C.check(len(agents) == 1, f"[{profile}] expected the agent DaemonSet")
+    for ds in agents:
+        check_security(profile, ds)
+        spec = pod_spec(ds)
+        name = f'DaemonSet {ds["metadata"]["name"]}'
+        C.check(spec.get("hostPID") is True, f"[{profile}] {name}: hostPID must be true (attribution)")
+        C.check(spec.get("automountServiceAccountToken") is False, f"[{profile}] {name}: needs no API token")
+        C.check(spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true",
+                f"[{profile}] {name}: nodeSelector nvidia.com/gpu.present=true by default")
+        C.check(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])),
+                f"[{profile}] {name}: must tolerate nvidia.com/gpu taints")
+        vols = volume_sources(spec)
+        for v in vols.values():
+            if "hostPath" in v:
+                C.check(v["hostPath"]["path"] == "/sys", f"[{profile}] {name}: only /sys from the host, not {v['hostPath']['path']}")
+        c = spec["containers"][0]
+        C.check(all(m.get("readOnly") is True for m in c.get("volumeMounts", [])), f"[{profile}] {name}: every mount read-only")
+        C.check("nvidia.com/gpu" not in json.dumps(c.get("resources", {})), f"[{profile}] {name}: must take no GPU")
+        env = {e["name"]: e for e in c.get("env", [])}
+        C.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+                f"[{profile}] {name}: NODE_NAME from the downward API")
+        args = c.get("args", [])
+        C.check(c.get("command") == ["/usr/bin/vramd-agent"], f"[{profile}] {name}: runs /usr/bin/vramd-agent")
+        server = args[args.index("--server") + 1] if "--server" in args else ""
+        C.check(server.startswith("https://" if exp["tls"] else "http://"), f"[{profile}] {name}: --server {server!r}")
+        if "--token-file" in args:
+            src = mounted_path_source(spec, c, args[args.index("--token-file") + 1])
+            C.check(src is not None and src[0] is not None and "secret" in src[0], f"[{profile}] {name}: the token file must come from a Secret")
+        if exp["tls"]:
+            C.check("--cacert" in args, f"[{profile}] {name}: must verify vramd with --cacert")
 
 
 def selects(selector, labels):
