@@ -1,25 +1,78 @@
 #include "client.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <map>
 
 namespace vramctl {
 namespace {
 
 bool IsHttps(const Target& t) { return t.scheme_host_port.rfind("https://", 0) == 0; }
 
+// The URL httplib connects to and its host-to-address map. With
+// --tls-server-name the URL names that host (so the certificate is checked
+// against it and it is the SNI), mapped to the address of the host in
+// --server.
+struct Endpoint {
+  std::string url;
+  std::map<std::string, std::string> addresses;
+};
+
+Endpoint EndpointOf(const Target& t) {
+  Endpoint e{t.scheme_host_port, {}};
+  if (!IsHttps(t) || t.tls.server_name.empty()) return e;
+  const std::string rest = t.scheme_host_port.substr(8);
+  std::string host, port;  // port: ":8443" or ""
+  if (!rest.empty() && rest[0] == '[') {
+    const size_t close = rest.find(']');
+    host = rest.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+    port = close == std::string::npos ? "" : rest.substr(close + 1);
+  } else {
+    const size_t colon = rest.rfind(':');
+    host = rest.substr(0, colon);
+    port = colon == std::string::npos ? "" : rest.substr(colon);
+  }
+  std::string address = host;  // httplib wants a numeric address in the map
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0 && found != nullptr) {
+    char buf[NI_MAXHOST];
+    if (getnameinfo(found->ai_addr, found->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) address = buf;
+    freeaddrinfo(found);
+  }
+  e.url = "https://" + t.tls.server_name + port;
+  e.addresses[t.tls.server_name] = address;
+  return e;
+}
+
+std::unique_ptr<httplib::Client> MakeClient(const Target& t) {
+  const Endpoint e = EndpointOf(t);
+  auto cli = IsHttps(t) && !t.tls.cert_file.empty()
+                 ? std::make_unique<httplib::Client>(e.url, t.tls.cert_file, t.tls.key_file)
+                 : std::make_unique<httplib::Client>(e.url);
+  if (!e.addresses.empty()) cli->set_hostname_addr_map(e.addresses);
+  return cli;
+}
+
 // What to do about a failed TLS handshake, from the error and the verify
 // result; "" when the error is not about TLS.
 std::string TlsHint(const Target& t, httplib::Error e, long verify_result) {
   if (!IsHttps(t)) return "";
   switch (e) {
-    case httplib::Error::SSLServerVerification: {
-      std::string why = verify_result != X509_V_OK ? X509_verify_cert_error_string(verify_result) : "hostname mismatch";
-      return "; vramd's certificate is not trusted (" + why + "): pass --cacert FILE with the CA that signed it" +
+    case httplib::Error::SSLServerVerification:
+      if (verify_result == X509_V_OK) {
+        return "; hostname mismatch: vramd's certificate does not name " +
+               (t.tls.server_name.empty() ? "the host in " + t.scheme_host_port : t.tls.server_name) +
+               " (use a name or address it holds, or --tls-server-name NAME)";
+      }
+      return "; vramd's certificate is not trusted (" + std::string(X509_verify_cert_error_string(verify_result)) +
+             "): pass --cacert FILE with the CA that signed it" +
              (t.tls.ca_file.empty() ? "" : " (now " + t.tls.ca_file + ")") + ", or --insecure-skip-tls-verify";
-    }
     case httplib::Error::SSLLoadingCerts:
       return "; cannot load the CA file " + (t.tls.ca_file.empty() ? std::string("(system CAs)") : t.tls.ca_file);
     case httplib::Error::SSLConnection:
@@ -63,10 +116,7 @@ std::string Describe(const Answer& a) {
 }
 
 Client::Client(const Target& t, int64_t read_timeout_ms)
-    : target_(t),
-      cli_(IsHttps(t) && !t.tls.cert_file.empty()
-               ? std::make_unique<httplib::Client>(t.scheme_host_port, t.tls.cert_file, t.tls.key_file)
-               : std::make_unique<httplib::Client>(t.scheme_host_port)) {
+    : target_(t), cli_(MakeClient(t)) {
   if (IsHttps(t)) {
     if (!t.tls.ca_file.empty()) cli_->set_ca_cert_path(t.tls.ca_file);
     cli_->enable_server_certificate_verification(!t.tls.skip_verify);

@@ -34,6 +34,8 @@ std::string Apply(const GlobalFlag& f, const std::string& value, const char* fro
     g->tls.cert_file = value;
   } else if (name == "--key") {
     g->tls.key_file = value;
+  } else if (name == "--tls-server-name") {
+    g->tls.server_name = value;
   } else if (name == "--insecure-skip-tls-verify") {
     std::optional<bool> b = ParseBool(value);
     if (!b) return std::string(from) + ": \"" + value + "\" is not true or false";
@@ -67,6 +69,8 @@ const std::vector<GlobalFlag>& GlobalFlags() {
       {"--cacert", nullptr, "FILE", "VRAMD_CACERT", "https: trust this CA (PEM) instead of the system's CAs"},
       {"--cert", nullptr, "FILE", "VRAMD_CERT", "https: client certificate (PEM), for a vramd that requires one"},
       {"--key", nullptr, "FILE", "VRAMD_KEY", "https: the client certificate's key (PEM)"},
+      {"--tls-server-name", nullptr, "NAME", "VRAMD_TLS_SERVER_NAME",
+       "https: the name vramd's certificate must hold, when --server is another (a port-forward)"},
       {"--insecure-skip-tls-verify", nullptr, nullptr, "VRAMD_INSECURE_SKIP_TLS_VERIFY",
        "https: do not check vramd's certificate (testing only)"},
       {"--output", "-o", "FORMAT", nullptr, "table (default), wide (more columns) or json (the API's JSON)"},
@@ -147,8 +151,13 @@ std::string ParseCommandLine(const std::vector<std::string>& args, const EnvLook
   g.server = server;
   const Tls& t = g.tls;
   if (t.cert_file.empty() != t.key_file.empty()) return "--cert and --key go together (the client certificate and its key)";
-  if (server.rfind("http://", 0) == 0 && (!t.ca_file.empty() || !t.cert_file.empty() || t.skip_verify)) {
-    return "--cacert, --cert, --key and --insecure-skip-tls-verify need an https:// server (now " + server + ")";
+  if (server.rfind("http://", 0) == 0 &&
+      (!t.ca_file.empty() || !t.cert_file.empty() || !t.server_name.empty() || t.skip_verify)) {
+    return "--cacert, --cert, --key, --tls-server-name and --insecure-skip-tls-verify need an https:// server (now " +
+           server + ")";
+  }
+  if (t.server_name.find_first_of(":/[] ") != std::string::npos) {
+    return "--tls-server-name \"" + t.server_name + "\" is not a host name";
   }
   *out = std::move(inv);
   return "";

@@ -48,7 +48,8 @@ using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 // command's own flags (`lock acquire --owner -o` keeps "-o" as the owner).
 // -h/--help before the command asks for the global usage; after it, it is
 // the command's. The environment (VRAMD_SERVER, VRAMD_TOKEN_FILE,
-// VRAMD_CACERT, VRAMD_CERT, VRAMD_KEY, VRAMD_INSECURE_SKIP_TLS_VERIFY) gives
+// VRAMD_CACERT, VRAMD_CERT, VRAMD_KEY, VRAMD_TLS_SERVER_NAME,
+// VRAMD_INSECURE_SKIP_TLS_VERIFY) gives
 // the defaults. Refused: an unknown -o, a flag without its value, --cert
 // without --key (or the reverse), TLS options with an http:// server, a
 // server URL that is not http(s)://HOST[:PORT].

@@ -11,6 +11,8 @@ struct Tls {
   std::string cert_file;  // --cert/--key: the client certificate (mTLS); both or neither
   std::string key_file;
   bool skip_verify = false;  // --insecure-skip-tls-verify
+  std::string server_name;   // --tls-server-name: the name vramd's certificate must hold
+                             // (and the SNI) instead of the host in the URL
 };
 
 struct Target {

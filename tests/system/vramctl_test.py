@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (BIN_DIR, GI, Workdir, bind_body, clean_env, filter_body, free_port,  # noqa: E402
                      homelab_config)
-from security_test import make_ca, make_cert  # noqa: E402
+from security_test import make_ca, make_cert, openssl  # noqa: E402
 
 VRAMCTL = os.path.abspath(os.path.join(BIN_DIR, "vramctl"))
 PLUGIN = os.path.abspath(os.path.join(BIN_DIR, "kubectl-vram"))
@@ -236,6 +236,19 @@ class VramctlReads(unittest.TestCase):
             self.assertEqual(check.returncode, 0, check.stderr)
 
 
+SERVICE_NAME = "vramd.vramd-system.svc"
+
+
+def make_server_cert(d, ca, name):
+    """A server certificate for 127.0.0.1 and the Service's DNS name."""
+    with open(os.path.join(d, f"{name}.ext"), "w") as f:
+        f.write(f"subjectAltName=IP:127.0.0.1,DNS:{SERVICE_NAME}\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", cwd=d)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=d)
+
+
 class VramctlTls(unittest.TestCase):
     """vramd with a server certificate and a client CA (mTLS), as the chart
     runs it: vramctl needs the CA and a client certificate."""
@@ -246,7 +259,7 @@ class VramctlTls(unittest.TestCase):
         d = cls.d = cls.w.path
         make_ca(d, "ca")
         make_ca(d, "other-ca")
-        make_cert(d, "ca", "server")
+        make_server_cert(d, "ca", "server")
         make_cert(d, "ca", "client", server=False)
         make_cert(d, "other-ca", "stranger", server=False)
         redis = cls.w.redis()
@@ -281,6 +294,23 @@ class VramctlTls(unittest.TestCase):
         self.assertIn(f"cannot reach vramd at {self.v.url}: SSLServerVerification", err)
         self.assertIn("vramd's certificate is not trusted", err)
         self.assertIn("pass --cacert FILE", err)
+        # The right CA, but the certificate does not name the host asked for (it names 127.0.0.1
+        # and the Service), as through a port-forward to localhost: --tls-server-name names it.
+        trust = ["--cacert", f"{self.d}/ca.crt", *self.client]
+        localhost = f"https://localhost:{self.v.port}"
+        rc, out, err = vramctl(localhost, *trust, "nodes")
+        self.assertEqual(rc, 1)
+        self.assertIn("SSLServerVerification", err)
+        self.assertIn("hostname mismatch", err)
+        self.assertIn("--tls-server-name NAME", err)
+        rc, out, err = vramctl(localhost, *trust, "--tls-server-name", SERVICE_NAME, "nodes", "-o", "json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(json.loads(out)), 2)
+        rc, out, err = run([VRAMCTL, "nodes"], {"VRAMD_SERVER": localhost, "VRAMD_TLS_SERVER_NAME": "other.svc",
+                                                "VRAMD_CACERT": f"{self.d}/ca.crt", "VRAMD_CERT": f"{self.d}/client.crt",
+                                                "VRAMD_KEY": f"{self.d}/client.key"})
+        self.assertEqual(rc, 1)
+        self.assertIn("does not name other.svc", err)
         # Trusting another CA is no better.
         rc, out, err = vramctl(self.v.url, "--cacert", f"{self.d}/other-ca.crt", *self.client, "nodes")
         self.assertEqual(rc, 1)
