@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev lib
       libbenchmark-dev curl ca-certificates ccache)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
-        redis-sentinel)
+        redis-sentinel zsh)
   # npm (for the Helm CLI package): Debian's, unless the image already has one
   # (a nodejs from elsewhere conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -230,10 +230,32 @@ class VramctlReads(unittest.TestCase):
             self.assertEqual(rc, 0 if shell == "zsh" else 2, err)
         rc, out, err = vramctl(self.v.url, "completion", "zsh")
         self.assertTrue(out.startswith("#compdef vramctl kubectl-vram"), out[:80])
-        if shutil.which("zsh"):
-            zpath = self.w.file("completion.zsh", out)
-            check = subprocess.run(["zsh", "-n", zpath], capture_output=True, text=True, timeout=30)
-            self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_zsh_completion_offers_commands_flags_and_output_formats(self):
+        if shutil.which("zsh") is None:
+            self.skipTest("no zsh on PATH (apt-get install zsh)")
+        rc, script, err = vramctl(self.v.url, "completion", "zsh")
+        self.assertEqual(rc, 0, err)
+        path = self.w.file("completion.zsh", script)
+        check = subprocess.run(["zsh", "-n", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stderr)
+
+        def complete(*words):
+            # compinit's compadd and _files stand in as functions that print what they are offered.
+            line = " ".join(f"'{w}'" for w in words)
+            prog = ("compdef() { :; }; compadd() { [[ $1 == -- ]] && shift; print -l -- \"$@\"; }; "
+                    f"_files() {{ print FILES; }}; source {path}; words=({line}); CURRENT={len(words)}; _vramctl")
+            out = subprocess.run(["zsh", "-f", "-c", prog], capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return out.stdout.split()
+
+        self.assertEqual(complete("vramctl", "pods", "-o", ""), ["table", "wide", "json"])
+        self.assertEqual(complete("kubectl-vram", "explain", "-f", ""), ["FILES"])
+        self.assertTrue({"nodes", "pods", "explain", "lock", "version", "completion", "--cacert", "-o"}
+                        <= set(complete("vramctl", "")))
+        self.assertEqual(complete("vramctl", "lock", "")[:5], ["acquire", "heartbeat", "release", "list", "run"])
+        self.assertIn("--stop-on-loss", complete("vramctl", "--server", "x", "lock", "run", "--no"))
+        self.assertEqual(complete("vramctl", "completion", "")[:2], ["bash", "zsh"])
 
 
 SERVICE_NAME = "vramd.vramd-system.svc"
