@@ -269,6 +269,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"unknown environment variable VRAMD_VALKEY_PASWORD (did you mean VRAMD_VALKEY_PASSWORD?); "
                  "ignored"}},
         EnvLoad{"ToolingIsQuiet", {"VRAMD_TEST_VALKEY_URL=redis://x:1", "VRAMD_CACHE=/c", "VRAMD_SERVER=http://x"},
+                {}},
+        EnvLoad{"VramctlsTlsVariablesAreQuiet",
+                {"VRAMD_CACERT=/ca.crt", "VRAMD_CERT=/c.crt", "VRAMD_KEY=/c.key", "VRAMD_TLS_SERVER_NAME=vramd.svc",
+                 "VRAMD_INSECURE_SKIP_TLS_VERIFY=true", "VRAMD_TOKEN_FILE=/t"},
                 {}}),
     [](const auto& info) { return info.param.name; });
 
