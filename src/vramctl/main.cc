@@ -23,7 +23,7 @@ Usage: vramctl [--server URL] [--token-file FILE] COMMAND
 Commands:
   nodes [NODE]        per node and GPU: capacity, allocation, usage and the six metrics
   nodes -o json       the same as JSON
-  pods [NODE]         reservations per pod: node, GPUs, VRAM per GPU, state
+  pods [NODE]         reservations per pod: node, GPUs, VRAM per GPU, used (agent), state
   explain NS/POD      per node: does the pod fit now, on which GPUs, and if not, why
   explain -f POD.json the same for a Pod manifest (JSON) that is not created yet
   lock ...            GPU locks: acquire, heartbeat, release, list, run (see `vramctl lock --help`)

@@ -83,15 +83,17 @@ int PodsCommand(const Target& t, const std::vector<std::string>& args) {
   std::string node = args.empty() ? "" : args[0];
   if (!GetJson(t, node.empty() ? "/v1/nodes" : "/v1/nodes/" + node, &body, &err)) return Fail(err);
   json nodes = node.empty() ? body["nodes"] : json::array({body});
-  const char* fmt = "%-20s %-40s %-8s %12s %-12s %s\n";
-  std::printf(fmt, "NODE", "POD", "GPUS", "VRAM/GPU", "STATE", "MODEL");
+  const char* fmt = "%-20s %-40s %-8s %12s %12s %-12s %s\n";
+  std::printf(fmt, "NODE", "POD", "GPUS", "VRAM/GPU", "USED", "STATE", "MODEL");
   for (const json& n : nodes) {
     for (const json& p : n["pods"]) {
       std::string gpus;
       for (const json& g : p["gpus"]) gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
       std::string pod = p.value("namespace", "") + "/" + p.value("name", "");
+      // USED: the pod's largest per-GPU figure from the node agent's report; "-" without one.
+      std::string used = p.value("usage_reported_ms", int64_t{0}) > 0 ? Bytes(p["used_per_gpu_bytes"]) : "-";
       std::printf(fmt, n.value("name", "").c_str(), pod.c_str(), gpus.c_str(), Bytes(p["vram_per_gpu_bytes"]).c_str(),
-                  p.value("state", "").c_str(), p.value("model", "").c_str());
+                  used.c_str(), p.value("state", "").c_str(), p.value("model", "").c_str());
     }
   }
   return 0;
