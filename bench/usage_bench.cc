@@ -9,7 +9,10 @@
 //
 //   usage_bench --valkey redis://127.0.0.1:PORT [--nodes 5000] [--gpus 8]
 //               [--entries 50000] [--rate 1000] [--filter-rate 200]
-//               [--seconds 10] [--rounds 2] [--writers 4]
+//               [--seconds 10] [--rounds 2] [--writers 4] [--remote 0|1]
+//
+// --remote 1: the reports go through another process (another replica
+// takes them); the measuring one only follows their notifications.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +38,7 @@ constexpr int64_t kGi = int64_t{1} << 30;
 struct Options {
   std::string valkey = "redis://127.0.0.1:6379";
   int nodes = 5000, gpus = 8, entries = 50000;
-  int rate = 1000, filter_rate = 200, seconds = 10, rounds = 2, writers = 4;
+  int rate = 1000, filter_rate = 200, seconds = 10, rounds = 2, writers = 4, remote = 0;
 };
 
 std::string NodeName(int i) {
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i], v = argv[i + 1];
     int* num = a == "--nodes" ? &o.nodes : a == "--gpus" ? &o.gpus : a == "--entries" ? &o.entries
              : a == "--rate" ? &o.rate : a == "--filter-rate" ? &o.filter_rate : a == "--seconds" ? &o.seconds
-             : a == "--rounds" ? &o.rounds : a == "--writers" ? &o.writers : nullptr;
+             : a == "--rounds" ? &o.rounds : a == "--writers" ? &o.writers : a == "--remote" ? &o.remote : nullptr;
     if (a == "--valkey") o.valkey = v;
     else if (num != nullptr) *num = std::atoi(v.c_str());
     else {
@@ -151,6 +154,14 @@ int main(int argc, char** argv) {
   for (int r = 0; r < 2; ++r) {
     for (int n = 0; n < o.nodes; ++n) bodies[r].push_back(ReportBody(o, n, r));
   }
+  double decode_us = 0;
+  {
+    const auto d0 = SteadyClock::now();
+    for (const std::string& b : bodies[0]) {
+      if (!vramd::http::DecodeUsageReport(b).ok()) return 1;
+    }
+    decode_us = std::chrono::duration<double, std::micro>(SteadyClock::now() - d0).count() / o.nodes;
+  }
   auto client = vramd::store::NewValkeyClient(ClientOptions(o, prefix));
   auto store = vramd::store::NewValkeyLedgerStore(client);
   store->StartEpochWatch();
@@ -170,7 +181,34 @@ int main(int argc, char** argv) {
       std::atomic<bool> stop{false};
       std::atomic<long> reports{0}, refused{0};
       std::vector<std::thread> writers;
-      if (rate > 0) {
+      pid_t remote = -1;
+      if (rate > 0 && o.remote) {
+        // Another replica: a child process with its own store takes the reports.
+        remote = fork();
+        if (remote < 0) return 1;
+        if (remote == 0) {
+          auto own = vramd::store::NewValkeyLedgerStore(vramd::store::NewValkeyClient(ClientOptions(o, prefix)));
+          std::vector<std::thread> ws;
+          const auto stop_at = SteadyClock::now() + std::chrono::seconds(o.seconds);
+          std::atomic<long> bad{0};
+          for (int w = 0; w < o.writers; ++w) {
+            ws.emplace_back([&, w] {
+              const auto period = std::chrono::nanoseconds(1'000'000'000LL * o.writers / rate);
+              auto next = SteadyClock::now();
+              for (long i = w; SteadyClock::now() < stop_at; i += o.writers) {
+                const int n = static_cast<int>(i % o.nodes);
+                auto rep = vramd::http::DecodeUsageReport(bodies[(i / o.nodes) % 2][n]);
+                if (!rep.ok() || !own->PushReport(names[n], *rep, false).ok()) bad.fetch_add(1);
+                next += period;
+                std::this_thread::sleep_until(next);
+              }
+            });
+          }
+          for (auto& t : ws) t.join();
+          _exit(bad.load() == 0 ? 0 : 1);
+        }
+      }
+      if (rate > 0 && !o.remote) {
         for (int w = 0; w < o.writers; ++w) {
           writers.emplace_back([&, w] {
             const auto period = std::chrono::nanoseconds(1'000'000'000LL * o.writers / rate);
@@ -207,15 +245,23 @@ int main(int argc, char** argv) {
       }
       stop = true;
       for (auto& t : writers) t.join();
+      if (remote > 0) {
+        int st = 0;
+        waitpid(remote, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ph.refused = -1;
+        reports.store(static_cast<long>(rate) * o.seconds);
+      }
       ph.seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
       ph.reports = reports.load();
-      ph.refused = refused.load();
+      if (ph.refused == 0) ph.refused = refused.load();
       std::sort(ph.us.begin(), ph.us.end());
       phases.push_back(std::move(ph));
     }
   }
-  std::printf("usage_bench: %d nodes x %d GPUs, %d entries; filter over every node at %d/s; report body %zu bytes\n",
-              o.nodes, o.gpus, o.entries, o.filter_rate, bodies[0][0].size());
+  std::printf("usage_bench: %d nodes x %d GPUs, %d entries; filter over every node at %d/s; report body %zu bytes, "
+              "decoded in %.1f us; reports taken by %s\n",
+              o.nodes, o.gpus, o.entries, o.filter_rate, bodies[0][0].size(), decode_us,
+              o.remote ? "another process" : "the measuring process");
   for (const Phase& p : phases) {
     auto pct = [&](double q) { return p.us[std::min(p.us.size() - 1, static_cast<size_t>(q * p.us.size()))]; };
     std::printf("reports %4d/s (done %.0f/s, refused %ld): filter calls %zu, p50 %.0f us, p99 %.0f us, max %.0f us\n",

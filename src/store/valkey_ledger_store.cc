@@ -228,8 +228,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Status::Ok();
   }
 
+  // No WriteMark: a usage report reaches this process's watched snapshot
+  // through the usage refresher, like another replica's (snapshot_cache.h).
   Status PushReport(const std::string& node, const ledger::UsageReport& report, bool in_cluster) override {
-    SnapshotCache::WriteMark mark(&snapshots_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (Status s = ledger::CheckUsageReport(report); !s.ok()) {
       return InvalidArgument("usage of node " + node + ": " + s.message());

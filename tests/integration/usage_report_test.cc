@@ -7,8 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
@@ -204,6 +206,43 @@ TEST_F(UsageReportStoreTest, AReportAsLargeAsTheBoundsAllowIsWrittenWhole) {
   const ledger::Node* n = Fresh()->Find("n1");
   EXPECT_EQ(n->gpus[0].pods.size(), ledger::kMaxReportPodFigures);
   EXPECT_EQ(n->gpus[0].untracked, static_cast<int64_t>(ledger::kMaxReportPodFigures));
+}
+
+TEST_F(UsageReportStoreTest, AWatchingReplicaSeesAReportThroughTheUsageRefresher) {
+  auto watching = NewValkeyLedgerStore(NewValkeyClient(opts_));
+  watching->StartEpochWatch();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!watching->EpochWatchLive() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(watching->EpochWatchLive());
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  // Written by this process (the route's store) and by another: both arrive
+  // within the refresher's period, without a refresh on the caller's thread.
+  ASSERT_TRUE(watching->PushReport("n1", Report(), false).ok());
+  auto seen = [&](int64_t used) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto s = watching->WatchedSnapshot();
+      if (s.ok() && (*s)->Find("n1")->gpus[0].used == used) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  EXPECT_TRUE(seen(12 * kGi));
+  ledger::UsageReport r = Report();
+  r.gpus[0].used = 13 * kGi;
+  ASSERT_TRUE(store_->PushReport("n1", r, false).ok());
+  EXPECT_TRUE(seen(13 * kGi));
+  // A ledger change is still seen on the next call (its notification is not usage only).
+  ASSERT_TRUE(store_->RemoveNode("n1").ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool gone = false;
+  while (!gone && std::chrono::steady_clock::now() < deadline) {
+    gone = (*watching->WatchedSnapshot())->Find("n1") == nullptr;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(gone);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 -- Returns {'ok'}, {'no_node'} (not in the ledger and not in_cluster) or
 -- {'no_gpu', idx} (the node's capacity lacks GPU idx). Every check runs
 -- before the first write: a refusal changes nothing. The report replaces the
--- previous one; the epoch moves only for a node in the ledger.
+-- previous one; the epoch moves only for a node in the ledger, and its
+-- notification is tagged as usage only (bump_tag, lua/bump.lua).
 local member = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
 if not member and ARGV[2] ~= '1' then return {'no_node'} end
 local k = tonumber(ARGV[4])
@@ -30,5 +31,8 @@ end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[6], ARGV[1]) ~= ARGV[3] then
   redis.call('HSET', KEYS[6], ARGV[1], ARGV[3])
 end
-if member then bump(KEYS[3], KEYS[4], ARGV[1]) end
+if member then
+  bump_tag = 'u'  -- usage only: replicas refresh for it at a bounded rate
+  bump(KEYS[3], KEYS[4], ARGV[1])
+end
 return {'ok'}
