@@ -104,6 +104,28 @@ TEST_F(UsageRouteTest, AnAgentReportLandsInTheNodeView) {
   EXPECT_EQ(n["pods"][0]["usage_reported_ms"], clock_.NowMs());
 }
 
+TEST_F(UsageRouteTest, ExplainShowsThePodsUsageWhereThereIsNoRoom) {
+  Start();
+  ASSERT_EQ(Put("n1", AgentReport(65 * kGi)).first, 200);  // GPU 0: U = 65Gi of C = 70Gi
+  const json pod = {
+      {"metadata",
+       {{"name", "big"}, {"namespace", "default"}, {"uid", "u-big"}, {"annotations", {{"vramd.io/gpu-count", "2"}}}}},
+      {"spec", {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", {{"vramd.io/vram", "130Gi"}}}}}}})}}}};
+  auto r = client_->Post("/v1/explain", pod.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json row = json::parse(r->body)["nodes"][0];
+  ASSERT_EQ(row["verdict"], "no_room_now") << row.dump();
+  const json& usage = row["usage"];
+  ASSERT_EQ(usage["gpus"].size(), 2u) << usage.dump();
+  EXPECT_EQ(usage["gpus"][0]["used_bytes"], 65 * kGi);
+  EXPECT_EQ(usage["gpus"][0]["untracked_bytes"], 3 * kGi);
+  EXPECT_EQ(usage["gpus"][0]["outside_pods_bytes"], kGi);
+  ASSERT_EQ(usage["pods"].size(), 1u);
+  EXPECT_EQ(usage["pods"][0]["name"], "train");
+  EXPECT_EQ(usage["pods"][0]["used_per_gpu_bytes"], 5 * kGi);
+}
+
 TEST_F(UsageRouteTest, TheOldReportStillWorks) {
   Start();
   auto [status, body] = Put("n1", R"({"gpus":{"1":"2Gi"}})");
