@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.kube = kube.get();
   if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
+  if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
   listeners.Register(api, &locks);
 
   if (Status s = listeners.Start(); !s.ok()) {

@@ -9,7 +9,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"nodes", "nodes [NODE]", "per node and GPU: capacity, allocation, usage and the six metrics", {}, {}, {},
        NodesCommand},
-      {"pods", "pods [NODE]", "reservations per pod: node, GPUs, VRAM per GPU, state", {}, {}, {}, PodsCommand},
+      {"pods", "pods [NODE]", "reservations per pod: node, GPUs, VRAM per GPU, used (agent), state", {}, {}, {}, PodsCommand},
       {"explain", "explain NS/POD | -f POD.json",
        "per node: does the pod (or a Pod manifest) fit now, on which GPUs; if not, why",
        {}, {"-f"}, {"-f"}, ExplainCommand},

@@ -102,6 +102,11 @@ const std::vector<Column<PodRow>>& PodColumns() {
       {"POD", false, [](const PodRow& r) { return r.pod->value("namespace", "") + "/" + r.pod->value("name", ""); }},
       {"GPUS", false, [](const PodRow& r) { return Join((*r.pod)["gpus"]); }},
       {"VRAM/GPU", false, [](const PodRow& r) { return Bytes((*r.pod)["vram_per_gpu_bytes"]); }},
+      // The pod's largest per-GPU figure from the node agent's report; "-" without one.
+      {"USED", false,
+       [](const PodRow& r) {
+         return r.pod->value("usage_reported_ms", int64_t{0}) > 0 ? Bytes((*r.pod)["used_per_gpu_bytes"]) : "-";
+       }},
       {"STATE", false, [](const PodRow& r) { return r.pod->value("state", "-"); }},
       {"MODEL", false,
        [](const PodRow& r) {

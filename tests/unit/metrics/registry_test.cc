@@ -86,5 +86,41 @@ TEST(LedgerMetrics, InfiniteRatiosRenderAsPlusInf) {
       << out;
 }
 
+TEST(LedgerMetrics, AgentReportsGivePodUsedOutsideAndUntrackedSeries) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  ledger::Gpu g0{0, "GPU-a", 80, 9, 50000};
+  g0.total = 85;
+  g0.outside_pods = 1;
+  g0.untracked = 3;
+  g0.pods = {{"u-a", 5}, {"u-zombie", 3}};
+  ledger::Gpu g1{1, "", 80, 4, 50000};
+  g1.total = 85;
+  ledger::Gpu g2{2, "", 80, 4, 50000};  // an old-format report: no total, no outside figure
+  n.gpus = {g0, g1, g2};
+  ledger::Entry a{"u-a", "ml", "train", {0, 1}, 10};
+  a.used = 5;
+  a.used_ts_ms = 50000;
+  ledger::Entry stale{"u-s", "ml", "stale", {1}, 10};
+  stale.used_ts_ms = 1;  // older than the 20 s max age: no series
+  n.entries = {a, stale};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 60000, 20000, w);
+  EXPECT_NE(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"train\",gpu=\"0\"} 5\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"train\",gpu=\"1\"} 0\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"stale\""), std::string::npos)
+      << "the stale pod has its allocation series only";
+  EXPECT_NE(out.find("vramd_gpu_outside_pods_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"1\",gpu_uuid=\"\"} 0\n"), std::string::npos);
+  EXPECT_EQ(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"2\""), std::string::npos);
+  EXPECT_NE(out.find("# TYPE vramd_pod_used_bytes gauge"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vramd::metrics
