@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,16 @@ std::string ReportBody(const Options& o, int n, int round) {
   return body + "]}";
 }
 
+// VmRSS in KiB.
+long RssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
 struct Phase {
   int rate = 0;
   std::vector<double> us;
@@ -175,6 +186,7 @@ int main(int argc, char** argv) {
   req.total = req.per_gpu = req.peak_per_gpu = 16 * kGi;
   vramd::ledger::Policy policy;
 
+  const long rss_before = RssKb();
   // Every node reports once first, so that every phase filters over nodes
   // with fresh usage (a node with usage takes the fit's usage path).
   for (int n = 0; n < o.nodes; ++n) {
@@ -182,6 +194,7 @@ int main(int argc, char** argv) {
     if (!rep.ok() || !store->PushReport(names[n], *rep, false).ok()) return 1;
   }
   if (!store->Snapshot().ok()) return 1;
+  const long rss_after = RssKb();
 
   std::vector<Phase> phases;
   for (int r = 0; r < o.rounds; ++r) {
@@ -285,6 +298,8 @@ int main(int argc, char** argv) {
     std::printf("reports %4d/s (done %.0f/s, refused %ld): filter calls %zu, p50 %.0f us, p99 %.0f us, max %.0f us\n",
                 p.rate, p.reports / p.seconds, p.refused, p.us.size(), pct(0.5), pct(0.99), p.us.back());
   }
+  std::printf("RSS with the snapshot held: %.1f MiB before the nodes reported, %.1f MiB after (per-pod figures "
+              "on every GPU)\n", rss_before / 1024.0, rss_after / 1024.0);
   const auto counts = store->SnapshotReloads();
   std::printf("snapshot refreshes: %llu incremental, %llu full\n", static_cast<unsigned long long>(counts.incremental),
               static_cast<unsigned long long>(counts.full));
