@@ -9,7 +9,9 @@
 //
 //   usage_bench --valkey redis://127.0.0.1:PORT [--nodes 5000] [--gpus 8]
 //               [--entries 50000] [--rate 1000] [--filter-rate 200]
-//               [--seconds 10] [--rounds 2] [--writers 4] [--remote 0|1]
+//               [--seconds 10] [--rounds 2] [--writers 4] [--remote 0|1] [--old 0|1]
+//
+// --old 1: the old report instead (used bytes per GPU only).
 //
 // --remote 1: the reports go through another process (another replica
 // takes them); the measuring one only follows their notifications.
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,7 +41,7 @@ constexpr int64_t kGi = int64_t{1} << 30;
 struct Options {
   std::string valkey = "redis://127.0.0.1:6379";
   int nodes = 5000, gpus = 8, entries = 50000;
-  int rate = 1000, filter_rate = 200, seconds = 10, rounds = 2, writers = 4, remote = 0;
+  int rate = 1000, filter_rate = 200, seconds = 10, rounds = 2, writers = 4, remote = 0, old = 0;
 };
 
 std::string NodeName(int i) {
@@ -116,6 +119,16 @@ std::string ReportBody(const Options& o, int n, int round) {
   return body + "]}";
 }
 
+// VmRSS in KiB.
+long RssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
 struct Phase {
   int rate = 0;
   std::vector<double> us;
@@ -131,7 +144,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i], v = argv[i + 1];
     int* num = a == "--nodes" ? &o.nodes : a == "--gpus" ? &o.gpus : a == "--entries" ? &o.entries
              : a == "--rate" ? &o.rate : a == "--filter-rate" ? &o.filter_rate : a == "--seconds" ? &o.seconds
-             : a == "--rounds" ? &o.rounds : a == "--writers" ? &o.writers : a == "--remote" ? &o.remote : nullptr;
+             : a == "--rounds" ? &o.rounds : a == "--writers" ? &o.writers : a == "--remote" ? &o.remote : a == "--old" ? &o.old : nullptr;
     if (a == "--valkey") o.valkey = v;
     else if (num != nullptr) *num = std::atoi(v.c_str());
     else {
@@ -172,6 +185,16 @@ int main(int argc, char** argv) {
   vramd::ledger::VramRequest req;
   req.total = req.per_gpu = req.peak_per_gpu = 16 * kGi;
   vramd::ledger::Policy policy;
+
+  const long rss_before = RssKb();
+  // Every node reports once first, so that every phase filters over nodes
+  // with fresh usage (a node with usage takes the fit's usage path).
+  for (int n = 0; n < o.nodes; ++n) {
+    auto rep = vramd::http::DecodeUsageReport(bodies[1][n]);
+    if (!rep.ok() || !store->PushReport(names[n], *rep, false).ok()) return 1;
+  }
+  if (!store->Snapshot().ok()) return 1;
+  const long rss_after = RssKb();
 
   std::vector<Phase> phases;
   for (int r = 0; r < o.rounds; ++r) {
@@ -218,6 +241,14 @@ int main(int argc, char** argv) {
               const int n = static_cast<int>(i % o.nodes);
               const std::string& body = bodies[(i / o.nodes) % 2][n];
               auto rep = vramd::http::DecodeUsageReport(body);
+              if (rep.ok() && o.old) {  // the old report: used bytes per GPU only
+                rep->version = 1;
+                for (auto& g : rep->gpus) {
+                  g.total = g.outside_pods = 0;
+                  g.uuid.clear();
+                  g.pods.clear();
+                }
+              }
               if (!rep.ok() || !store->PushReport(names[n], *rep, false).ok()) refused.fetch_add(1);
               reports.fetch_add(1);
               i += o.writers;
@@ -267,6 +298,8 @@ int main(int argc, char** argv) {
     std::printf("reports %4d/s (done %.0f/s, refused %ld): filter calls %zu, p50 %.0f us, p99 %.0f us, max %.0f us\n",
                 p.rate, p.reports / p.seconds, p.refused, p.us.size(), pct(0.5), pct(0.99), p.us.back());
   }
+  std::printf("RSS with the snapshot held: %.1f MiB before the nodes reported, %.1f MiB after (per-pod figures "
+              "on every GPU)\n", rss_before / 1024.0, rss_after / 1024.0);
   const auto counts = store->SnapshotReloads();
   std::printf("snapshot refreshes: %llu incremental, %llu full\n", static_cast<unsigned long long>(counts.incremental),
               static_cast<unsigned long long>(counts.full));

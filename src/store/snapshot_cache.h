@@ -34,13 +34,13 @@ class SnapshotCache {
   // notified as usage only (a node agent's report, lua/push_usage.lua) does
   // not make WatchedSnapshot() refresh on the caller's thread; a thread of
   // this cache refreshes the snapshot for such changes at most once per
-  // kUsageRefreshMs, so at 1,000 reports/s filter and prioritize keep their
-  // latency and see a report within kUsageRefreshMs of its notification
+  // kUsageRefreshMs, so that 1,000 reports/s do not turn every filter call into
+  // a refresh; they see a report within kUsageRefreshMs of its notification
   // (Snapshot() sees it at once, as every other change). Any other change
   // notified, or written by this process, is picked up on the next call as
   // before.
   void StartEpochWatch();
-  static constexpr int64_t kUsageRefreshMs = 500;
+  static constexpr int64_t kUsageRefreshMs = 1000;
   bool EpochWatchLive() const { return watch_live_.load(); }
   uint64_t EpochChecks() const { return epoch_checks_.load(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot();

@@ -185,8 +185,12 @@ TEST_F(UsageReportStoreTest, ANodeOnlyTheClusterKnowsKeepsItsTotalsAndMovesNoEpo
   ASSERT_TRUE(reported.ok());
   ASSERT_EQ(reported->count("gpu-new"), 1u);
   EXPECT_EQ(reported->at("gpu-new")[1].total, 80 * kGi);
-  // Node sync adds it: the report kept meanwhile is read with it.
+  EXPECT_EQ(client_->Command({"EXISTS", opts_.key_prefix + ":{gpu-new}:used"})->integer, 0)
+      << "only the totals are kept for a node not in the ledger";
+  // Node sync adds it; its next report lands as on any node.
   ASSERT_TRUE(store_->SetCapacity("gpu-new", {{0, 79 * kGi, ""}, {1, 79 * kGi, ""}}).ok());
+  EXPECT_EQ(Fresh()->Find("gpu-new")->gpus[0].used_ts_ms, 0);
+  ASSERT_TRUE(store_->PushReport("gpu-new", Report(), false).ok());
   EXPECT_EQ(Fresh()->Find("gpu-new")->gpus[0].untracked, 11 * kGi);
   ASSERT_TRUE(store_->RemoveNode("gpu-new").ok());
   EXPECT_EQ(store_->ReportedGpus()->count("gpu-new"), 0u);

@@ -326,7 +326,7 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     bool cluster = false;
     if (n != nullptr) {
       if (Status s = ledger::CheckReportAgainstNode(*report, *n); !s.ok()) return http::ErrorReply(400, s.message());
-    } else if (in_cluster) {
+    } else if (in_cluster && report->version >= 2) {  // the old report has no totals to add a node from
       std::optional<bool> known = in_cluster(name);
       if (!known) return http::ErrorReply(503, "the node list is not synced yet; try again");
       cluster = *known;

@@ -8,8 +8,9 @@
 -- Returns {'ok'}, {'no_node'} (not in the ledger and not in_cluster) or
 -- {'no_gpu', idx} (the node's capacity lacks GPU idx). Every check runs
 -- before the first write: a refusal changes nothing. The report replaces the
--- previous one; the epoch moves only for a node in the ledger, and its
--- notification is tagged as usage only (bump_tag, lua/bump.lua).
+-- previous one. For a node not in the ledger only P:reported is written (no
+-- epoch move). The epoch's notification is tagged as usage only (bump_tag,
+-- lua/bump.lua).
 local member = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
 if not member and ARGV[2] ~= '1' then return {'no_node'} end
 local k = tonumber(ARGV[4])
@@ -18,6 +19,12 @@ if member then
     if redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then return {'no_gpu', ARGV[i]} end
   end
 end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[6], ARGV[1]) ~= ARGV[3] then
+  redis.call('HSET', KEYS[6], ARGV[1], ARGV[3])
+end
+-- A node not in the ledger keeps only its totals (node sync reads them); its
+-- next report, once the node is in, fills the usage hash.
+if not member then return {'ok'} end
 local t = redis.call('TIME')
 local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('DEL', KEYS[2])
@@ -28,11 +35,6 @@ for i = first, #ARGV, chunk do
   local last = math.min(i + chunk - 1, #ARGV)
   redis.call('HSET', KEYS[2], unpack(ARGV, i, last))
 end
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[6], ARGV[1]) ~= ARGV[3] then
-  redis.call('HSET', KEYS[6], ARGV[1], ARGV[3])
-end
-if member then
-  bump_tag = 'u'  -- usage only: replicas refresh for it at a bounded rate
-  bump(KEYS[3], KEYS[4], ARGV[1])
-end
+bump_tag = 'u'  -- usage only: replicas refresh for it at a bounded rate
+bump(KEYS[3], KEYS[4], ARGV[1])
 return {'ok'}

@@ -179,6 +179,14 @@ TEST_F(UsageRouteTest, ANodeOfTheClusterNotInTheLedgerHasItsTotalsKept) {
   EXPECT_EQ(reported->at("gpu-new")[0].uuid, "GPU-aaaa");
 }
 
+TEST_F(UsageRouteTest, TheOldReportCannotIntroduceANode) {
+  Start([](const std::string& n) { return std::optional<bool>(n == "gpu-new"); });
+  auto [status, body] = Put("gpu-new", R"({"gpus":{"0":1}})");
+  EXPECT_EQ(status, 400);
+  EXPECT_THAT(body, HasSubstr("node gpu-new is not in the ledger"));
+  EXPECT_TRUE(store_.ReportedGpus()->empty());
+}
+
 TEST_F(UsageRouteTest, AnUnsyncedNodeListIs503) {
   Start([](const std::string&) { return std::optional<bool>(); });
   auto [status, body] = Put("gpu-new", AgentReport());
