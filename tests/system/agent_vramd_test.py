@@ -70,11 +70,12 @@ class AgentDrivesTheLedger(unittest.TestCase):
             "compute": [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}],
             "graphics": [{"pid": 300, "used": 1 * GI}]}]})
         cls.agent_log = os.path.join(w.path, "agent.log")
+        cls.agent_out = open(cls.agent_log, "ab")
         cls.agent = subprocess.Popen(
             [AGENT, "--node", NODE, "--server", cls.v.url, "--token-file", os.path.join(w.path, "token"),
              "--interval", "1s", "--source", "nvml", "--nvml-library", FAKE_NVML,
              "--proc-root", proc, "--sys-root", w.path],
-            stdout=open(cls.agent_log, "ab"), stderr=subprocess.STDOUT,
+            stdout=cls.agent_out, stderr=subprocess.STDOUT,
             env=clean_env({"FAKE_NVML_CONFIG": cls.nvml_config}))
 
         def reported():
@@ -90,6 +91,7 @@ class AgentDrivesTheLedger(unittest.TestCase):
             cls.agent.wait(10)
         except subprocess.TimeoutExpired:
             cls.agent.kill()
+        cls.agent_out.close()
         cls.w.__exit__(None, None, None)
 
     @classmethod
@@ -144,14 +146,20 @@ class AgentDrivesTheLedger(unittest.TestCase):
         rows = [line.split() for line in out.stdout.splitlines()]
         header = rows[0]
         self.assertIn("USED", header, out.stdout)
-        row = next(r for r in rows[1:] if f"p-{POD}" in r)
+        row = next(r for r in rows[1:] if f"default/p-{POD}" in r)
         self.assertEqual(row[header.index("USED")], "20Gi", out.stdout)
 
     def test_the_zombie_makes_filter_refuse_what_fits_on_allocation_alone(self):
         # A = 24Gi, U = 72Gi, C = 96Gi: 40Gi fits on A (64Gi) but not on U (112Gi).
-        status, body = self.v.json("POST", "/scheduler/filter", filter_body("c0ffee00-0000-4000-8000-000000000040",
-                                                                            "40Gi", nodes=(NODE,)))
-        self.assertEqual(status, 200)
+        # Filter's snapshot takes a usage-only report within a second
+        # (docs/configuration.md, "Usage reports").
+        def filter40():
+            status, body = self.v.json("POST", "/scheduler/filter", filter_body(
+                "c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,)))
+            self.assertEqual(status, 200)
+            return body
+        wait_for(lambda: filter40()["NodeNames"] == [], 5, interval=0.1, message="filter refusing 40Gi on U")
+        body = filter40()
         self.assertEqual(body["NodeNames"], [], body)
         reason = body["FailedNodes"].get(NODE) or body["FailedAndUnresolvableNodes"].get(NODE)
         self.assertIsNotNone(reason, body)
