@@ -19,23 +19,15 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from agent_test import AGENT, FAKE_NVML, write  # noqa: E402
 from harness import BIN_DIR, GI, Workdir, bind_body, clean_env, filter_body, wait_for  # noqa: E402
 
-AGENT = os.path.abspath(os.path.join(BIN_DIR, "vramd-agent"))
 VRAMCTL = os.path.abspath(os.path.join(BIN_DIR, "vramctl"))
-FAKE_NVML = os.environ.get("VRAMD_FAKE_NVML") or os.path.abspath(
-    os.path.join(BIN_DIR, "..", "lib", "fake-nvml", "libnvidia-ml.so.1"))
 TOKEN = "agent-test-token-0123456789abcdef"
 NODE = "ness-linux3"            # 96Gi of capacity on GPU 0 (homelab config)
 POD = "3b0e6a52-5c1d-4f7e-9a2b-0c4d8e6f1a27"     # bound through vramd
 ZOMBIE = "9f8e7d6c-5b4a-4321-8765-0fedcba98765"  # its pod is gone; the process lives on
 GPU_UUID = "GPU-4d1f0e3c-8a2b-4c5d-9e6f-0a1b2c3d4e5f"
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def cgroup_v2(uid):
