@@ -39,6 +39,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -590,19 +591,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             raise NodeError(f"the FORWARD guards are not first: {first}")
 
         os.makedirs(os.path.dirname(self._dns_hosts), exist_ok=True)
-        open(self._dns_hosts, "w").close()
-        self._spawn("dnsmasq", [
+        self._sync_dns_once(signal_dnsmasq=False)
+        dns = self._spawn("dnsmasq", [
             "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv",
             "--no-hosts", f"--listen-address={GATEWAY}", "--bind-interfaces",
             f"--local=/{CLUSTER_DOMAIN}/", "--domain-needed",
             f"--addn-hosts={self._dns_hosts}", "--log-facility=-",
             f"--pid-file={self.path('dns', 'dnsmasq.pid')}"])
-        self._sync_dns_once()
+        # SIGHUP before dnsmasq installed its handler would kill it: wait until
+        # it answers (the `kubernetes` Service's name, from the hosts file).
+        self._wait(dns, lambda: dns_query(GATEWAY, f"kubernetes.default.svc.{CLUSTER_DOMAIN}")
+                   == [KUBERNETES_SERVICE_IP], 15, "dnsmasq answering")
         self._dns_thread = threading.Thread(target=self._dns_loop, name="dns-sync",
                                             daemon=True)
         self._dns_thread.start()
 
-    def _sync_dns_once(self) -> None:
+    def _sync_dns_once(self, signal_dnsmasq: bool = True) -> None:
         items = self.tb.api.get("/api/v1/services")["items"]
         lines = []
         for s in items:
@@ -621,7 +625,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         with open(self._dns_hosts + ".tmp", "w") as f:
             f.write(text)
         os.replace(self._dns_hosts + ".tmp", self._dns_hosts)
-        self.procs["dnsmasq"].send_signal(signal.SIGHUP)
+        if signal_dnsmasq:
+            self.procs["dnsmasq"].ensure_alive()
+            self.procs["dnsmasq"].send_signal(signal.SIGHUP)
 
     def _dns_loop(self) -> None:
         while not self._dns_stop.wait(1.0):
@@ -929,6 +935,41 @@ MOUNT_ROOTS = (NODE_DIR, "/run", "/var/run", "/var/lib", "/sys/fs/cgroup", "/pro
 
 def _node_may_mount(m: str) -> bool:
     return any(m == r or m.startswith(r + "/") for r in MOUNT_ROOTS)
+
+
+def dns_query(server: str, name: str, timeout: float = 2.0) -> list[str] | None:
+    """The A records a DNS server gives for `name` ([] for none or an error
+    answer), None when it does not answer. Enough of RFC 1035 for a test."""
+    qid = int.from_bytes(os.urandom(2), "big")
+    q = qid.to_bytes(2, "big") + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00"
+    q += b"\x00\x01\x00\x01"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.sendto(q, (server, 53))
+            data = s.recv(4096)
+        except OSError:
+            return None
+    if len(data) < 12 or int.from_bytes(data[:2], "big") != qid or data[3] & 0x0F:
+        return []
+    ancount = int.from_bytes(data[6:8], "big")
+    i = len(q)  # the answer repeats the question
+    addrs = []
+    for _ in range(ancount):
+        if data[i] & 0xC0 == 0xC0:
+            i += 2
+        else:
+            while data[i]:
+                i += data[i] + 1
+            i += 1
+        rtype, rdlen = int.from_bytes(data[i:i + 2], "big"), int.from_bytes(data[i + 8:i + 10],
+                                                                            "big")
+        i += 10
+        if rtype == 1 and rdlen == 4:
+            addrs.append(".".join(str(b) for b in data[i:i + 4]))
+        i += rdlen
+    return addrs
 
 
 def _mounts_under(root: str) -> list[str]:
