@@ -306,6 +306,10 @@ class ChartOnRealNode(unittest.TestCase):
                     "vramd.io/capacity": GPU_CAPACITY}}}),
                 self.api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                      "metadata": {"name": GPU_NS}}),
+                # Pods are refused until the namespace's service account has its token.
+                self.wait("the default service account's token in " + GPU_NS, lambda: (
+                    self.api.get_or_none(f"/api/v1/namespaces/{GPU_NS}/serviceaccounts/default")
+                    or {}).get("secrets"), 60, ns=GPU_NS),
                 self.run_gpu_pod("gpu-job-1")))
             self.stage("helm upgrade + rollout Ready", self._upgrade)
             self.stage("helm uninstall + gone", self._uninstall)
