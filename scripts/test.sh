@@ -6,6 +6,10 @@
 #                Debian's kubernetes source package and cached) and redis-server
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
 #                rendered scheduler config against the real kube-scheduler, image libs
+#   realnode     the Helm chart installed, upgraded, uninstalled and reinstalled on a
+#                real node (kubelet + containerd + runc, CNI bridge, kube-proxy, cluster
+#                DNS) with images built here (scripts/images.sh); root; the machine's
+#                network and sysctls are restored and checked at its end
 #   sanitize     the unit, integration and system tests again under ASan+UBSan and
 #                under TSan, and the e2e reconcile/watch file under ASan+UBSan, zero
 #                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
@@ -30,7 +34,7 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
     unset "$v"
   fi
 done
-TIERS=${TIERS:-"unit integration e2e deploy sanitize fuzz"}
+TIERS=${TIERS:-"unit integration e2e deploy realnode sanitize fuzz"}
 export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 stages=()
 stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
@@ -38,9 +42,18 @@ stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
 t=$(date +%s); scripts/install-deps.sh --test; stage "install-deps" "$t"
 t=$(date +%s); scripts/build.sh; stage "build (build/)" "$t"
 
-# e2e and deploy run the real kube-scheduler; sanitize runs one e2e file too.
-if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ]]; then
+# e2e and deploy run the real kube-scheduler; sanitize runs one e2e file too;
+# realnode runs the kubelet and friends built by the same script.
+if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ||
+      " $TIERS " == *" realnode "* ]]; then
   t=$(date +%s); tests/e2e/testbed/build-k8s.sh; stage "kubernetes testbed" "$t"
+fi
+# realnode runs the chart's pods from images built here (build/images/*.tar).
+if [[ " $TIERS " == *" realnode "* ]]; then
+  t=$(date +%s)
+  if [[ -x scripts/images.sh ]]; then scripts/images.sh
+  else echo "test.sh: scripts/images.sh is missing: the realnode tier will FAIL (no images)"; fi
+  stage "images (build/images)" "$t"
 fi
 
 # A throwaway Valkey-compatible server on loopback for the integration tier.

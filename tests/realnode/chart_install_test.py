@@ -191,6 +191,14 @@ class ChartOnRealNode(unittest.TestCase):
             if ip and ip != "None":
                 name = f"{svc['metadata']['name']}.{NS}.svc.cluster.local"
                 self.assertEqual(node_mod.dns_query(node_mod.GATEWAY, name), [ip], name)
+        # Nothing leaves the machine: pods have no default route, only their
+        # subnet and the service range (through the gateway, where the FORWARD
+        # guards keep forwarding bridge -> bridge).
+        routes = self.node.pod_routes()
+        self.assertGreaterEqual(len(routes), 4, routes)
+        for task, dsts in routes.items():
+            self.assertEqual(dsts, sorted([node_mod.POD_SUBNET, node_mod.SERVICE_CIDR]),
+                             f"routes of container {task}")
         # Service links: the kubelet would inject VRAMD_*-named variables
         # (Services vramd, vramd-valkey) that vramd reads as its own config.
         for p in self.api.get(f"/api/v1/namespaces/{NS}/pods")["items"]:
@@ -345,9 +353,21 @@ class ChartOnRealNode(unittest.TestCase):
                         f"vramd's pods were not replaced by the upgrade: {before} -> {after}")
 
     def _uninstall(self) -> None:
+        t0 = time.monotonic()
         self.delete_gpu_pod("gpu-job-1")
+        log(f"GPU pod deleted in {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
         self.helm("uninstall", RELEASE, "--namespace", NS)
-        self.wait("the release's objects gone", lambda: not self.release_leftovers(), 120)
+        log(f"helm uninstall returned after {time.monotonic() - t0:.1f} s")
+        seen: list[list[str]] = [[]]
+
+        def gone() -> bool:
+            left = self.release_leftovers()
+            if left != seen[0]:
+                log(f"{time.monotonic() - t0:5.1f} s: left {left}")
+                seen[0] = left
+            return not left
+        self.wait("the release's objects gone", gone, 120)
         other = [f"{o['kind'] if 'kind' in o else 'lease'}/{o['metadata']['name']}"
                  for o in self.api.get(
                      f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases")["items"]]

@@ -183,6 +183,10 @@ def _ip_json(*args: str) -> list[dict]:
     return json.loads(out("ip", "-j", *args) or "[]")
 
 
+def _ip_json_in(pid: int, *args: str) -> list[dict]:
+    return json.loads(out("nsenter", "-t", str(pid), "-n", "ip", "-j", *args) or "[]")
+
+
 def _mountpoints() -> list[str]:
     pts = []
     with open("/proc/self/mountinfo") as f:
@@ -682,6 +686,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             conds = (node or {}).get("status", {}).get("conditions", [])
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
         self._wait(proc, ready, NODE_READY_TIMEOUT, f"node {NODE_NAME} Ready")
+
+    # -- checks -----------------------------------------------------------------
+
+    def pod_routes(self) -> dict[str, list[str]]:
+        """Routes inside each running container's network namespace (by task
+        id, read with nsenter on the task's pid): what a pod can reach."""
+        routes = {}
+        for line in self.ctr("tasks", "ls").splitlines()[1:]:
+            parts = line.split()
+            if len(parts) >= 3 and parts[2] == "RUNNING":
+                table = _ip_json_in(int(parts[1]), "route", "show")
+                routes[parts[0][:12]] = sorted(r["dst"] for r in table)
+        return routes
 
     # -- teardown ---------------------------------------------------------------
 
