@@ -294,7 +294,8 @@ class RealNode:
     """See the module docstring. Use as a context manager; `close()` is idempotent."""
 
     def __init__(self, images_dir: str | None = None):
-        self.images_dir = images_dir or os.path.join(_ROOT, "build", "images")
+        self.images_dir = images_dir or os.environ.get("VRAMD_IMAGES_DIR") or os.path.join(
+            _ROOT, "build", "images")
         self.tb: RealNodeTestbed | None = None
         self.before: dict[str, Any] | None = None
         self.timings: list[tuple[str, float]] = []
