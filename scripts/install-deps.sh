@@ -2,17 +2,27 @@
 # Installs what vramd needs to build, run and test, from Debian's packages.
 # Idempotent: packages already present are not reinstalled.
 #   scripts/install-deps.sh          build + run dependencies
-#   scripts/install-deps.sh --test   also what the test tiers need (testbed, promtool, helm)
+#   scripts/install-deps.sh --test   also what the test tiers need (testbed, promtool, helm, images)
+#   scripts/install-deps.sh --images only what scripts/images.sh needs (mmdebstrap, umoci, skopeo)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libhiredis-dev
       libspdlog-dev libsimdjson-dev libssl-dev redis-server redis-tools libgtest-dev libgmock-dev
       libbenchmark-dev curl ca-certificates ccache)
+# Container images without a registry or engine (scripts/images.sh).
+image_pkgs=(mmdebstrap umoci skopeo)
+if [[ "${1:-}" == "--images" ]]; then
+  pkgs=("${image_pkgs[@]}")
+fi
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
+<<<<<<< HEAD
         redis-sentinel)
   # The real-node tier (tests/realnode): container runtime, CNI, kube-proxy's tools, cluster DNS.
   pkgs+=(containerd runc containernetworking-plugins iptables conntrack socat dnsmasq-base)
+=======
+        redis-sentinel "${image_pkgs[@]}")
+>>>>>>> images
   # npm (for the Helm CLI package): Debian's, unless the image already has one
   # (a nodejs from elsewhere conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -5,7 +5,9 @@
 #   e2e          against a real kube-apiserver + kube-scheduler (built once from
 #                Debian's kubernetes source package and cached) and redis-server
 #   deploy       Helm chart (helm lint/template, policy checks, promtool), the
-#                rendered scheduler config against the real kube-scheduler, image libs
+#                rendered scheduler config against the real kube-scheduler, image libs,
+#                the images built without a registry (scripts/images.sh; Debian root
+#                filesystems from mmdebstrap, cached), checked inside the unpacked images
 #   realnode     the Helm chart installed, upgraded, uninstalled and reinstalled on a
 #                real node (kubelet + containerd + runc, CNI bridge, kube-proxy, cluster
 #                DNS) with images built here (scripts/images.sh); root; the machine's
@@ -47,13 +49,6 @@ t=$(date +%s); scripts/build.sh; stage "build (build/)" "$t"
 if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ||
       " $TIERS " == *" realnode "* ]]; then
   t=$(date +%s); tests/e2e/testbed/build-k8s.sh; stage "kubernetes testbed" "$t"
-fi
-# realnode runs the chart's pods from images built here (build/images/*.tar).
-if [[ " $TIERS " == *" realnode "* ]]; then
-  t=$(date +%s)
-  if [[ -x scripts/images.sh ]]; then scripts/images.sh
-  else echo "test.sh: scripts/images.sh is missing: the realnode tier will FAIL (no images)"; fi
-  stage "images (build/images)" "$t"
 fi
 
 # A throwaway Valkey-compatible server on loopback for the integration tier.
