@@ -25,6 +25,7 @@ FAIL (never skip). Runs under CTest as realnode.chart_install_test.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,13 @@ def ensure_helm() -> str:
 class ChartOnRealNode(unittest.TestCase):
 
     def setUp(self) -> None:
+        # A SIGTERM (CTest stopping the run, a developer's kill) unwinds
+        # through the teardown like Ctrl-C does, instead of leaving the node.
+        def terminate(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise SystemExit(f"signal {signum}: tearing the node down")
+        signal.signal(signal.SIGTERM, terminate)
+        self.addCleanup(signal.signal, signal.SIGTERM, signal.SIG_DFL)
         self.timings: list[tuple[str, float]] = []
         self.node = RealNode()
         self.helm_home = tempfile.mkdtemp(prefix="vramd-realnode-helm-")
@@ -323,6 +331,7 @@ class ChartOnRealNode(unittest.TestCase):
             self.stage("helm uninstall + gone", self._uninstall)
             self.stage("helm install again + Ready + GPU pod", self._reinstall)
         finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the teardown finish
             t0 = time.monotonic()
             errors = self.node.close()
             diffs = self.node.verify_restored()
