@@ -88,7 +88,7 @@ SYSCTL_VOLATILE = ("kernel/random/", "kernel/ns_last_pid", "kernel/pty/nr",
 IPT_BUILTIN = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
 
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "iptables", "conntrack",
-            "socat", "dnsmasq-base")
+            "socat", "dnsmasq-base", "nftables")
 IMAGES = ("vramd", "valkey", "pause", "kube-scheduler")
 
 NODE_READY_TIMEOUT = 120.0
@@ -179,6 +179,16 @@ def _ipt_canonical(tables: dict[str, dict[str, Any]]) -> set[str]:
     return facts
 
 
+def _nft_tables() -> list[str]:
+    """nf_tables tables ("ip nat", ...). iptables-nft creates them on first use
+    and never removes them; an existing nat table keeps connection tracking on
+    for every connection of the host, so the teardown deletes those it made."""
+    if not shutil.which("nft"):
+        return []
+    return sorted(l.split(None, 1)[1] for l in out("nft", "list", "tables").splitlines()
+                  if l.startswith("table "))
+
+
 def _ip_json(*args: str) -> list[dict]:
     return json.loads(out("ip", "-j", *args) or "[]")
 
@@ -233,6 +243,7 @@ def snapshot() -> dict[str, Any]:
         "rules": sorted(json.dumps(r, sort_keys=True) for r in _ip_json("rule", "show")),
         "iptables": sorted(_ipt_canonical(_ipt_save("iptables-save"))),
         "ip6tables": sorted(_ipt_canonical(_ipt_save("ip6tables-save"))),
+        "nft_tables": _nft_tables(),
         "sysctls": _sysctls(),
         "mounts": sorted(m for m in set(_mountpoints()) if _node_may_mount(m)),
         "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else [],
@@ -774,6 +785,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 os.path.join(self.tb.k8s_bin_dir, "kube-proxy"), "--cleanup",
                 check=False, timeout=60))
         attempt("iptables", lambda: self._restore_iptables(before))
+        attempt("nft tables", lambda: self._remove_nft_tables(before))
+        attempt("conntrack", lambda: self._flush_conntrack(before))
         attempt("mounts", lambda: self._unmount_all(before))
         attempt("netns", lambda: self._remove_netns(before))
         attempt("links", lambda: self._remove_links(before))
@@ -838,6 +851,34 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                         run(cmd, "-t", t, "-D", *shlex.split(r)[1:])
             for t, c in new_chains:
                 run(cmd, "-t", t, "-X", c)
+
+    @staticmethod
+    def _remove_nft_tables(before: dict[str, Any]) -> None:
+        """Tables that appeared, once _restore_iptables emptied them (a table
+        still holding rules is left, and the comparison reports it)."""
+        for t in _nft_tables():
+            if t in before.get("nft_tables", []):
+                continue
+            rules = [l for l in out("nft", "list", "table", *t.split()).splitlines()
+                     if l.strip() and not l.strip().startswith(("table ", "chain ", "type ",
+                                                                "}", "policy "))]
+            if not rules:
+                run("nft", "delete", "table", *t.split())
+
+    @staticmethod
+    def _flush_conntrack(before: dict[str, Any]) -> None:
+        """Connection-tracking entries: all of them when the machine had no
+        netfilter tables before (nothing tracked connections then, and
+        nothing uses the entries now), else those of the pod subnet and the
+        service range (conntrack exits 1 when there were none)."""
+        if not shutil.which("conntrack"):
+            return
+        if not before.get("nft_tables") and not before["iptables"] and not _nft_tables():
+            run("conntrack", "-F", check=False, timeout=30)
+            return
+        for net in (POD_SUBNET, SERVICE_CIDR):
+            for direction in ("--orig-src", "--orig-dst", "--reply-src", "--reply-dst"):
+                run("conntrack", "-D", direction, net, check=False, timeout=30)
 
     @staticmethod
     def _unmount_all(before: dict[str, Any]) -> None:
