@@ -395,6 +395,10 @@ class RealNode:
     # -- preflight ------------------------------------------------------------
 
     def preflight(self) -> None:
+        if "vramd-realnode" not in os.path.basename(NODE_DIR.rstrip("/")):
+            # It is emptied and removed: never a directory of something else.
+            raise NodeError(f"VRAMD_REALNODE_DIR={NODE_DIR}: its name must contain "
+                            f"'vramd-realnode'")
         if os.geteuid() != 0:
             raise NodeError("the real-node tier needs root (it runs a kubelet, containerd "
                             "and changes iptables/routes on this machine, then restores them)")
@@ -449,6 +453,9 @@ class RealNode:
             raise NodeError(f"processes mentioning {NODE_DIR} are running: "
                             f"{_procs_mentioning(NODE_DIR)}")
         if os.path.exists(NODE_DIR):
+            if _mounts_under(NODE_DIR):
+                raise NodeError(f"{NODE_DIR} has mounts but no {STATE_FILE}: "
+                                f"{_mounts_under(NODE_DIR)}")
             shutil.rmtree(NODE_DIR)
         os.makedirs(NODE_DIR)
         self._write(STATE_FILE, {"before": self.before})
@@ -739,6 +746,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             else:
                 shutil.rmtree(NODE_DIR, ignore_errors=True)
         if self._lock_fd is not None:
+            try:
+                os.remove(LOCK_FILE)  # nothing of the run stays behind
+            except OSError:
+                pass
             os.close(self._lock_fd)
         for e in errors:
             log(f"teardown: {e}")
