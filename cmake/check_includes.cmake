@@ -6,7 +6,8 @@
 # source root) whose files may include it; public headers (include/) may
 # include none of them, so a component's users never inherit one.
 #   hiredis   src/store only (the Valkey adapter)
-#   httplib   src/http (server, routes), src/kube (REST client), src/vramctl (CLI client)
+#   httplib   src/http (server, routes), src/kube (REST client), src/vramctl (CLI client),
+#             src/agent (the node agent's push)
 #   nlohmann  where JSON is parsed or written: http, kube, store, config, extender, vramctl
 #   simdjson  the hot decoders: src/extender (wire), src/store (snapshot)
 # And the components' own layering: a file of component C (src/C/ or
@@ -25,13 +26,13 @@ set(rules hiredis httplib nlohmann simdjson)
 set(hiredis_match "^hiredis[/.]")
 set(hiredis_dirs src/store)
 set(httplib_match "^httplib\\.h$")
-set(httplib_dirs src/http src/kube src/vramctl)
+set(httplib_dirs src/http src/kube src/vramctl src/agent)
 set(nlohmann_match "^nlohmann/")
 set(nlohmann_dirs src/http src/kube src/store src/config src/extender src/vramctl)
 set(simdjson_match "^simdjson")
 set(simdjson_dirs src/extender src/store)
 
-set(components ledger metrics store config kube extender gpulock reconcile http daemon vramctl)
+set(components ledger metrics store config kube extender gpulock reconcile http daemon vramctl agent)
 set(ledger_uses ledger)
 set(metrics_uses metrics ledger)
 set(store_uses store ledger metrics)
@@ -43,6 +44,7 @@ set(reconcile_uses reconcile ledger store kube metrics config)
 set(http_uses http ledger store kube metrics extender gpulock)
 set(daemon_uses daemon ledger store kube metrics config extender gpulock reconcile http)
 set(vramctl_uses vramctl ledger)
+set(agent_uses agent ledger)
 
 # The number of the line of `text` that starts with `line` (for the message).
 function(line_of text line out)

@@ -2,10 +2,15 @@
 # One command: install what is missing, build, start a Valkey-compatible
 # server on loopback and run vramd standalone on the capacity model's three
 # homelab nodes (deploy/demo/config.json). Ctrl-C stops both.
+# Builds only what the demo runs (the vramd and vramctl targets): the tests
+# and benchmarks are scripts/test.sh's business. The configure options stay
+# as they are (VRAMD_BUILD_TESTS=OFF would stick in build/'s cache, which
+# scripts/test.sh shares). Prints how long it took to get vramd started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SECONDS=0
 scripts/install-deps.sh
-scripts/build.sh
+BUILD_TARGETS="vramd vramctl" scripts/build.sh
 
 state=${VRAMD_CACHE:-$HOME/.cache/vramd}/demo
 mkdir -p "$state"
@@ -31,4 +36,5 @@ ness-server2 (8Gi), ness-legion1 (8Gi). In another terminal, try:
 
 Ctrl-C stops vramd (the Valkey server keeps running: redis-cli -p 6399 shutdown).
 TXT
+printf 'demo.sh: vramd starting after %dm %02ds (installs and build included)\n\n' $((SECONDS / 60)) $((SECONDS % 60))
 exec build/bin/vramd --config deploy/demo/config.json

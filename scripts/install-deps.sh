@@ -22,6 +22,7 @@ if [[ "${1:-}" == "--test" ]]; then
   # npm (for the Helm CLI package): Debian's, unless the image already has one
   # (a nodejs from elsewhere conflicts with Debian's npm package).
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  pkgs+=(zsh)  # vramctl's zsh completion is run by tests/system/vramctl_test.py
 fi
 
 missing=()

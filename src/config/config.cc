@@ -143,6 +143,12 @@ std::vector<Key> BuildKeys() {
   std::vector<Key> k;
   k.push_back(StringKey("listen", "--listen", "VRAMD_LISTEN", "address and port of the HTTP(S) server",
                         &Config::listen, CheckHostPort));
+  k.push_back(StringKey("api_listen", "--api-listen", "VRAMD_API_LISTEN",
+                        "address and port of a second listener serving /healthz, /readyz, /metrics and /v1 but "
+                        "not the extender verbs (/scheduler/*), never asking for a client certificate; empty: none",
+                        &Config::api_listen, [](const std::string& v) {
+                          return v.empty() ? Status::Ok() : CheckHostPort(v);
+                        }));
   k.push_back(IntKey("http_threads", "--http-threads", "VRAMD_HTTP_THREADS", "HTTP worker threads",
                      &Config::http_threads, 1, 256));
   k.push_back(BytesKey("max_body_bytes", "--max-body-bytes", "VRAMD_MAX_BODY_BYTES",
@@ -482,6 +488,9 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
   }
   if (!cfg.tls_client_ca_file.empty() && cfg.tls_cert_file.empty()) {
     return InvalidArgument("tls.client_ca_file needs tls.cert_file and tls.key_file");
+  }
+  if (!cfg.api_listen.empty() && cfg.api_listen == cfg.listen && !cfg.listen.ends_with(":0")) {
+    return InvalidArgument("api_listen must differ from listen (both are " + cfg.listen + ")");
   }
   return cfg;
 }

@@ -16,8 +16,9 @@ constexpr std::string_view kPrefix = "VRAMD_";
 constexpr std::array<std::string_view, 3> kReadElsewhere = {"VRAMD_CONFIG", "VRAMD_VALKEY_PASSWORD",
                                                             "VRAMD_VALKEY_SENTINEL_PASSWORD"};
 // The project's scripts, tests and vramctl share the prefix (and VRAMD_TEST_*).
-constexpr std::array<std::string_view, 5> kTooling = {"VRAMD_CACHE", "VRAMD_KEEP_TESTBED", "VRAMD_BIN_DIR",
-                                                      "VRAMD_SERVER", "VRAMD_TOKEN_FILE"};
+constexpr std::array<std::string_view, 10> kTooling = {
+    "VRAMD_CACHE", "VRAMD_KEEP_TESTBED", "VRAMD_BIN_DIR", "VRAMD_SERVER", "VRAMD_TOKEN_FILE", "VRAMD_CACERT",
+    "VRAMD_CERT", "VRAMD_KEY", "VRAMD_TLS_SERVER_NAME", "VRAMD_INSECURE_SKIP_TLS_VERIFY"};
 
 bool IsDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });

@@ -12,9 +12,16 @@ namespace {
 const char* kUsage = R"(vramd - GPU memory (VRAM) as a schedulable resource for kube-scheduler
 
 Usage: vramd [--config FILE] [flags]
+       vramd ensure-secrets --namespace NS [--tls-secret NAME --dns-names a,b,...]
+                            [--token-secret NAME] [--valkey-secret NAME]
+                            create the chart's Secrets when absent (see ensure-secrets --help)
 
 Common flags (every config key has a flag and a VRAMD_* variable; see --help-config):
   --listen HOST:PORT        serve the extender, /v1 API, /metrics (default 127.0.0.1:8080)
+  --api-listen HOST:PORT    also serve /healthz, /readyz, /metrics and /v1 here, but not the
+                            extender verbs, never asking for a client certificate (default: off)
+  --tls-cert-file FILE      serve HTTPS (with --tls-key-file) on both listeners
+  --tls-client-ca-file FILE on --listen, require client certificates signed by this CA
   --valkey URL              the ledger's Valkey: redis://host:port[/db] (default redis://127.0.0.1:6379)
                             or through Sentinel (docs/valkey-ha.md):
                             redis+sentinel://host1:26379,host2:26379[,...]/MASTER[/db]

@@ -43,6 +43,10 @@ class LeaderLoops {
   // this replica as leader, or by the leader that serves the ledger).
   http::ReplicaReadiness Readiness();
 
+  // Whether the node watch (every replica runs it) knows the node; nullopt
+  // until its copy is synced. For usage reports of nodes not in the ledger.
+  std::optional<bool> NodeInCluster(const std::string& name) const { return node_watcher_.Has(name); }
+
  private:
   store::LedgerStore* store_;
   const int64_t started_ms_;

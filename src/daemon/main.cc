@@ -1,14 +1,18 @@
 // vramd: the daemon. Wiring only: the one place that knows every concrete
 // class. It owns the components in dependency order and, on SIGTERM, stops
-// the lock waiters, then HTTP, then the loops.
+// the lock waiters, then HTTP, then the loops. `vramd ensure-secrets ...` is a
+// subcommand of its own (ensure_secrets.h).
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "daemon/cli.h"
 #include "daemon/collectors.h"
+#include "daemon/ensure_secrets.h"
 #include "daemon/leader_loops.h"
+#include "daemon/listeners.h"
 #include "daemon/logging.h"
 #include "daemon/options.h"
 #include "daemon/secrets.h"
@@ -17,6 +21,7 @@
 using namespace vramd;
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "ensure-secrets") return daemon::EnsureSecretsMain(argc - 1, argv + 1);
   if (std::optional<int> rc = daemon::HandleInfoFlags(argc, argv)) return *rc;
   Result<config::Config> loaded = config::Load(argc, argv);
   if (!loaded.ok()) {
@@ -49,12 +54,12 @@ int main(int argc, char** argv) {
     kube = std::move(k).value();
   }
   extender::Extender extender(daemon::ExtenderOptionsFrom(cfg), store.get(), kube.get(), &clock, &registry);
-  Result<http::ServerOptions> server_opts = daemon::ServerOptionsFrom(cfg);
-  if (!server_opts.ok()) {
-    spdlog::critical("{}", server_opts.status().message());
+  Result<std::unique_ptr<daemon::Listeners>> made = daemon::Listeners::Create(cfg, &registry);
+  if (!made.ok()) {
+    spdlog::critical("{}", made.status().message());
     return 2;
   }
-  http::Server server(*server_opts, &registry);
+  daemon::Listeners& listeners = **made;  // listen, and api_listen when set
   reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
   gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
@@ -71,23 +76,22 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.kube = kube.get();
   if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
-  http::RegisterRoutes(server, api);
-  http::RegisterLockRoutes(server, &locks, api.api_token);
+  if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
+  listeners.Register(api, &locks);
 
-  if (Status s = server.Start(); !s.ok()) {
+  if (Status s = listeners.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
   if (loops) loops->Start();
   else node_sync.Start();
-  spdlog::info("vramd {} listening on {}://{}:{} (valkey {}, {}, policy {})", VRAMD_VERSION,
-               cfg.tls_cert_file.empty() ? "http" : "https", server_opts->host, server.port(),
+  spdlog::info("vramd {} listening on {} (valkey {}, {}, policy {})", VRAMD_VERSION, listeners.Describe(),
                store::RedactValkeyUrl(cfg.valkey_url), kube ? "kubernetes" : "standalone",
                ledger::ScorePolicyName(cfg.score_policy));
 
-  daemon::WaitForStop(sigs, server);
+  daemon::WaitForStop(sigs, listeners);
   locks.Stop();   // waiting lock acquires answer now
-  server.Stop();  // stop accepting, finish in-flight requests
+  listeners.Stop();  // stop accepting, finish in-flight requests
   if (loops) loops->Stop();  // then the loops; the leader gives its lease up
   node_sync.Stop();
   spdlog::info("stopped");

@@ -51,6 +51,16 @@ Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg) {
   return s;
 }
 
+Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Config& cfg) {
+  if (cfg.api_listen.empty()) return std::optional<http::ServerOptions>();
+  config::Config api = cfg;
+  api.listen = cfg.api_listen;
+  api.tls_client_ca_file.clear();
+  Result<http::ServerOptions> s = ServerOptionsFrom(api);
+  if (!s.ok()) return Status(s.status().code(), "api_listen: " + s.status().message());
+  return std::optional<http::ServerOptions>(std::move(s).value());
+}
+
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
   gpulock::LockOptions l;
   l.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind

@@ -2,6 +2,8 @@
 // which config key feeds which component. Pure (no I/O).
 #pragma once
 
+#include <optional>
+
 #include "daemon/secrets.h"
 #include "vramd/config/config.h"
 #include "vramd/extender/extender.h"
@@ -19,6 +21,11 @@ kube::Options KubeOptionsFrom(const config::Config& cfg);
 extender::Options ExtenderOptionsFrom(const config::Config& cfg);
 // kInvalidArgument when `listen` is not HOST:PORT.
 Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg);
+// The listener of `api_listen` (nullopt when it is empty): the same as
+// ServerOptionsFrom's but on that address and never asking for a client
+// certificate (it serves no extender verb). kInvalidArgument when
+// `api_listen` is not HOST:PORT.
+Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Config& cfg);
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg);
 // The settings of the routes; the caller adds the components they serve.
 http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets);

@@ -16,12 +16,12 @@ sigset_t BlockSignals() {
   return sigs;
 }
 
-void WaitForStop(const sigset_t& sigs, http::Server& server) {
+void WaitForStop(const sigset_t& sigs, Listeners& listeners) {
   for (;;) {
     int sig = 0;
     sigwait(&sigs, &sig);
     if (sig == SIGHUP) {
-      Status s = server.ReloadTls();
+      Status s = listeners.ReloadTls();
       if (s.ok()) spdlog::info("SIGHUP: TLS certificate reloaded");
       else spdlog::error("SIGHUP: {}", s.message());
       continue;

@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-#include "vramd/http/server.h"
+#include "daemon/listeners.h"
 
 namespace vramd::daemon {
 
@@ -14,8 +14,8 @@ namespace vramd::daemon {
 // Returns the blocked set for WaitForStop.
 sigset_t BlockSignals();
 
-// Waits for SIGTERM or SIGINT (logged); on SIGHUP reloads the server's TLS
+// Waits for SIGTERM or SIGINT (logged); on SIGHUP reloads the listeners' TLS
 // certificate and key (logged) and goes on waiting.
-void WaitForStop(const sigset_t& sigs, http::Server& server);
+void WaitForStop(const sigset_t& sigs, Listeners& listeners);
 
 }  // namespace vramd::daemon

@@ -1,5 +1,6 @@
 #include "http/json_views.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "vramd/ledger/metrics.h"
@@ -48,6 +49,17 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     gj["uuid"] = g.uuid;
     gj["usage_fresh"] = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
     gj["usage_reported_ms"] = g.used_ts_ms;
+    // From the node agent's last report (0 and [] without one).
+    gj["reported_total_bytes"] = g.total;
+    gj["outside_pods_bytes"] = g.outside_pods;
+    gj["untracked_bytes"] = g.untracked;
+    json untracked = json::array();  // pods the agent saw that hold no VRAM here in the ledger
+    for (const ledger::PodUsage& p : g.pods) {
+      bool tracked = std::any_of(node.entries.begin(), node.entries.end(),
+                                 [&](const ledger::Entry& e) { return e.pod_uid == p.uid; });
+      if (!tracked) untracked.push_back(json{{"uid", p.uid}, {"used_bytes", p.used}});
+    }
+    gj["untracked_pods"] = std::move(untracked);
     gpus.push_back(std::move(gj));
   }
   json pods = json::array();

@@ -225,6 +225,14 @@ Status Server::Start() {
   if (!s.is_valid()) {
     return InvalidArgument("cannot set up the HTTPS server: check tls cert, key and client CA files");
   }
+  // cpp-httplib's default sets SO_REUSEPORT, so a second process (another
+  // vramd, a stale replica) could bind the same port and take half the
+  // connections without a word. SO_REUSEADDR alone still allows a restart
+  // while old connections sit in TIME_WAIT; a port in use is an error.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   if (impl_->opts.port == 0) {
     port_ = s.bind_to_any_port(impl_->opts.host);
     if (port_ < 0) return Unavailable("cannot bind " + impl_->opts.host + ":0");

@@ -22,6 +22,7 @@
 #include "kube/token_source.h"
 #include "kube/watch_stream.h"
 #include "vramd/kube/kube_client.h"
+#include "vramd/kube/secrets.h"
 #include "vramd/mutex.h"
 
 #ifndef VRAMD_VERSION
@@ -149,7 +150,7 @@ struct HttpReply {
   std::string body;
 };
 
-class RestClient final : public KubeClient {
+class RestClient final : public KubeClient, public SecretClient {
  public:
   RestClient(Options opts, ApiEndpoint endpoint, std::string ca_file, std::unique_ptr<TokenSource> token)
       : opts_(std::move(opts)),
@@ -240,6 +241,15 @@ class RestClient final : public KubeClient {
                     const std::function<void(const WatchEvent<NodeInfo>&)>& on_event) override {
     return Watch(Api("/api/v1/nodes"), resource_version, stop, "watch nodes",
                  [&](std::string_view line) { return HandleNodeWatchLine(line, on_event); });
+  }
+
+  Status CreateSecret(const Secret& secret) override {
+    const std::string what = "create secret " + secret.ns + "/" + secret.name;
+    const std::string path = Api("/api/v1/namespaces/" + PercentEncode(secret.ns) + "/secrets");
+    Result<HttpReply> r = Send(Method::kPost, path, SecretJson(secret), "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
   }
 
  private:
@@ -453,9 +463,7 @@ class RestClient final : public KubeClient {
   ClientPool pool_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
+Result<std::unique_ptr<RestClient>> NewRestClientImpl(const Options& opts) {
   if (opts.timeout_ms <= 0 || opts.max_connections <= 0 || opts.watch_timeout_s <= 0 || opts.list_page_size <= 0) {
     return InvalidArgument("kube client: timeout_ms, max_connections, watch_timeout_s and list_page_size must be > 0");
   }
@@ -495,8 +503,21 @@ Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
   spdlog::info("kube client: API server {}{} (token file: {}, CA file: {})", ep->Origin(), ep->base_path,
                token_file.empty() ? "none" : token_file, ca_file.empty() ? "system trust store" : ca_file);
 
-  return std::unique_ptr<KubeClient>(
-      std::make_unique<RestClient>(opts, std::move(ep).value(), ca_file, std::move(token)));
+  return std::make_unique<RestClient>(opts, std::move(ep).value(), ca_file, std::move(token));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
+  Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<KubeClient>(std::move(c).value());
+}
+
+Result<std::unique_ptr<SecretClient>> NewSecretClient(const Options& opts) {
+  Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<SecretClient>(std::move(c).value());
 }
 
 }  // namespace vramd::kube

@@ -66,6 +66,7 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
 
   std::vector<Row> gpu_rows, node_rows;
   std::vector<std::pair<LabelList, double>> fresh;
+  std::vector<std::pair<LabelList, const ledger::Gpu*>> reported;  // GPUs with a fresh agent report
   for (const ledger::Node* n : nodes) {
     std::vector<ledger::Vectors> vec = ledger::GpuVectors(*n, now_ms, usage_max_age_ms);
     for (size_t i = 0; i < vec.size(); ++i) {
@@ -73,7 +74,8 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
       LabelList l = {{"node", n->name}, {"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
       gpu_rows.push_back({l, vec[i], ledger::ComputeMetrics(vec[i])});
       bool is_fresh = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
-      fresh.emplace_back(l, is_fresh ? 1 : 0);
+      if (is_fresh && g.total > 0) reported.emplace_back(l, &g);  // an agent's (version-2) report
+      fresh.emplace_back(std::move(l), is_fresh ? 1 : 0);
     }
     ledger::Vectors sum = ledger::SumVectors(vec);
     node_rows.push_back({{{"node", n->name}}, sum, ledger::ComputeMetrics(sum)});
@@ -92,6 +94,36 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
         w.Sample("vramd_pod_allocated_bytes",
                  {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}, {"gpu", std::to_string(g)}},
                  static_cast<double>(e.per_gpu));
+      }
+    }
+  }
+  // From the node agents' reports (fresh ones only; a stale figure is no measurement).
+  w.Header("vramd_gpu_outside_pods_bytes",
+           "VRAM held on the GPU by processes that belong to no pod, as the node agent reported it.", "gauge");
+  for (const auto& [l, g] : reported) {
+    w.Sample("vramd_gpu_outside_pods_bytes", l, static_cast<double>(g->outside_pods));
+  }
+  w.Header("vramd_gpu_untracked_bytes",
+           "VRAM the node agent attributed to pods that hold no VRAM in the ledger on this node (a pod vramd does "
+           "not account, or a zombie whose pod is gone); counted in U.",
+           "gauge");
+  for (const auto& [l, g] : reported) w.Sample("vramd_gpu_untracked_bytes", l, static_cast<double>(g->untracked));
+  w.Header("vramd_pod_used_bytes",
+           "VRAM a pod's processes hold on one GPU, as the node agent reported it (series exist while the report "
+           "is fresh).",
+           "gauge");
+  for (const ledger::Node* n : nodes) {
+    for (const ledger::Entry& e : n->entries) {
+      if (!ledger::UsageFresh(e.used_ts_ms, now_ms, usage_max_age_ms)) continue;
+      for (int idx : e.gpus) {
+        auto g = std::find_if(n->gpus.begin(), n->gpus.end(), [idx](const ledger::Gpu& x) { return x.index == idx; });
+        if (g == n->gpus.end()) continue;
+        auto p = std::lower_bound(g->pods.begin(), g->pods.end(), e.pod_uid,
+                                  [](const ledger::PodUsage& u, const std::string& uid) { return u.uid < uid; });
+        const int64_t bytes = p != g->pods.end() && p->uid == e.pod_uid ? p->used : 0;
+        w.Sample("vramd_pod_used_bytes",
+                 {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}, {"gpu", std::to_string(idx)}},
+                 static_cast<double>(bytes));
       }
     }
   }

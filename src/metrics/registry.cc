@@ -125,6 +125,10 @@ Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& he
 Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
                                           std::vector<double> bounds, std::vector<std::string> labels) {
   MutexLock lock(&mu_);
+  for (size_t i = 0; i < histograms_.size(); ++i) {  // bounds_[i] are histograms_[i]'s
+    const Family<Histogram>& f = *histograms_[i];
+    if (f.name() == name && f.label_names() == labels && *bounds_[i] == bounds) return *histograms_[i];
+  }
   bounds_.push_back(std::make_unique<std::vector<double>>(std::move(bounds)));
   const std::vector<double>* b = bounds_.back().get();
   histograms_.push_back(std::make_unique<Family<Histogram>>(name, help, std::move(labels),

@@ -42,6 +42,18 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
     desired[n.name] = std::move(gpus);
   }
   std::set<std::string> unreadable;  // malformed nodes: skipped, never removed
+  std::set<std::string> in_cluster;
+  // The last source: GPUs the node agents reported (physical totals), for
+  // nodes with no config entry, annotation or GFD labels.
+  std::map<std::string, std::vector<store::ReportedGpu>> reported;
+  if (kube_ != nullptr) {
+    Result<std::map<std::string, std::vector<store::ReportedGpu>>> r = store_->ReportedGpus();
+    if (!r.ok()) {
+      passes_->With({"error"}).Inc();
+      return Status(r.status().code(), "reading the node agents' reported GPUs: " + r.status().message());
+    }
+    reported = std::move(*r);
+  }
   if (kube_ != nullptr) {
     // The node watcher's copy when it has one; a list of our own otherwise.
     std::optional<std::vector<kube::NodeInfo>> items = node_source_ ? node_source_() : std::nullopt;
@@ -55,6 +67,7 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
       lists_->With({}).Inc();
     }
     for (const kube::NodeInfo& n : *items) {
+      in_cluster.insert(n.name);
       if (desired.count(n.name)) continue;  // the config file wins
       metrics::WorkingOn working_on("node " + n.name);
       Result<ledger::PhysicalGpus> phys = ledger::GpusFromNodeMetadata(n.labels, n.annotations);
@@ -65,7 +78,16 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
         unreadable.insert(n.name);
         continue;
       }
-      if (phys->bytes.empty()) continue;
+      if (phys->bytes.empty()) {
+        auto agent = reported.find(n.name);
+        if (agent == reported.end() || agent->second.empty()) continue;
+        std::vector<store::GpuCapacity> gpus;
+        for (const store::ReportedGpu& g : agent->second) {
+          gpus.push_back({g.index, config::ApplyReserve(cfg_, g.total), ""});
+        }
+        desired[n.name] = std::move(gpus);
+        continue;
+      }
       std::vector<store::GpuCapacity> gpus;
       for (size_t i = 0; i < phys->bytes.size(); ++i) {
         gpus.push_back({static_cast<int>(i), config::ApplyReserve(cfg_, phys->bytes[i]), ""});
@@ -124,6 +146,16 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
     shrunk_->Remove({name});
     ++stats.removed;
     spdlog::info("node {} left the cluster (or lost its GPUs): removed from the ledger", name);
+  }
+
+  // Reports of nodes that are neither in the cluster nor in the ledger (the
+  // node left before its agent stopped) are forgotten.
+  for (const auto& [name, gpus] : reported) {
+    if (in_cluster.count(name) || desired.count(name) || (*snap)->Find(name) != nullptr) continue;
+    if (Status s = store_->RemoveNode(name); !s.ok()) {
+      passes_->With({"error"}).Inc();
+      return s;
+    }
   }
 
   passes_->With({"ok"}).Inc();

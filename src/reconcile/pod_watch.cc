@@ -216,6 +216,12 @@ std::optional<std::vector<kube::NodeInfo>> NodeWatcher::Nodes() const {
   return out;
 }
 
+std::optional<bool> NodeWatcher::Has(const std::string& name) const {
+  MutexLock lock(&mu_);
+  if (!synced_) return std::nullopt;
+  return nodes_.count(name) > 0;
+}
+
 void NodeWatcher::Loop(std::stop_token st) {
   int backoff_ms = 200;
   std::string rv;

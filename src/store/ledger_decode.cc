@@ -20,7 +20,56 @@ ledger::Gpu* FindGpu(ledger::Node* node, int index) {
   return it != node->gpus.end() && it->index == index ? &*it : nullptr;
 }
 
+// Entries' used / used_ts_ms and GPUs' untracked bytes from the per-pod
+// figures of a version-2 report made at `ts`.
+void FillPodUsage(ledger::Node* node, int64_t ts) {
+  const auto figure = [](const ledger::Gpu& g, std::string_view uid) -> const ledger::PodUsage* {
+    auto it = std::lower_bound(g.pods.begin(), g.pods.end(), uid,
+                               [](const ledger::PodUsage& p, std::string_view u) { return p.uid < u; });
+    return it != g.pods.end() && it->uid == uid ? &*it : nullptr;
+  };
+  std::vector<std::string_view> uids;
+  uids.reserve(node->entries.size());
+  for (Entry& e : node->entries) {
+    uids.push_back(e.pod_uid);
+    e.used = 0;
+    e.used_ts_ms = ts;
+    for (int idx : e.gpus) {
+      const ledger::Gpu* g = FindGpu(node, idx);
+      const ledger::PodUsage* p = g != nullptr ? figure(*g, e.pod_uid) : nullptr;
+      if (p != nullptr) e.used = std::max(e.used, p->used);
+    }
+  }
+  std::sort(uids.begin(), uids.end());
+  for (ledger::Gpu& g : node->gpus) {
+    g.untracked = 0;
+    for (const ledger::PodUsage& p : g.pods) {
+      if (!std::binary_search(uids.begin(), uids.end(), std::string_view(p.uid))) g.untracked += p.used;
+    }
+  }
+}
+
 }  // namespace
+
+bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out) {
+  out->clear();
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t eq1 = item.find('=');
+    const size_t eq2 = eq1 == std::string_view::npos ? eq1 : item.find('=', eq1 + 1);
+    if (eq2 == std::string_view::npos) return false;
+    ReportedGpu g;
+    if (!ParseIndex(item.substr(0, eq1), &g.index) || !ParseInt64(item.substr(eq1 + 1, eq2 - eq1 - 1), &g.total) ||
+        g.total < 0) {
+      return false;
+    }
+    g.uuid = std::string(item.substr(eq2 + 1));
+    out->push_back(std::move(g));
+  }
+  return !out->empty();
+}
 
 bool ParseInt64(std::string_view s, int64_t* out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -91,27 +140,64 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
     }
   }
 
+  bool per_pod = false;  // a version-2 report: per-pod figures are complete
+  int64_t report_ts = 0;
   if (!IsHash(used)) {
     problems->Add("node " + name + ": usage key is not a hash");
   } else if (!used.elements.empty()) {
-    int64_t ts = 0;
     for (size_t i = 0; i < used.elements.size(); i += 2) {
-      if (used.elements[i].str == "ts" && !ParseInt64(used.elements[i + 1].str, &ts)) {
+      if (used.elements[i].str == "ts" && !ParseInt64(used.elements[i + 1].str, &report_ts)) {
         problems->Add("node " + name + ": usage time is not a number");
       }
+      if (used.elements[i].str == "v") per_pod = used.elements[i + 1].str == "2";
     }
+    bool any_pods = false;
     for (size_t i = 0; i < used.elements.size(); i += 2) {
-      const std::string& f = used.elements[i].str;
-      if (f == "ts") continue;
+      std::string_view f = used.elements[i].str;
+      const std::string& v = used.elements[i + 1].str;
+      if (f == "ts" || f == "v") continue;
+      std::string_view kind;  // "" (used), "total", "outside", "uuid", "pod"
+      if (const size_t colon = f.find(':'); colon != std::string_view::npos) {
+        kind = f.substr(0, colon);
+        f.remove_prefix(colon + 1);
+      }
+      std::string_view uid;
+      if (kind == "pod") {
+        const size_t colon = f.find(':');
+        if (colon == std::string_view::npos) f = {};  // malformed below
+        else {
+          uid = f.substr(colon + 1);
+          f = f.substr(0, colon);
+        }
+      }
       int idx = 0;
       int64_t bytes = 0;
-      if (!ParseIndex(f, &idx) || !ParseInt64(used.elements[i + 1].str, &bytes) || bytes < 0) {
-        problems->Add("node " + name + ": usage field '" + f + "' is malformed");
+      const bool known_kind = kind.empty() || kind == "total" || kind == "outside" || kind == "uuid" ||
+                              (kind == "pod" && !uid.empty());
+      if (!known_kind || !ParseIndex(f, &idx) ||
+          (kind != "uuid" && (!ParseInt64(v, &bytes) || bytes < 0))) {
+        problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
         continue;
       }
-      if (ledger::Gpu* g = FindGpu(node, idx)) {
+      ledger::Gpu* g = FindGpu(node, idx);
+      if (g == nullptr) continue;
+      if (kind.empty()) {
         g->used = bytes;
-        g->used_ts_ms = ts;
+        g->used_ts_ms = report_ts;
+      } else if (kind == "total") {
+        g->total = bytes;
+      } else if (kind == "outside") {
+        g->outside_pods = bytes;
+      } else if (kind == "uuid") {
+        if (g->uuid.empty()) g->uuid = v;
+      } else {
+        g->pods.push_back({std::string(uid), bytes});
+        any_pods = true;
+      }
+    }
+    if (any_pods) {
+      for (ledger::Gpu& g : node->gpus) {
+        std::sort(g.pods.begin(), g.pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
       }
     }
   }
@@ -140,6 +226,8 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       std::sort(node->entries.begin(), node->entries.end(), older);
     }
   }
+
+  if (per_pod) FillPodUsage(node, report_ts);
 
   if (!IsHash(models)) {
     problems->Add("node " + name + ": models key is not a hash");

@@ -13,6 +13,7 @@
 
 #include "vramd/ledger/model.h"
 #include "vramd/status.h"
+#include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 #include "store/entry_codec.h"
 
@@ -26,6 +27,10 @@ bool ParseIndex(std::string_view s, int* out);
 bool ParseScore(std::string_view s, uint64_t* out);
 // The reply to GET of the epoch key `key`: nil is 0.
 Result<uint64_t> ParseEpoch(const Reply& r, const std::string& key);
+
+// P:reported's value for one node, "<idx>=<total>=<uuid>,..." (uuid may be
+// empty). False, with *out unspecified, when any part is malformed.
+bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out);
 
 // Malformed fields met by one load or refresh.
 struct Problems {
@@ -42,6 +47,12 @@ using NodeProblems = std::unordered_map<std::string, uint64_t>;
 
 // Fills *node (its name set) from the HGETALL replies of its cap, alloc,
 // used and models hashes: GPUs by index, entries oldest first (ties by UID).
+// From the usage hash (the node agent's last report, ledger_keys.h): each
+// GPU's used, total, outside-pods bytes and per-pod figures (sorted by UID),
+// its UUID where the capacity has none; after a version-2 report also each
+// entry's used (its largest figure over its GPUs, 0 when not named) and
+// used_ts_ms, and each GPU's untracked bytes (figures of UIDs without an
+// entry here). Figures for GPUs the capacity lacks are ignored.
 // Moves strings out of `cap` and `alloc`. Each malformed field is skipped
 // and added to *problems.
 void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, const Reply& models,

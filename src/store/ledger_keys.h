@@ -3,7 +3,11 @@
 //   P:nodes          set   node names
 //   P:{NODE}:cap     hash  gpu index -> capacity bytes; "uuid:<idx>" -> GPU UUID
 //   P:{NODE}:alloc   hash  pod uid -> entry JSON (entry_codec.h)
-//   P:{NODE}:used    hash  gpu index -> bytes in use; "ts" -> report time (server ms)
+//   P:{NODE}:used    hash  the node agent's last report: gpu index -> bytes in use;
+//                          "ts" -> report time (server ms); from a version-2
+//                          report also "v" -> "2", "total:<idx>" -> physical
+//                          bytes, "uuid:<idx>" -> GPU UUID, "outside:<idx>" ->
+//                          bytes outside pods, "pod:<idx>:<uid>" -> the pod's bytes
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
 //   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
@@ -13,6 +17,9 @@
 //   P:sealed         str   present while the ledger is complete: "<ms>:<token>"
 //                          of the rebuild that sealed it (ReadSeal, Seal)
 //   P:rebuilding     str   "<ms>:<who>": the rebuild under way (BeginRebuild)
+//   P:reported       hash  node -> its last version-2 report's GPUs,
+//                          "<idx>=<total>=<uuid>,..." (node sync's last capacity
+//                          source; also nodes not yet in the ledger)
 //   P:inflight       hash  pod uid -> expiry of its bind in flight (server ms)
 //   P:reconciled     str   server ms of the last completed reconcile
 // Private to src/store.
@@ -45,6 +52,7 @@ struct LedgerKeys {
   const std::string epoch = prefix + ":epoch";
   const std::string changes = prefix + ":changes";
   const std::string inflight = prefix + ":inflight";
+  const std::string reported = prefix + ":reported";
   const std::string sealed = prefix + ":sealed";
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";

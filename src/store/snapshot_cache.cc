@@ -23,7 +23,39 @@ SnapshotCache::SnapshotCache(std::shared_ptr<ValkeyClient> client)
 
 SnapshotCache::~SnapshotCache() {
   watch_stop_.store(true);
+  if (usage_thread_.joinable()) {
+    usage_thread_.request_stop();
+    usage_cv_.NotifyAll();
+    usage_thread_.join();
+  }
   if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+void SnapshotCache::UsageRefresher(std::stop_token st) {
+  while (!st.stop_requested()) {
+    {
+      MutexLock l(&usage_mu_);
+      usage_cv_.WaitFor(&l, st, std::chrono::seconds(1), [this]() EXCLUSIVE_LOCKS_REQUIRED(usage_mu_) {
+        return usage_pending_;
+      });
+      usage_pending_ = false;
+    }
+    if (st.stop_requested()) break;
+    bool behind = false;
+    {
+      MutexLock lk(&cache_mu_);
+      behind = cache_ && cache_->epoch < watched_usage_epoch_.load();
+    }
+    if (behind) {
+      Result<ledger::SnapshotPtr> s = Snapshot();  // errors: the next call's Snapshot() says them
+      if (!s.ok()) spdlog::debug("valkey: usage refresh failed: {}", s.status().message());
+    }
+    // At most one refresh per period; reports meanwhile wait for the next.
+    Mutex m;
+    MutexLock l(&m);
+    CondVar idle;
+    idle.WaitFor(&l, st, std::chrono::milliseconds(kUsageRefreshMs));
+  }
 }
 
 // The write scripts publish each new epoch on the channel named like the
@@ -35,6 +67,12 @@ SnapshotCache::~SnapshotCache() {
 // is lost: a new subscription forces one epoch read first).
 void SnapshotCache::StartEpochWatch() {
   if (watch_thread_.joinable()) return;
+  usage_thread_ = std::jthread([this](std::stop_token st) {
+    while (!st.stop_requested()) {
+      if (metrics::GuardedStep(metrics::kThreadEpochWatch, [&] { UsageRefresher(st); })) break;
+      metrics::PauseAfterError(st);
+    }
+  });
   watch_thread_ = std::thread([this] {
     // Subscribe returns at stop; an exception is counted and the watch starts over.
     while (!watch_stop_.load()) {
@@ -53,7 +91,19 @@ void SnapshotCache::StartEpochWatch() {
             },
             [this](const std::string& payload) {
               int64_t e = 0;
-              if (!ParseInt64(payload, &e) || e < 0) return;
+              std::string_view text = payload;
+              const bool usage_only = text.ends_with('u');  // lua/bump.lua's bump_tag
+              if (usage_only) text.remove_suffix(1);
+              if (!ParseInt64(text, &e) || e < 0) return;
+              if (usage_only) {
+                uint64_t cur = watched_usage_epoch_.load();
+                while (cur < static_cast<uint64_t>(e) && !watched_usage_epoch_.compare_exchange_weak(cur, e)) {
+                }
+                MutexLock l(&usage_mu_);
+                usage_pending_ = true;
+                usage_cv_.NotifyAll();
+                return;
+              }
               uint64_t cur = watched_epoch_.load();
               while (cur < static_cast<uint64_t>(e) && !watched_epoch_.compare_exchange_weak(cur, e)) {
               }

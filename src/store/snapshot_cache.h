@@ -30,7 +30,17 @@ class SnapshotCache {
   SnapshotCache(const SnapshotCache&) = delete;
   SnapshotCache& operator=(const SnapshotCache&) = delete;
 
+  // Starts the epoch watch, and with it the usage refresher: a change
+  // notified as usage only (a node agent's report, lua/push_usage.lua) does
+  // not make WatchedSnapshot() refresh on the caller's thread; a thread of
+  // this cache refreshes the snapshot for such changes at most once per
+  // kUsageRefreshMs, so at 1,000 reports/s filter and prioritize keep their
+  // latency and see a report within kUsageRefreshMs of its notification
+  // (Snapshot() sees it at once, as every other change). Any other change
+  // notified, or written by this process, is picked up on the next call as
+  // before.
   void StartEpochWatch();
+  static constexpr int64_t kUsageRefreshMs = 500;
   bool EpochWatchLive() const { return watch_live_.load(); }
   uint64_t EpochChecks() const { return epoch_checks_.load(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot();
@@ -73,6 +83,14 @@ class SnapshotCache {
   std::atomic<bool> watch_live_{false};
   std::atomic<uint64_t> watch_gen_{0};       // subscriptions made so far
   std::atomic<uint64_t> watched_epoch_{0};   // highest epoch notified under the current one
+  // The usage refresher (StartEpochWatch): the highest usage-only epoch
+  // notified, and a wake-up when one is newer than the cache.
+  std::atomic<uint64_t> watched_usage_epoch_{0};
+  void UsageRefresher(std::stop_token st);
+  Mutex usage_mu_;
+  CondVar usage_cv_;
+  bool usage_pending_ GUARDED_BY(usage_mu_) = false;
+  std::jthread usage_thread_;
   std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
   std::atomic<uint64_t> epoch_checks_{0};
   std::atomic<uint64_t> max_epoch_seen_{0};  // Saw()

@@ -221,34 +221,88 @@ class ValkeyLedgerStore final : public LedgerStore {
     auto r = client_->Eval(remove_node_,
                            {keys_.nodes, keys_.Node(node, "cap"), keys_.Node(node, "alloc"),
                             keys_.Node(node, "used"), keys_.Node(node, "models"), keys_.pods,
-                            keys_.epoch, keys_.changes},
+                            keys_.epoch, keys_.changes, keys_.reported},
                            {node});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("remove-node", *r);
     return Status::Ok();
   }
 
-  Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
-    SnapshotCache::WriteMark mark(&snapshots_);
+  // No WriteMark: a usage report reaches this process's watched snapshot
+  // through the usage refresher, like another replica's (snapshot_cache.h).
+  Status PushReport(const std::string& node, const ledger::UsageReport& report, bool in_cluster) override {
     if (Status s = CheckNodeName(node); !s.ok()) return s;
-    std::vector<std::string> args;
-    args.reserve(1 + 2 * used.size());
-    args.push_back(node);
-    for (const auto& [gpu, bytes] : used) {
-      if (gpu < 0) return InvalidArgument("usage of node " + node + ": negative GPU index");
-      if (bytes < 0) {
-        return InvalidArgument("usage of node " + node + ": negative bytes for GPU " +
-                               std::to_string(gpu));
-      }
-      args.push_back(std::to_string(gpu));
-      args.push_back(std::to_string(bytes));
+    if (Status s = ledger::CheckUsageReport(report); !s.ok()) {
+      return InvalidArgument("usage of node " + node + ": " + s.message());
     }
+    const bool v2 = report.version >= 2;
+    std::string reported;  // P:reported's value: "<idx>=<total>=<uuid>,..."
+    size_t pairs = report.gpus.size() * (v2 ? 4 : 1) + 1;
+    for (const ledger::GpuUsage& g : report.gpus) pairs += g.pods.size();
+    std::vector<std::string> args;
+    args.reserve(4 + report.gpus.size() + 2 * pairs);
+    args.push_back(node);
+    args.emplace_back(in_cluster ? "1" : "0");
+    args.emplace_back();  // reported, below
+    args.push_back(std::to_string(report.gpus.size()));
+    for (const ledger::GpuUsage& g : report.gpus) args.push_back(std::to_string(g.index));
+    if (v2) {
+      args.emplace_back("v");
+      args.emplace_back("2");
+    }
+    for (const ledger::GpuUsage& g : report.gpus) {
+      const std::string idx = std::to_string(g.index);
+      args.push_back(idx);
+      args.push_back(std::to_string(g.used));
+      if (!v2) continue;
+      args.push_back("total:" + idx);
+      args.push_back(std::to_string(g.total));
+      args.push_back("outside:" + idx);
+      args.push_back(std::to_string(g.outside_pods));
+      if (!g.uuid.empty()) {
+        args.push_back("uuid:" + idx);
+        args.push_back(g.uuid);
+      }
+      for (const ledger::PodUsage& p : g.pods) {
+        args.push_back("pod:" + idx + ":" + p.uid);
+        args.push_back(std::to_string(p.used));
+      }
+      if (!reported.empty()) reported += ',';
+      reported.append(idx).append("=").append(std::to_string(g.total)).append("=").append(g.uuid);
+    }
+    args[2] = std::move(reported);
     auto r = client_->Eval(push_usage_,
-                           {keys_.nodes, keys_.Node(node, "used"), keys_.epoch, keys_.changes}, args);
+                           {keys_.nodes, keys_.Node(node, "used"), keys_.epoch, keys_.changes,
+                            keys_.Node(node, "cap"), keys_.reported},
+                           args);
     if (!r.ok()) return r.status();
-    if (r->type != Reply::Type::kInteger) return ScriptError("push-usage", *r);
-    if (r->integer == -1) return NotFound("node " + node + " is not in the ledger");
-    return Status::Ok();
+    if (r->type != Reply::Type::kArray || r->elements.empty()) return ScriptError("push-usage", *r);
+    const std::string& tag = r->elements[0].str;
+    if (tag == "ok") return Status::Ok();
+    if (tag == "no_node") return NotFound("node " + node + " is not in the ledger");
+    if (tag == "no_gpu" && r->elements.size() == 2) {
+      return InvalidArgument("node " + node + " has no GPU " + r->elements[1].str);
+    }
+    return ScriptError("push-usage", *r);
+  }
+
+  Result<std::map<std::string, std::vector<ReportedGpu>>> ReportedGpus() override {
+    auto r = client_->Command({"HGETALL", keys_.reported});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kArray || r->elements.size() % 2 != 0) {
+      return Internal("unexpected reply for " + keys_.reported + (r->is_error() ? ": " + r->str : std::string()));
+    }
+    std::map<std::string, std::vector<ReportedGpu>> out;
+    for (size_t i = 0; i < r->elements.size(); i += 2) {
+      std::vector<ReportedGpu> gpus;
+      if (!DecodeReportedGpus(r->elements[i + 1].str, &gpus)) {
+        spdlog::warn("valkey: {} of node {} is malformed ('{}'): ignored", keys_.reported, r->elements[i].str,
+                     r->elements[i + 1].str.substr(0, 80));
+        continue;
+      }
+      out.emplace(std::move(r->elements[i].str), std::move(gpus));
+    }
+    return out;
   }
 
   Status BeginBind(const std::string& pod_uid, int64_t ttl_ms) override {

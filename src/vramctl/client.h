@@ -1,6 +1,8 @@
 // vramctl's one HTTP client of vramd: every command reaches the server
-// through it (timeouts, the bearer token, how a transport error or an error
-// answer is described), so a transport option is added in one place.
+// through it (timeouts, the bearer token, TLS: the CA, the client certificate,
+// verification; how a transport error or an error answer is described, with
+// what to do about a failed TLS handshake), so a transport option is added in
+// one place.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 namespace httplib {
 class Client;
+class Result;
 }
 
 namespace vramctl {
@@ -46,6 +49,8 @@ class Client {
   void Stop();
 
  private:
+  Answer Done(const httplib::Result& res);
+
   Target target_;
   std::unique_ptr<httplib::Client> cli_;
 };

@@ -1,20 +1,61 @@
-// vramctl's commands, one file each (nodes.cc: nodes and pods; explain.cc;
-// lock.cc and lock_run.cc). Each takes the arguments after its name and
-// returns the process exit status.
+// vramctl's commands: one table (commands.cc) that the dispatcher, the usage
+// text, the command-line parser and shell completion all read, and one file
+// per command (nodes.cc: nodes and pods; explain.cc; lock.cc and lock_run.cc;
+// version.cc; completion.cc). Each takes the arguments after its name and
+// returns the process exit status (0 ok, 1 failed, 2 usage error).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "output.h"
 #include "target.h"
 
 namespace vramctl {
 
-int NodesCommand(const Target& t, const std::vector<std::string>& args);
-int PodsCommand(const Target& t, const std::vector<std::string>& args);
-int ExplainCommand(const Target& t, const std::vector<std::string>& args);
+// What every command gets besides its own arguments.
+struct Context {
+  Target target;
+  Format output = Format::kTable;  // -o: each command prints table, wide or json
+  std::string program = "vramctl";  // "kubectl vram" when run as a kubectl plugin
+};
 
-extern const char* const kLockUsage;
-int LockCommand(const Target& t, const std::vector<std::string>& args);
+using Handler = int (*)(const Context&, const std::vector<std::string>&);
+
+struct Command {
+  const char* name;
+  const char* synopsis;  // after the program name, e.g. "nodes [NODE]"
+  const char* summary;
+  std::vector<const char*> subcommands;  // lock: acquire ...; completion: bash zsh
+  std::vector<const char*> flags;        // its own flags, for completion
+  std::vector<const char*> value_flags;  // those of `flags` that take a value
+  Handler run;
+};
+
+const std::vector<Command>& Commands();
+const Command* FindCommand(std::string_view name);
+
+// The global usage, with `program` in its usage lines.
+std::string Usage(const std::string& program);
+
+int NodesCommand(const Context& c, const std::vector<std::string>& args);
+int PodsCommand(const Context& c, const std::vector<std::string>& args);
+int ExplainCommand(const Context& c, const std::vector<std::string>& args);
+int LockCommand(const Context& c, const std::vector<std::string>& args);
+int VersionCommand(const Context& c, const std::vector<std::string>& args);
+int CompletionCommand(const Context& c, const std::vector<std::string>& args);
+
+// `lock --help` (lock.cc), with `program` in its usage lines.
+std::string LockUsage(const std::string& program);
+
+// The version label of vramd_build_info in a /metrics text (version.cc);
+// nullopt when there is none.
+std::optional<std::string> BuildInfoVersion(const std::string& metrics);
+
+// The completion script for `shell` ("bash" or "zsh") for vramctl and
+// kubectl-vram; "" for another shell (completion.cc).
+std::string CompletionScript(const std::string& shell);
 
 }  // namespace vramctl

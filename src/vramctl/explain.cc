@@ -1,7 +1,8 @@
 // `vramctl explain`: per node, whether a pod fits now, on which GPUs, and if
-// not, why.
+// not, why. `-o json` prints the API's answer; `-o wide` is the table.
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -11,12 +12,12 @@
 
 namespace vramctl {
 
-int ExplainCommand(const Target& t, const std::vector<std::string>& args) {
+int ExplainCommand(const Context& c, const std::vector<std::string>& args) {
   using nlohmann::json;
-  if (args.empty() || (args[0] == "-f" && args.size() < 2)) {
-    return Fail("usage: vramctl explain NAMESPACE/POD | -f POD.json");
+  if (args.empty() || (args[0] == "-f" && args.size() != 2) || (args[0] != "-f" && args.size() != 1)) {
+    return Fail("usage: " + c.program + " explain NAMESPACE/POD | -f POD.json", 2);
   }
-  Client cli(t);
+  Client cli(c.target);
   Answer a;
   if (args[0] != "-f") {
     std::string ns = "default", pod = args[0];
@@ -27,6 +28,7 @@ int ExplainCommand(const Target& t, const std::vector<std::string>& args) {
     a = cli.Get("/v1/explain?namespace=" + QueryParam(ns) + "&pod=" + QueryParam(pod));
   } else {
     std::ifstream in(args[1]);
+    if (!in) return Fail("cannot read " + args[1], 2);
     std::stringstream body;
     body << in.rdbuf();
     a = cli.PostText("/v1/explain", body.str(), "application/json");
@@ -35,6 +37,10 @@ int ExplainCommand(const Target& t, const std::vector<std::string>& args) {
   json& j = a.body;
   if (!a.json) return Fail("HTTP " + std::to_string(a.status) + ": not JSON");
   if (a.status != 200) return Fail("HTTP " + std::to_string(a.status) + ": " + j.value("error", ""));
+  if (c.output == Format::kJson) {
+    std::cout << j.dump(2) << "\n";
+    return j.contains("error") ? 1 : 0;
+  }
   std::printf("pod %s/%s", j["pod"].value("namespace", "").c_str(), j["pod"].value("name", "").c_str());
   if (j.contains("error")) {
     std::printf(": %s\n", j["error"].get<std::string>().c_str());

@@ -73,12 +73,6 @@ std::string ParseOptions(const std::vector<std::string>& args, size_t from, Opti
       o->stop_on_loss = true;
       continue;
     }
-    if (a == "-o") {
-      if (i + 1 >= args.size() || args[i + 1] != "json") return "-o takes \"json\"";
-      o->json_output = true;
-      ++i;
-      continue;
-    }
     size_t eq = a.find('=');
     if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = a.substr(eq + 1);

@@ -20,7 +20,6 @@ struct Options {
   std::string owner;
   std::optional<int64_t> ttl_ms, wait_ms, heartbeat_ms;
   bool stop_on_loss = false;
-  bool json_output = false;
   std::vector<std::string> command;  // after "--"
 };
 

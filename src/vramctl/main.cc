@@ -1,81 +1,102 @@
-// vramctl: a CLI over vramd's HTTP API. This file reads the global flags and
-// dispatches; each command lives in its own file (commands.h), and every call
-// to vramd goes through client.h.
+// vramctl: a CLI over vramd's HTTP API. This file reads the command line
+// (command_line.h), the token file, and dispatches; each command lives in its
+// own file (commands.h), and every call to vramd goes through client.h. Run
+// as kubectl-vram, it is the kubectl plugin `kubectl vram`.
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "command_line.h"
 #include "commands.h"
 #include "output.h"
-#include "target.h"
 
 namespace {
 
 using vramctl::Fail;
-using vramctl::Target;
 
-const char* kUsage = R"(vramctl - command-line client of vramd
+// Reads the token file into t->token; "" or the error.
+std::string ReadToken(const std::string& file, vramctl::Target* t) {
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return "cannot read token file " + file;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  t->token.assign(buf, n);
+  while (!t->token.empty() && (t->token.back() == '\n' || t->token.back() == '\r')) t->token.pop_back();
+  return "";
+}
 
-Usage: vramctl [--server URL] [--token-file FILE] COMMAND
+// "" when each TLS file named can be opened, else what is wrong.
+std::string CheckReadable(const vramctl::Tls& tls) {
+  for (auto [flag, file] : {std::pair{"--cacert", &tls.ca_file}, std::pair{"--cert", &tls.cert_file},
+                            std::pair{"--key", &tls.key_file}}) {
+    if (file->empty()) continue;
+    FILE* f = std::fopen(file->c_str(), "r");
+    if (f == nullptr) return std::string("cannot read ") + flag + " " + *file + ": " + std::strerror(errno);
+    std::fclose(f);
+  }
+  return "";
+}
 
-Commands:
-  nodes [NODE]        per node and GPU: capacity, allocation, usage and the six metrics
-  nodes -o json       the same as JSON
-  pods [NODE]         reservations per pod: node, GPUs, VRAM per GPU, state
-  explain NS/POD      per node: does the pod fit now, on which GPUs, and if not, why
-  explain -f POD.json the same for a Pod manifest (JSON) that is not created yet
-  lock ...            GPU locks: acquire, heartbeat, release, list, run (see `vramctl lock --help`)
-
-Options:
-  --server URL        vramd's address (default $VRAMD_SERVER or http://127.0.0.1:8080)
-  --token-file FILE   bearer token for mutating calls (default $VRAMD_TOKEN_FILE)
-)";
+// True when the arguments before "--" ask for help.
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "-h" || a == "--help") return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Target t;
-  const char* env_server = std::getenv("VRAMD_SERVER");
-  t.scheme_host_port = env_server ? env_server : "http://127.0.0.1:8080";
-  std::string token_file = std::getenv("VRAMD_TOKEN_FILE") ? std::getenv("VRAMD_TOKEN_FILE") : "";
-  std::vector<std::string> rest;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--server" || a == "-s") && i + 1 < argc) {
-      t.scheme_host_port = argv[++i];
-    } else if (a.rfind("--server=", 0) == 0) {
-      t.scheme_host_port = a.substr(9);
-    } else if (a == "--token-file" && i + 1 < argc) {
-      token_file = argv[++i];
-    } else if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else {
-      rest.assign(argv + i, argv + argc);
-      break;
-    }
+  // A server that drops a TLS connection (a refused client certificate) must
+  // be an error to report, not SIGPIPE from OpenSSL's write. `lock run` gives
+  // its command the default disposition back.
+  std::signal(SIGPIPE, SIG_IGN);
+  vramctl::Context ctx;
+  ctx.program = vramctl::ProgramName(argc > 0 ? argv[0] : "vramctl");
+  vramctl::Invocation inv;
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  if (std::string err = vramctl::ParseCommandLine(args, env, &inv); !err.empty()) return Fail(err, 2);
+  if (inv.global.help) {
+    std::cout << vramctl::Usage(ctx.program);
+    return 0;
   }
-  if (!token_file.empty()) {
-    FILE* f = std::fopen(token_file.c_str(), "r");
-    if (f == nullptr) return Fail("cannot read token file " + token_file);
-    char buf[4096];
-    size_t n = std::fread(buf, 1, sizeof buf, f);
-    std::fclose(f);
-    t.token.assign(buf, n);
-    while (!t.token.empty() && (t.token.back() == '\n' || t.token.back() == '\r')) t.token.pop_back();
-  }
-  if (t.scheme_host_port.find("://") == std::string::npos) t.scheme_host_port = "http://" + t.scheme_host_port;
-  if (rest.empty()) {
-    std::cerr << kUsage;
+  if (inv.command.empty()) {
+    std::cerr << vramctl::Usage(ctx.program);
     return 2;
   }
-  std::string cmd = rest[0];
-  std::vector<std::string> args(rest.begin() + 1, rest.end());
-  if (cmd == "nodes") return vramctl::NodesCommand(t, args);
-  if (cmd == "pods") return vramctl::PodsCommand(t, args);
-  if (cmd == "explain") return vramctl::ExplainCommand(t, args);
-  if (cmd == "lock") return vramctl::LockCommand(t, args);
-  return Fail("unknown command " + cmd + " (see --help)");
+  const vramctl::Command* cmd = vramctl::FindCommand(inv.command);
+  if (cmd == nullptr) return Fail("unknown command " + inv.command + " (see " + ctx.program + " --help)", 2);
+  if (WantsHelp(inv.args)) {
+    if (cmd->run == vramctl::LockCommand) {
+      std::cout << vramctl::LockUsage(ctx.program);
+    } else {
+      std::cout << "Usage: " << ctx.program << " " << cmd->synopsis << "\n\n"
+                << cmd->summary << "\n(global flags, -o table|wide|json among them: " << ctx.program << " --help)\n";
+    }
+    return 0;
+  }
+  ctx.output = inv.global.output;
+  ctx.target.scheme_host_port = inv.global.server;
+  ctx.target.tls = inv.global.tls;
+  if (!inv.global.token_file.empty()) {
+    if (std::string err = ReadToken(inv.global.token_file, &ctx.target); !err.empty()) return Fail(err);
+  }
+  if (std::string err = CheckReadable(ctx.target.tls); !err.empty()) return Fail(err, 2);
+  return cmd->run(ctx, inv.args);
 }

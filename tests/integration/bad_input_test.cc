@@ -362,7 +362,9 @@ std::vector<Case> Cases() {
   add(u, "malformed JSON", Req("PUT", U1, "{gpus:", Auth::kToken), 400, "not valid JSON");
   add(u, "not an object", Req("PUT", U1, "[]", Auth::kToken), 400, "body must be");
   add(u, "missing gpus", Req("PUT", U1, "{}", Auth::kToken), 400, "body must be");
-  add(u, "gpus is an array", Req("PUT", U1, R"({"gpus":[1]})", Auth::kToken), 400, "non-empty object");
+  // (issue 14: an array is now the agent's report, so [1] is refused for its element)
+  add(u, "gpus is an array of numbers", Req("PUT", U1, R"({"gpus":[1]})", Auth::kToken), 400,
+      "gpus[0] must be an object");
   add(u, "gpus is empty", Req("PUT", U1, R"({"gpus":{}})", Auth::kToken), 400, "non-empty object");
   add(u, "GPU index -1", Req("PUT", U1, R"({"gpus":{"-1":1}})", Auth::kToken), 400, "GPU index \"-1\" is not a whole number");
   add(u, "GPU index \"x\"", Req("PUT", U1, R"({"gpus":{"x":1}})", Auth::kToken), 400, "is not a whole number");
@@ -380,8 +382,18 @@ std::vector<Case> Cases() {
   add(u, "quantity \"0.5\"", Req("PUT", U1, R"({"gpus":{"0":"0.5"}})", Auth::kToken), 400, "not a whole number of bytes");
   add(u, "bytes is null", Req("PUT", U1, R"({"gpus":{"0":null}})", Auth::kToken), 400,
       "must be a byte count or a quantity string");
-  add(u, "unknown node", Req("PUT", "/v1/nodes/nope/usage", R"({"gpus":{"0":1}})", Auth::kToken), 404,
+  // (issue 14: a report for a node vramd does not know is a 400, no longer a 404)
+  add(u, "unknown node", Req("PUT", "/v1/nodes/nope/usage", R"({"gpus":{"0":1}})", Auth::kToken), 400,
       "node nope is not in the ledger");
+  add(u, "v2: used > total", Req("PUT", U1, R"({"version":2,"gpus":[{"index":0,"total_bytes":10,"used_bytes":11}]})",
+      Auth::kToken), 400, "GPU 0: used_bytes 11 is larger than total_bytes 10");
+  add(u, "v2: GPU the node does not have", Req("PUT", U2, R"({"gpus":[{"index":1,"total_bytes":10,"used_bytes":1}]})",
+      Auth::kToken), 400, "node n2 has no GPU 1");
+  add(u, "v2: malformed pod uid", Req("PUT", U1,
+      R"({"gpus":[{"index":0,"total_bytes":10,"used_bytes":1,"pods":[{"uid":"x y","used_bytes":1}]}]})", Auth::kToken),
+      400, "is not a canonical UID");
+  add(u, "v2: NaN", Req("PUT", U1, R"({"gpus":[{"index":0,"total_bytes":10,"used_bytes":NaN}]})", Auth::kToken), 400,
+      "not valid JSON");
   add(u, "nesting 20000 deep", Req("PUT", U1, std::string(20000, '[') + std::string(20000, ']'), Auth::kToken), 400,
       "body must be");
   add("GET /v1/nodes/{node}", "unknown node", Req("GET", "/v1/nodes/nope"), 404, "node nope is not in the ledger");

@@ -26,6 +26,9 @@ struct StaticNode {
 struct Config {
   // Serving.
   std::string listen = "127.0.0.1:8080";     // host:port
+  // host:port of a second listener without the extender verbs and without
+  // client certificates (probes, /metrics, /v1); empty: none.
+  std::string api_listen;
   int http_threads = 8;
   int64_t max_body_bytes = 4 << 20;          // larger bodies are answered 413
   int read_timeout_ms = 5000;                // slow clients are cut off

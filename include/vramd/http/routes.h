@@ -1,4 +1,4 @@
-// The routes of vramd's HTTP port, grouped by resource (src/http/routes/):
+// The routes of vramd's HTTP listeners, grouped by resource (src/http/routes/):
 //   extender.cc  POST /scheduler/{filter,prioritize,bind,preempt}
 //   ledger.cc    GET /v1/nodes[/{node}], GET|POST /v1/explain, PUT /v1/nodes/{node}/usage
 //   locks.cc     /v1/locks (docs/locks.md)
@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "vramd/clock.h"
 #include "vramd/extender/extender.h"
@@ -19,6 +20,7 @@
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/usage.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/status.h"
 #include "vramd/store/ledger_store.h"
@@ -49,21 +51,35 @@ struct ApiServices {
   kube::KubeClient* kube = nullptr;  // for GET /v1/explain?namespace=&pod= (null: standalone)
   std::string resource_name = "vramd.io/vram";
   ledger::Policy policy;
+  // With Kubernetes: whether the node watch knows a node of this name (nullopt
+  // while its copy is not synced). A usage report for a node not in the
+  // ledger is kept only for a node the cluster has. Unset: standalone.
+  std::function<std::optional<bool>(const std::string&)> node_in_cluster;
   // Readiness beyond Valkey (leader, first reconcile); unset or nullopt: none.
   std::function<std::optional<ReplicaReadiness>()> readiness;
 };
 
 // All of the routes below but the locks' (RegisterLockRoutes).
 void RegisterRoutes(Server& server, const ApiServices& services);
+// The same without the extender verbs, for the api_listen listener (probes,
+// Prometheus, node agents, vramctl): health and ledger routes, and
+// POST /scheduler/{verb} answered 403 with a message saying where the verbs
+// are served. services.extender may be null.
+void RegisterApiListenerRoutes(Server& server, const ApiServices& services);
 
 void RegisterExtenderRoutes(Server& server, const ApiServices& services);
 void RegisterLedgerRoutes(Server& server, const ApiServices& services);
 void RegisterHealthRoutes(Server& server, const ApiServices& services);
 
-// Decodes the body of PUT /v1/nodes/{node}/usage: {"gpus": {"<index>": bytes
-// or quantity string, ...}}, at least one GPU, indices 0..9999, amounts 0..2^63-1.
-// kInvalidArgument with a message that names the offending part.
-Result<std::map<int, int64_t>> DecodeUsage(const std::string& body);
+// Decodes the body of PUT /v1/nodes/{node}/usage (docs/configuration.md,
+// "Usage reports"): the agent's report, {"version": 2, "gpus": [{"index",
+// "total_bytes", "used_bytes", "uuid"?, "outside_pods_bytes"?, "pods"?:
+// [{"uid", "used_bytes"}]}, ...]} (unknown keys ignored, integers only), or
+// the old report {"gpus": {"<index>": bytes or quantity string, ...}}
+// (version 1). The GPUs come back sorted by index, and the report passes
+// ledger::CheckUsageReport. kInvalidArgument with a message that names the
+// offending part. Pure; no knowledge of the ledger (CheckReportAgainstNode).
+Result<ledger::UsageReport> DecodeUsageReport(std::string_view body);
 
 // The GPU-lock endpoints of the /v1 API (docs/locks.md):
 //   POST /v1/locks/{node}/{gpu}/acquire    {"owner", "ttl_seconds"?, "wait_seconds"?}

@@ -1,7 +1,10 @@
 // Where a node's per-GPU capacity comes from (DESIGN.md §2): the first source
 // that exists wins — the config file's static entry, the node annotation
 // vramd.io/capacity ("80Gi,80Gi"), or NVIDIA GPU Feature Discovery labels
-// nvidia.com/gpu.count × nvidia.com/gpu.memory (MiB per GPU).
+// nvidia.com/gpu.count × nvidia.com/gpu.memory (MiB per GPU). The last
+// source, the physical totals a node agent reported (PUT
+// /v1/nodes/{node}/usage), is not node metadata: reconcile::NodeSync reads it
+// from the store and applies the same reserve (CapacityAfterReserve).
 #pragma once
 
 #include <cstdint>

@@ -43,19 +43,37 @@ struct Entry {
                                  // ledger::IsDesignatedVictim (pod_request.h)
   std::string priority_class;    // the pod's spec.priorityClassName, may be empty
   int64_t used = 0;              // the pod's own observed usage, bytes per GPU
-                                 // (its largest figure over `gpus`); see used_ts_ms
-  int64_t used_ts_ms = 0;        // when `used` was reported; 0 = never
+                                 // (its largest figure over `gpus`); see used_ts_ms.
+                                 // The store fills it from the node's last agent
+                                 // report (0 when the report names the pod nowhere)
+  int64_t used_ts_ms = 0;        // when `used` was reported; 0 = never (or only
+                                 // old-format reports, which carry no per-pod figures)
   int64_t last_active_ms = 0;    // last sign of GPU activity (a GPU-lock call or
                                  // a change of usage); 0 = none seen since created_ms
   bool operator==(const Entry&) const = default;
 };
 
+// One pod's figure in a node agent's usage report (ledger/usage.h).
+struct PodUsage {
+  std::string uid;   // the pod's metadata.uid
+  int64_t used = 0;  // bytes its processes hold on the GPU
+  bool operator==(const PodUsage&) const = default;
+};
+
 struct Gpu {
   int index = 0;
-  std::string uuid;              // empty when unknown
+  std::string uuid;              // empty when unknown: the capacity source's,
+                                 // else the one the node agent reported
   int64_t capacity = 0;          // C: physical VRAM minus reserve, bytes
   int64_t used = 0;              // last usage report, bytes (see used_ts_ms)
   int64_t used_ts_ms = 0;        // when `used` was reported; 0 = never
+  // From the same report (the agent's; an old-format report leaves them 0):
+  int64_t total = 0;             // physical VRAM the agent measured; 0 = not reported
+  int64_t outside_pods = 0;      // bytes of processes that belong to no pod
+  int64_t untracked = 0;         // sum of `pods` figures whose UID has no entry on
+                                 // this node (a pod vramd does not account, or a
+                                 // zombie whose pod is gone); included in `used`
+  std::vector<PodUsage> pods;    // per-pod figures, sorted by UID
 };
 
 struct Node {

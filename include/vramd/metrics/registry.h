@@ -116,7 +116,9 @@ class Registry {
  public:
   // A counter or gauge family added again under the same name and label
   // names is the same family (the first help text stays): two components
-  // may share one family, each with its own label values.
+  // may share one family, each with its own label values. So is a histogram
+  // family added again with the same name, label names and bounds (vramd's
+  // two HTTP listeners share the request latency series).
   Family<Counter>& AddCounter(const std::string& name, const std::string& help,
                               std::vector<std::string> labels = {});
   Family<Gauge>& AddGauge(const std::string& name, const std::string& help, std::vector<std::string> labels = {});

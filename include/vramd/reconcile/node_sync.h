@@ -1,6 +1,8 @@
 // NodeSync keeps the ledger's node capacities equal to their sources: the
 // config file's static nodes, then (with Kubernetes) each Node's
-// vramd.io/capacity annotation or GPU Feature Discovery labels, minus the
+// vramd.io/capacity annotation or GPU Feature Discovery labels, and last the
+// physical totals its node agent reported (store::LedgerStore::ReportedGpus,
+// kept by the store even for a node not yet in the ledger), minus the
 // per-GPU reserve. Nodes that left the cluster (or lost their GPUs) leave
 // the ledger. Runs every interval on a background thread it owns.
 #pragma once

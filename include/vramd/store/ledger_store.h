@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/usage.h"
 #include "vramd/status.h"
 
 namespace vramd::store {
@@ -52,6 +53,14 @@ struct SealState {
   std::string rebuild_token;     // non-empty while a rebuild is under way (BeginRebuild)
   int64_t rebuild_since_ms = 0;  // server time at which that rebuild began
   int64_t now_ms = 0;            // server time of this read
+};
+
+// One GPU of a node agent's last report, as node sync reads it (ReportedGpus).
+struct ReportedGpu {
+  int index = 0;
+  int64_t total = 0;  // physical VRAM in bytes (no reserve subtracted)
+  std::string uuid;   // may be empty
+  bool operator==(const ReportedGpu&) const = default;
 };
 
 enum class ReserveOutcome {
@@ -115,13 +124,44 @@ class LedgerStore {
   // Writing the same capacities again changes nothing (the epoch stays).
   virtual Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) = 0;
 
-  // Removes a node and all its keys from the ledger (idempotent).
+  // Removes a node and all its keys from the ledger, its reported GPUs
+  // included (idempotent).
   virtual Status RemoveNode(const std::string& node) = 0;
 
-  // Records observed usage per GPU index, stamped with the server's time. A
-  // report replaces the node's previous one (GPUs it omits have no usage and
-  // fall back to U = A). kNotFound when the node is not in the ledger.
-  virtual Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) = 0;
+  // Records a node agent's usage report (ledger/usage.h), stamped with the
+  // server's time, in one atomic step of bounded work: per GPU the used
+  // bytes, and from a version-2 report the physical total, UUID,
+  // outside-pods bytes and per-pod figures. It replaces the node's previous
+  // report (GPUs it omits have no usage and fall back to U = A) and moves the
+  // epoch, so the next snapshot shows it (GPU used/total/uuid/outside_pods/
+  // pods/untracked, entries' used/used_ts_ms: ledger/model.h). A version-2
+  // report's totals and UUIDs are also kept per node for node sync
+  // (ReportedGpus). Refused with nothing changed: kInvalidArgument when the
+  // report fails CheckUsageReport or names a GPU index the node's capacity
+  // lacks; kNotFound when the node is not in the ledger, unless `in_cluster`
+  // (the caller knows the node exists in Kubernetes): then the report is kept
+  // (its totals reach node sync, which may add the node) and the epoch stays.
+  virtual Status PushReport(const std::string& node, const ledger::UsageReport& report, bool in_cluster) = 0;
+
+  // The old report: used bytes per GPU index, no per-pod figures.
+  // PushReport of a version-1 report; kNotFound for a node not in the ledger.
+  Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) {
+    ledger::UsageReport r;
+    r.version = 1;
+    for (const auto& [index, bytes] : used) {
+      ledger::GpuUsage g;
+      g.index = index;
+      g.used = bytes;
+      r.gpus.push_back(std::move(g));
+    }
+    return PushReport(node, r, /*in_cluster=*/false);
+  }
+
+  // Per node, the GPUs of its last version-2 report (totals, UUIDs), for
+  // nodes in the ledger and nodes only the cluster knows. Node sync's last
+  // capacity source (after config, annotation and GFD labels). RemoveNode
+  // forgets a node's.
+  virtual Result<std::map<std::string, std::vector<ReportedGpu>>> ReportedGpus() = 0;
 
   // Binds in flight on any replica: BeginBind marks the pod until ttl_ms
   // passes (a crashed replica's mark expires), EndBind clears it. The

@@ -1,5 +1,6 @@
 // POST /scheduler/{filter,prioritize,bind,preempt}: the extender verbs. The
-// extender decodes and encodes its own wire format (extender/wire.h).
+// extender decodes and encodes its own wire format (extender/wire.h). Also
+// which routes each listener serves.
 #include "vramd/http/routes.h"
 
 namespace vramd::http {
@@ -28,6 +29,15 @@ void RegisterExtenderRoutes(Server& server, const ApiServices& svc) {
 
 void RegisterRoutes(Server& server, const ApiServices& svc) {
   RegisterExtenderRoutes(server, svc);
+  RegisterHealthRoutes(server, svc);
+  RegisterLedgerRoutes(server, svc);
+}
+
+void RegisterApiListenerRoutes(Server& server, const ApiServices& svc) {
+  server.Route("POST", "/scheduler/{verb}", "refused", [](const Request& r) {
+    return ErrorReply(403, "the extender verbs are not served on this listener (api_listen): POST " + r.path +
+                               " is served only on `listen`, where kube-scheduler calls it");
+  });
   RegisterHealthRoutes(server, svc);
   RegisterLedgerRoutes(server, svc);
 }

@@ -1,10 +1,13 @@
 // The ledger's /v1 views: GET /v1/nodes[/{node}], GET|POST /v1/explain (would
 // this pod fit, per node, and why not), PUT /v1/nodes/{node}/usage.
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "http/json_views.h"
 #include "vramd/http/routes.h"
 #include "vramd/kube/decode.h"
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/parse.h"
@@ -13,20 +16,17 @@ namespace vramd::http {
 
 using nlohmann::json;
 
-Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
-  if (!j.is_object() || !j.contains("gpus")) {
-    return InvalidArgument("body must be {\"gpus\": {\"<index>\": <bytes or quantity>, ...}}");
-  }
-  const json& g = j["gpus"];
-  if (!g.is_object() || g.empty()) return InvalidArgument("gpus must be a non-empty object of index -> bytes");
-  std::map<int, int64_t> out;
+namespace {
+
+// The old report: {"gpus": {"<index>": bytes or quantity string}}.
+Result<ledger::UsageReport> DecodeOldUsage(const json& g) {
+  if (g.empty()) return InvalidArgument("gpus must be a non-empty object of index -> bytes");
+  ledger::UsageReport out;
+  out.version = 1;
   for (auto it = g.begin(); it != g.end(); ++it) {
     const std::string& k = it.key();
     std::optional<int> parsed = k.size() > 4 ? std::nullopt : ParseSmallInt(k, 9999);
     if (!parsed) return InvalidArgument("GPU index \"" + k.substr(0, 16) + "\" is not a whole number");
-    const int idx = *parsed;
     int64_t bytes = 0;
     if (it->is_number_integer()) {  // signed or unsigned
       // 2^63..2^64-1 parse as unsigned: read as int64_t they look negative.
@@ -44,16 +44,177 @@ Result<std::map<int, int64_t>> DecodeUsage(const std::string& body) {
     } else {
       return InvalidArgument("usage of GPU " + k + " must be a byte count or a quantity string");
     }
-    if (!out.emplace(idx, bytes).second) {
-      return InvalidArgument("GPU index " + std::to_string(idx) + " is given more than once");
+    ledger::GpuUsage u;
+    u.index = *parsed;
+    u.used = bytes;
+    out.gpus.push_back(std::move(u));
+  }
+  std::sort(out.gpus.begin(), out.gpus.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  for (size_t i = 1; i < out.gpus.size(); ++i) {
+    if (out.gpus[i - 1].index == out.gpus[i].index) {
+      return InvalidArgument("GPU index " + std::to_string(out.gpus[i].index) + " is given more than once");
     }
   }
   return out;
 }
 
+// A whole number of bytes from 0 to 2^63-1 (the ledger's bounds are checked after).
+Result<int64_t> Bytes(const json& v, const std::string& what) {
+  if (!v.is_number_integer()) {
+    return InvalidArgument(what + " must be a whole number of bytes" +
+                           (v.is_number_float() ? " (not a fraction, exponent or NaN)" : ""));
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return InvalidArgument(what + " is larger than 2^63-1 bytes");
+  }
+  const int64_t b = v.get<int64_t>();
+  if (!v.is_number_unsigned() && b < 0) return InvalidArgument(what + " is negative");
+  return b;
+}
+
+// An optional string member of at most `max` characters ("" when absent).
+Result<std::string> OptString(const json& obj, const char* key, const std::string& where, size_t max) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return InvalidArgument(where + std::string(key) + " must be a string");
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.size() > max) return InvalidArgument(where + std::string(key) + " is longer than " + std::to_string(max));
+  return s;
+}
+
+// The agent's report: {"version": 2, "gpus": [{...}, ...]}.
+Result<ledger::UsageReport> DecodeReportV2(const json& j) {
+  ledger::UsageReport out;
+  if (auto v = j.find("version"); v != j.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() != 2) {
+      return InvalidArgument("version must be 2 when gpus is an array (the old report has gpus as an object)");
+    }
+  }
+  Result<std::string> agent = OptString(j, "agent", "", 128);
+  if (!agent.ok()) return agent.status();
+  Result<std::string> source = OptString(j, "source", "", 64);
+  if (!source.ok()) return source.status();
+  out.agent = std::move(*agent);
+  out.source = std::move(*source);
+  const json& gpus = j["gpus"];
+  if (gpus.empty()) return InvalidArgument("gpus must be a non-empty array of GPU objects");
+  if (gpus.size() > static_cast<size_t>(ledger::kMaxReportGpus)) {
+    return InvalidArgument("the report names more than " + std::to_string(ledger::kMaxReportGpus) + " GPUs");
+  }
+  out.gpus.reserve(gpus.size());
+  size_t figures = 0;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const json& g = gpus[i];
+    std::string where = "gpus[" + std::to_string(i) + "]";
+    if (!g.is_object()) return InvalidArgument(where + " must be an object");
+    ledger::GpuUsage u;
+    auto idx = g.find("index");
+    if (idx == g.end() || !idx->is_number_integer() || idx->get<int64_t>() < 0 ||
+        idx->get<int64_t>() > ledger::kMaxReportGpuIndex) {
+      return InvalidArgument(where + ".index must be a whole number from 0 to " +
+                             std::to_string(ledger::kMaxReportGpuIndex));
+    }
+    u.index = static_cast<int>(idx->get<int64_t>());
+    where = "GPU " + std::to_string(u.index) + ": ";
+    for (const auto& [key, field, required] :
+         {std::tuple{"total_bytes", &u.total, true}, std::tuple{"used_bytes", &u.used, true},
+          std::tuple{"outside_pods_bytes", &u.outside_pods, false}}) {
+      auto f = g.find(key);
+      if (f == g.end() || f->is_null()) {
+        if (required) return InvalidArgument(where + key + " is required");
+        continue;
+      }
+      Result<int64_t> b = Bytes(*f, where + key);
+      if (!b.ok()) return b.status();
+      *field = *b;
+    }
+    if (u.total == 0) return InvalidArgument(where + "total_bytes must be above 0");
+    Result<std::string> uuid = OptString(g, "uuid", where, ledger::kMaxUuidLength);
+    if (!uuid.ok()) return uuid.status();
+    u.uuid = std::move(*uuid);
+    if (Result<std::string> name = OptString(g, "name", where, 256); !name.ok()) return name.status();
+    if (auto mig = g.find("mig"); mig != g.end() && !mig->is_boolean() && !mig->is_null()) {
+      return InvalidArgument(where + "mig must be true or false");
+    }
+    if (auto pods = g.find("pods"); pods != g.end() && !pods->is_null()) {
+      if (!pods->is_array()) return InvalidArgument(where + "pods must be an array");
+      figures += pods->size();
+      if (figures > ledger::kMaxReportPodFigures) {
+        return InvalidArgument("the report has more than " + std::to_string(ledger::kMaxReportPodFigures) +
+                               " per-pod figures");
+      }
+      u.pods.reserve(pods->size());
+      for (const json& p : *pods) {
+        if (!p.is_object()) return InvalidArgument(where + "each of pods must be an object {uid, used_bytes}");
+        auto uid = p.find("uid");
+        if (uid == p.end() || !uid->is_string()) return InvalidArgument(where + "a pod's uid must be a string");
+        auto used = p.find("used_bytes");
+        if (used == p.end()) return InvalidArgument(where + "a pod's used_bytes is required");
+        const std::string& uid_text = uid->get_ref<const std::string&>();
+        Result<int64_t> b = Bytes(*used, where + "used_bytes of pod " + uid_text.substr(0, 40));
+        if (!b.ok()) return b.status();
+        u.pods.push_back({uid_text, *b});
+      }
+    }
+    out.gpus.push_back(std::move(u));
+  }
+  std::sort(out.gpus.begin(), out.gpus.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  return out;
+}
+
+}  // namespace
+
+Result<ledger::UsageReport> DecodeUsageReport(std::string_view body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("body is not valid JSON");
+  if (!j.is_object() || !j.contains("gpus")) {
+    return InvalidArgument(
+        "body must be {\"version\": 2, \"gpus\": [{\"index\", \"total_bytes\", \"used_bytes\", ...}]} or the old "
+        "{\"gpus\": {\"<index>\": <bytes or quantity>, ...}}");
+  }
+  const json& g = j["gpus"];
+  Result<ledger::UsageReport> out = g.is_array()    ? DecodeReportV2(j)
+                                    : g.is_object() ? DecodeOldUsage(g)
+                                                    : Result<ledger::UsageReport>(InvalidArgument(
+                                                          "gpus must be an array of GPU objects (or, in the old "
+                                                          "report, a non-empty object of index -> bytes)"));
+  if (!out.ok()) return out;
+  if (Status s = ledger::CheckUsageReport(*out); !s.ok()) return s;
+  return out;
+}
+
+// Where a node agent's fresh report exists: what the pods on the node hold
+// (their reported usage, largest first) and what no tracked pod explains
+// (untracked pods, processes outside pods) — why U may be above A. Null
+// without such a report.
+static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_age_ms) {
+  json gpus = json::array();
+  for (const ledger::Gpu& g : n.gpus) {
+    if (g.total == 0 || !ledger::UsageFresh(g.used_ts_ms, now, usage_max_age_ms)) continue;
+    gpus.push_back(json{{"gpu", g.index},
+                        {"used_bytes", g.used},
+                        {"untracked_bytes", g.untracked},
+                        {"outside_pods_bytes", g.outside_pods}});
+  }
+  if (gpus.empty()) return nullptr;
+  std::vector<const ledger::Entry*> entries;
+  for (const ledger::Entry& e : n.entries) {
+    if (ledger::UsageFresh(e.used_ts_ms, now, usage_max_age_ms)) entries.push_back(&e);
+  }
+  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->used > b->used; });
+  json pods = json::array();
+  for (const ledger::Entry* e : entries) {
+    pods.push_back(json{{"namespace", e->ns},
+                        {"name", e->name},
+                        {"vram_per_gpu_bytes", e->per_gpu},
+                        {"used_per_gpu_bytes", e->used}});
+  }
+  return json{{"gpus", std::move(gpus)}, {"pods", std::move(pods)}};
+}
+
 // Per node of the ledger: would this pod fit now, and if not, why.
 static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
-                           int64_t now) {
+                           int64_t usage_max_age_ms, int64_t now) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec);
   json out = {{"pod", {{"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}}}};
   if (!req.ok()) {
@@ -89,6 +250,7 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
       case ledger::Verdict::kNoRoomNow:
         row["verdict"] = "no_room_now";
         row["reason"] = d.reason;
+        if (json usage = PodUsageView(*nodes[i], now, usage_max_age_ms); !usage.is_null()) row["usage"] = usage;
         break;
       case ledger::Verdict::kUnresolvable:
         row["verdict"] = "never_fits";
@@ -139,35 +301,44 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     if (!pod.ok()) {
       return http::ErrorReply(pod.status().code() == Code::kNotFound ? 404 : 503, pod.status().message());
     }
-    return Explain(*pod, store, policy, clock->NowMs());
+    return Explain(*pod, store, policy, max_age, clock->NowMs());
   });
   server.Route("POST", "/v1/explain", "v1_explain", [=](const http::Request& r) {
     Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
     if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
-    return Explain(*pod, store, policy, clock->NowMs());
+    return Explain(*pod, store, policy, max_age, clock->NowMs());
   });
 
   std::string token = svc.api_token;
-  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [store, token](const http::Request& r) {
+  auto in_cluster = svc.node_in_cluster;
+  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [store, token, in_cluster](const http::Request& r) {
     if (!http::BearerMatches(r.authorization, token)) {
       return http::ErrorReply(401, "a valid bearer token is required");
     }
-    Result<std::map<int, int64_t>> usage = DecodeUsage(r.body);
-    if (!usage.ok()) return http::ErrorReply(400, usage.status().message());
+    Result<ledger::UsageReport> report = DecodeUsageReport(r.body);
+    if (!report.ok()) return http::ErrorReply(400, report.status().message());
     const std::string& name = r.params.at("node");
-    Result<ledger::SnapshotPtr> snap = store->Snapshot();
+    // The watched view is enough to refuse early; the store's script checks
+    // the node and its GPUs again atomically.
+    Result<ledger::SnapshotPtr> snap = store->WatchedSnapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     const ledger::Node* n = (*snap)->Find(name);
-    if (n == nullptr) return http::ErrorReply(404, "node " + name + " is not in the ledger");
-    for (const auto& entry : *usage) {
-      const int idx = entry.first;  // (clang 14 cannot capture a structured binding)
-      bool known = std::any_of(n->gpus.begin(), n->gpus.end(), [&](const ledger::Gpu& g) { return g.index == idx; });
-      if (!known) return http::ErrorReply(400, "node " + name + " has no GPU " + std::to_string(idx));
+    bool cluster = false;
+    if (n != nullptr) {
+      if (Status s = ledger::CheckReportAgainstNode(*report, *n); !s.ok()) return http::ErrorReply(400, s.message());
+    } else if (in_cluster) {
+      std::optional<bool> known = in_cluster(name);
+      if (!known) return http::ErrorReply(503, "the node list is not synced yet; try again");
+      cluster = *known;
     }
-    if (Status s = store->PushUsage(name, *usage); !s.ok()) {
-      return http::ErrorReply(s.code() == Code::kUnavailable ? 503 : 500, s.message());
+    Status s = store->PushReport(name, *report, cluster);
+    if (s.code() == Code::kNotFound) {
+      return http::ErrorReply(400, "node " + name + " is not in the ledger" +
+                                       (in_cluster ? ", nor a node of the cluster" : ""));
     }
-    return JsonReply(200, json{{"node", name}, {"updated_gpus", usage->size()}});
+    if (s.code() == Code::kInvalidArgument) return http::ErrorReply(400, s.message());
+    if (!s.ok()) return http::ErrorReply(s.code() == Code::kUnavailable ? 503 : 500, s.message());
+    return JsonReply(200, json{{"node", name}, {"updated_gpus", report->gpus.size()}, {"version", report->version}});
   });
 }
 

@@ -12,6 +12,11 @@
 -- dropped and the marker moves up to the highest dropped score; readers
 -- older than the marker reload everything. Epochs (~1.8e15) stay below 2^53,
 -- so they are exact as scores and Lua numbers; they travel as '%d' strings.
+-- bump_tag is appended to the published epoch: a script whose change is
+-- usage only (push_usage.lua) sets it to 'u', so that replicas may pick such
+-- changes up at a bounded rate instead of on the next filter call
+-- (snapshot_cache.h). The epoch and the change log are the same either way.
+local bump_tag = ''
 local function bump(epoch_key, changes_key, ...)
   -- A missing epoch (new or flushed ledger) starts at the server's time in
   -- microseconds, so it never returns to a value a replica has cached.
@@ -38,7 +43,7 @@ local function bump(epoch_key, changes_key, ...)
     redis.call('ZADD', changes_key, cut[2], '')
   end
   -- Replicas that follow the channel (StartEpochWatch) skip the epoch read.
-  redis.call('PUBLISH', epoch_key, now)
+  redis.call('PUBLISH', epoch_key, now .. bump_tag)
   return epoch
 end
 -- The store lost writes (its epoch is below `floor`, the highest epoch the

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "vramd/config/env_names.h"
 
@@ -63,6 +64,25 @@ TEST(Config, FlagsWithEqualsAndNoKube) {
   EXPECT_TRUE(c->log_json);
 }
 
+TEST(Config, ApiListenIsOffByDefaultAndSetLikeListen) {
+  Result<Config> c = LoadArgs({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->api_listen, "") << "off unless asked for";
+  std::string f = WriteTemp(R"({"api_listen":"127.0.0.1:1001"})");
+  for (auto [args, env, want] : {
+           std::tuple<std::vector<const char*>, std::vector<const char*>, const char*>{
+               {"--config", f.c_str()}, {}, "127.0.0.1:1001"},
+           {{"--config", f.c_str()}, {"VRAMD_API_LISTEN=0.0.0.0:8081"}, "0.0.0.0:8081"},
+           {{"--config", f.c_str(), "--api-listen", "[::1]:8082"}, {"VRAMD_API_LISTEN=0.0.0.0:8081"}, "[::1]:8082"},
+           {{"--api-listen="}, {}, ""},
+       }) {
+    Result<Config> got = LoadArgs(args, env);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->api_listen, want);
+  }
+  std::remove(f.c_str());
+}
+
 struct BadConfig {
   const char* name;
   std::vector<const char*> args;
@@ -94,6 +114,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"BadPolicy", {}, {}, R"({"policy":"random"})", "config key policy"},
         BadConfig{"BadListen", {"--listen", "nohost"}, {}, nullptr, "listen"},
         BadConfig{"BadPort", {"--listen", "a:99999"}, {}, nullptr, "listen"},
+        BadConfig{"BadApiListen", {"--api-listen", "nohost"}, {}, nullptr, "config key api_listen"},
+        BadConfig{"BadApiListenPort", {}, {"VRAMD_API_LISTEN=a:99999"}, nullptr, "VRAMD_API_LISTEN"},
+        BadConfig{"ApiListenSameAsListen", {"--listen", "127.0.0.1:9", "--api-listen", "127.0.0.1:9"}, {}, nullptr,
+                  "api_listen must differ from listen"},
         BadConfig{"UnknownFlag", {"--frobnicate"}, {}, nullptr, "unknown flag --frobnicate"},
         BadConfig{"FlagWithoutValue", {"--listen"}, {}, nullptr, "needs a value"},
         BadConfig{"MisspeltEnvWithValueInvalidForTheKey", {}, {"VRAMD_LISTN=nohost"}, nullptr,
@@ -245,6 +269,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"unknown environment variable VRAMD_VALKEY_PASWORD (did you mean VRAMD_VALKEY_PASSWORD?); "
                  "ignored"}},
         EnvLoad{"ToolingIsQuiet", {"VRAMD_TEST_VALKEY_URL=redis://x:1", "VRAMD_CACHE=/c", "VRAMD_SERVER=http://x"},
+                {}},
+        EnvLoad{"VramctlsTlsVariablesAreQuiet",
+                {"VRAMD_CACERT=/ca.crt", "VRAMD_CERT=/c.crt", "VRAMD_KEY=/c.key", "VRAMD_TLS_SERVER_NAME=vramd.svc",
+                 "VRAMD_INSECURE_SKIP_TLS_VERIFY=true", "VRAMD_TOKEN_FILE=/t"},
                 {}}),
     [](const auto& info) { return info.param.name; });
 

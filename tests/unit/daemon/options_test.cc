@@ -94,6 +94,38 @@ TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
   EXPECT_FALSE(ServerOptionsFrom(cfg).ok());
 }
 
+TEST(DaemonOptions, ApiListenerIsOffUnlessSetAndNeverAsksForAClientCertificate) {
+  config::Config cfg;
+  Result<std::optional<http::ServerOptions>> none = ApiServerOptionsFrom(cfg);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+
+  cfg.listen = "0.0.0.0:8443";
+  cfg.api_listen = "0.0.0.0:8444";
+  cfg.http_threads = 6;
+  cfg.read_timeout_ms = 900;
+  cfg.tls_cert_file = "/c";
+  cfg.tls_key_file = "/k";
+  cfg.tls_client_ca_file = "/ca";
+  Result<std::optional<http::ServerOptions>> api = ApiServerOptionsFrom(cfg);
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  ASSERT_TRUE(api->has_value());
+  const http::ServerOptions& s = **api;
+  EXPECT_EQ(s.host, "0.0.0.0");
+  EXPECT_EQ(s.port, 8444);
+  EXPECT_EQ(s.threads, 6);
+  EXPECT_EQ(s.read_timeout_ms, 900);
+  EXPECT_EQ(s.tls_cert_file, "/c") << "the same server certificate as listen";
+  EXPECT_EQ(s.tls_key_file, "/k");
+  EXPECT_EQ(s.tls_client_ca_file, "") << "no client certificate asked for";
+  EXPECT_EQ(ServerOptionsFrom(cfg)->tls_client_ca_file, "/ca") << "listen keeps asking for one";
+
+  cfg.api_listen = "no-port";
+  Result<std::optional<http::ServerOptions>> bad = ApiServerOptionsFrom(cfg);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("api_listen"), std::string::npos) << bad.status().message();
+}
+
 TEST(DaemonOptions, LongPollingLockCallsLeaveHalfTheWorkersFree) {
   config::Config cfg;
   for (auto [threads, waiting] : {std::pair{8, 3}, {2, 0}, {16, 7}, {1, 0}}) {

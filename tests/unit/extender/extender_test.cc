@@ -188,6 +188,21 @@ TEST_F(KubeExtender, BindReadsThePodOnceAndAnnotatesInTheBinding) {
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
 }
 
+TEST_F(KubeExtender, GpuUuidsComeFromTheAgentsReportWhenTheCapacityHasNone) {
+  // Issue 14: "big" has no UUID from its capacity source; its agent reports one.
+  EXPECT_EQ(kube.pods["default/p-u1"].annotations.count("vramd.io/gpu-uuids"), 0u);
+  ledger::UsageReport report;
+  ledger::GpuUsage g;
+  g.index = 0;
+  g.uuid = "GPU-5e2d0a00-1111-2222-3333-444455556666";
+  g.total = 100 * kGi;
+  g.used = kGi;
+  report.gpus.push_back(g);
+  ASSERT_TRUE(store.PushReport("big", report, false).ok());
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  EXPECT_EQ(kube.pods["default/p-u1"].annotations.at("vramd.io/gpu-uuids"), "GPU-5e2d0a00-1111-2222-3333-444455556666");
+}
+
 TEST_F(KubeExtender, BindOfAPodReadFromTheApiRecordsItsPriorityInItsEntry) {
   kube.pods["default/p-u1"].spec.priority = 100000;
   kube.pods["default/p-u1"].spec.priority_class = "homelab-critical";

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
@@ -23,6 +25,10 @@ class FakeLedgerStore : public store::LedgerStore {
     MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
     auto s = std::make_shared<ledger::Snapshot>(snap_.Clone());
+    for (const auto& [name, ts] : per_pod_ts_) {
+      auto it = s->nodes.find(name);
+      if (it != s->nodes.end()) DerivePodUsage(&it->second, ts);
+    }
     return ledger::SnapshotPtr(s);
   }
 
@@ -119,21 +125,62 @@ class FakeLedgerStore : public store::LedgerStore {
   Status RemoveNode(const std::string& node) override {
     MutexLock l(&mu_);
     snap_.nodes.erase(node);
+    reported_.erase(node);
+    per_pod_ts_.erase(node);
     ++snap_.epoch;
     return Status::Ok();
   }
 
-  Status PushUsage(const std::string& node, const std::map<int, int64_t>& used) override {
+  // As the Valkey store: checked, then all of it or nothing; entries' used
+  // and GPUs' untracked bytes are derived when a snapshot is taken.
+  Status PushReport(const std::string& node, const ledger::UsageReport& report, bool in_cluster) override {
     MutexLock l(&mu_);
-    for (auto& g : snap_.nodes[node].gpus) {
-      if (auto it = used.find(g.index); it != used.end()) {
-        g.used = it->second;
+    if (unavailable) return Unavailable("fake store down");
+    if (Status s = ledger::CheckUsageReport(report); !s.ok()) {
+      return InvalidArgument("usage of node " + node + ": " + s.message());
+    }
+    auto it = snap_.nodes.find(node);
+    if (it == snap_.nodes.end() && !in_cluster) return NotFound("node " + node + " is not in the ledger");
+    if (it != snap_.nodes.end()) {
+      if (Status s = ledger::CheckReportAgainstNode(report, it->second); !s.ok()) return s;
+    }
+    if (report.version >= 2) {
+      std::vector<store::ReportedGpu>& r = reported_[node];
+      r.clear();
+      for (const auto& g : report.gpus) r.push_back({g.index, g.total, g.uuid});
+    }
+    ++reports;
+    if (it == snap_.nodes.end()) return Status::Ok();
+    for (auto& g : it->second.gpus) {
+      g.used = g.used_ts_ms = g.total = g.outside_pods = g.untracked = 0;
+      g.pods.clear();
+      if (g.uuid == reported_uuid_[node][g.index]) g.uuid.clear();  // the last report's, not the capacity's
+      for (const auto& u : report.gpus) {
+        if (u.index != g.index) continue;
+        g.used = u.used;
         g.used_ts_ms = now_ms;
+        g.total = u.total;
+        g.outside_pods = u.outside_pods;
+        g.pods = u.pods;
+        std::sort(g.pods.begin(), g.pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+        if (g.uuid.empty() && !u.uuid.empty()) {
+          g.uuid = u.uuid;
+          reported_uuid_[node][g.index] = u.uuid;
+        }
       }
     }
+    if (report.version >= 2) per_pod_ts_[node] = now_ms;
+    else per_pod_ts_.erase(node);
     ++snap_.epoch;
     return Status::Ok();
   }
+
+  Result<std::map<std::string, std::vector<store::ReportedGpu>>> ReportedGpus() override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    return reported_;
+  }
+  int reports = 0;  // reports accepted
 
   Status BeginBind(const std::string& uid, int64_t) override {
     MutexLock l(&mu_);
@@ -219,6 +266,33 @@ class FakeLedgerStore : public store::LedgerStore {
   int releases = 0;
 
  private:
+  // Entries' used / used_ts_ms and GPUs' untracked bytes from the per-pod
+  // figures of a version-2 report made at `ts` (the Valkey store's decoder
+  // does the same when it reads the node).
+  static void DerivePodUsage(ledger::Node* n, int64_t ts) {
+    std::set<std::string> uids;
+    for (ledger::Entry& e : n->entries) {
+      uids.insert(e.pod_uid);
+      e.used = 0;
+      e.used_ts_ms = ts;
+      for (const ledger::Gpu& g : n->gpus) {
+        if (std::find(e.gpus.begin(), e.gpus.end(), g.index) == e.gpus.end()) continue;
+        for (const ledger::PodUsage& p : g.pods) {
+          if (p.uid == e.pod_uid) e.used = std::max(e.used, p.used);
+        }
+      }
+    }
+    for (ledger::Gpu& g : n->gpus) {
+      g.untracked = 0;
+      for (const ledger::PodUsage& p : g.pods) {
+        if (!uids.count(p.uid)) g.untracked += p.used;
+      }
+    }
+  }
+  std::map<std::string, std::vector<store::ReportedGpu>> reported_ GUARDED_BY(mu_);
+  std::map<std::string, std::map<int, std::string>> reported_uuid_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t> per_pod_ts_ GUARDED_BY(mu_);  // node -> time of its v2 report
+
   store::SealState SealLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     store::SealState st;
     st.sealed = snap_.sealed;

@@ -16,10 +16,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "vramd/kube/kube_client.h"
+#include "vramd/kube/secrets.h"
 
 namespace vramd::kube {
 namespace {
@@ -583,6 +585,55 @@ TEST_F(RestClientTest, StopEndsASilentWatchPromptly) {
 }
 
 // --- Construction ------------------------------------------------------------
+
+// --- Secrets (vramd ensure-secrets) -----------------------------------------
+
+TEST_F(RestClientTest, CreateSecretPostsTheSecretAndAnExistingOneIsAConflict) {
+  std::set<std::string> existing = {"taken"};
+  server_->Post(R"(/api/v1/namespaces/([^/]+)/secrets)", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    json body = json::parse(req.body);
+    std::string name = body["metadata"]["name"];
+    if (req.matches[1] == "denied") {
+      res.status = 403;
+      res.set_content(StatusBody(403, "Forbidden", "secrets is forbidden: User \"x\" cannot create resource"),
+                      "application/json");
+    } else if (!existing.insert(name).second) {
+      res.status = 409;
+      res.set_content(StatusBody(409, "AlreadyExists", "secrets \"" + name + "\" already exists"), "application/json");
+    } else {
+      res.status = 201;
+      res.set_content(req.body, "application/json");
+    }
+  });
+  server_.Start();
+  Options opts;
+  opts.api_url = "http://127.0.0.1:" + std::to_string(server_.port());
+  opts.token_file = token_file_;
+  Result<std::unique_ptr<SecretClient>> client = NewSecretClient(opts);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+
+  Secret s;
+  s.ns = "gpu";
+  s.name = "vramd-token";
+  s.data = {{"token", "foobar"}};
+  Status created = (*client)->CreateSecret(s);
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  httplib::Request req = Last();
+  EXPECT_EQ(req.path, "/api/v1/namespaces/gpu/secrets");
+  EXPECT_EQ(req.get_header_value("Authorization"), "Bearer tok-1");
+  EXPECT_EQ(req.get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(req.body), json::parse(SecretJson(s)));
+
+  Status again = (*client)->CreateSecret(s);
+  EXPECT_EQ(again.code(), Code::kConflict);
+  EXPECT_NE(again.message().find("create secret gpu/vramd-token: HTTP 409"), std::string::npos) << again.message();
+
+  s.ns = "denied";
+  Status denied = (*client)->CreateSecret(s);
+  EXPECT_EQ(denied.code(), Code::kInternal);
+  EXPECT_NE(denied.message().find("HTTP 403"), std::string::npos) << denied.message();
+}
 
 TEST(NewRestClient, RejectsOptionsThatCannotWork) {
   TempDir dir;

@@ -26,6 +26,22 @@ TEST(Registry, RendersCountersGaugesAndCumulativeHistograms) {
   EXPECT_NE(out.find("vramd_h_seconds_count{verb=\"bind\"} 3\n"), std::string::npos);
 }
 
+TEST(Registry, AHistogramAddedAgainWithTheSameShapeIsTheSameFamily) {
+  Registry r;
+  auto& a = r.AddHistogram("vramd_h_seconds", "h.", {0.1, 1}, {"verb"});
+  auto& b = r.AddHistogram("vramd_h_seconds", "h again.", {0.1, 1}, {"verb"});
+  EXPECT_EQ(&a, &b);
+  a.With({"bind"}).Observe(0.05);
+  b.With({"bind"}).Observe(0.5);
+  std::string out = r.Render();
+  EXPECT_NE(out.find("vramd_h_seconds_count{verb=\"bind\"} 2\n"), std::string::npos) << out;
+  size_t first = out.find("# TYPE vramd_h_seconds histogram");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find("# TYPE vramd_h_seconds histogram", first + 1), std::string::npos) << "one family: " << out;
+  EXPECT_NE(&r.AddHistogram("vramd_h_seconds", "h.", {0.5}, {"verb"}), &a) << "other bounds: another family";
+  EXPECT_NE(&r.AddHistogram("vramd_h_seconds", "h.", {0.1, 1}, {"node"}), &a) << "other labels: another family";
+}
+
 TEST(Registry, EscapesLabelsAndFormatsSpecialValues) {
   EXPECT_EQ(EscapeLabel("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
@@ -68,6 +84,42 @@ TEST(LedgerMetrics, InfiniteRatiosRenderAsPlusInf) {
   WriteLedgerMetrics(s, 1000, 60000, w);
   EXPECT_NE(out.find("vramd_gpu_over_subscription_ratio{node=\"n\",gpu=\"0\",gpu_uuid=\"\"} +Inf\n"), std::string::npos)
       << out;
+}
+
+TEST(LedgerMetrics, AgentReportsGivePodUsedOutsideAndUntrackedSeries) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  ledger::Gpu g0{0, "GPU-a", 80, 9, 50000};
+  g0.total = 85;
+  g0.outside_pods = 1;
+  g0.untracked = 3;
+  g0.pods = {{"u-a", 5}, {"u-zombie", 3}};
+  ledger::Gpu g1{1, "", 80, 4, 50000};
+  g1.total = 85;
+  ledger::Gpu g2{2, "", 80, 4, 50000};  // an old-format report: no total, no outside figure
+  n.gpus = {g0, g1, g2};
+  ledger::Entry a{"u-a", "ml", "train", {0, 1}, 10};
+  a.used = 5;
+  a.used_ts_ms = 50000;
+  ledger::Entry stale{"u-s", "ml", "stale", {1}, 10};
+  stale.used_ts_ms = 1;  // older than the 20 s max age: no series
+  n.entries = {a, stale};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 60000, 20000, w);
+  EXPECT_NE(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"train\",gpu=\"0\"} 5\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"train\",gpu=\"1\"} 0\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("vramd_pod_used_bytes{node=\"n1\",namespace=\"ml\",pod=\"stale\""), std::string::npos)
+      << "the stale pod has its allocation series only";
+  EXPECT_NE(out.find("vramd_gpu_outside_pods_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"1\",gpu_uuid=\"\"} 0\n"), std::string::npos);
+  EXPECT_EQ(out.find("vramd_gpu_untracked_bytes{node=\"n1\",gpu=\"2\""), std::string::npos);
+  EXPECT_NE(out.find("# TYPE vramd_pod_used_bytes gauge"), std::string::npos);
 }
 
 }  // namespace

@@ -79,6 +79,19 @@ app.kubernetes.io/part-of: vramd
 {{- end -}}
 {{- end -}}
 
+{{/* The API listener (config api_listen): probes, /metrics, /v1; never /scheduler, never a client certificate. */}}
+{{- define "vramd.apiPort" -}}
+{{- .Values.service.apiPort -}}
+{{- end -}}
+
+{{- define "vramd.apiListen" -}}
+{{- if contains ":" .Values.listenHost -}}
+{{- printf "[%s]:%v" .Values.listenHost (include "vramd.apiPort" .) -}}
+{{- else -}}
+{{- printf "%s:%v" .Values.listenHost (include "vramd.apiPort" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vramd.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "vramd.fullname" .) .Release.Namespace -}}
 {{- end -}}
@@ -95,12 +108,114 @@ app.kubernetes.io/part-of: vramd
 {{- default (printf "%s-tls" (include "vramd.fullname" .)) .Values.tls.existingSecret -}}
 {{- end -}}
 
+{{/* The DNS names of vramd's serving certificate (ensure-secrets and cert-manager alike):
+     the Service's names, the extender's serverName, and localhost for vramctl through
+     `kubectl exec` or `kubectl port-forward`. One per line. */}}
+{{- define "vramd.tlsDnsNames" -}}
+{{- $full := include "vramd.fullname" . -}}
+{{- $names := list $full (printf "%s.%s" $full .Release.Namespace) (printf "%s.%s.svc" $full .Release.Namespace) (printf "%s.%s.svc.cluster.local" $full .Release.Namespace) "localhost" -}}
+{{- with .Values.extender.serverName -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- $names | uniq | join "\n" -}}
+{{- end -}}
+
+{{/* Where the certificates come from: "generated" (ensure-secrets), "certManager" or "existing". */}}
+{{- define "vramd.tlsSource" -}}
+{{- if .Values.tls.certManager.enabled }}certManager{{ else if .Values.tls.existingSecret }}existing{{ else }}generated{{ end -}}
+{{- end -}}
+
+{{/* The client certificate vramd-scheduler presents (mutual TLS): "SECRET KEY_CRT KEY_KEY".
+     tls.clientAuth.existingSecret or cert-manager's Certificate: a kubernetes.io/tls Secret;
+     otherwise client.crt/client.key of the TLS Secret (the layout ensure-secrets writes). */}}
 {{- define "vramd.tlsClientSecretName" -}}
-{{- default (printf "%s-scheduler-client-tls" (include "vramd.fullname" .)) .Values.tls.clientAuth.existingSecret -}}
+{{- if .Values.tls.clientAuth.existingSecret -}}
+{{- .Values.tls.clientAuth.existingSecret -}}
+{{- else if .Values.tls.certManager.enabled -}}
+{{- printf "%s-scheduler-client-tls" (include "vramd.fullname" .) -}}
+{{- else -}}
+{{- include "vramd.tlsSecretName" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where vramd-scheduler finds client.crt/client.key: beside ca.crt when they come from the
+     TLS Secret itself, else from their own Secret's volume. */}}
+{{- define "vramd.scheduler.clientDir" -}}
+{{- if eq (include "vramd.tlsClientSecretName" .) (include "vramd.tlsSecretName" .) }}/etc/vramd-scheduler/tls{{ else }}/etc/vramd-scheduler/client-tls{{ end -}}
+{{- end -}}
+
+{{- define "vramd.tlsClientKeys" -}}
+{{- if or .Values.tls.clientAuth.existingSecret .Values.tls.certManager.enabled }}tls.crt tls.key{{ else }}client.crt client.key{{ end -}}
 {{- end -}}
 
 {{- define "vramd.apiTokenSecretName" -}}
 {{- default (printf "%s-api-token" (include "vramd.fullname" .)) .Values.apiToken.existingSecret -}}
+{{- end -}}
+
+{{- define "vramd.apiTokenKey" -}}
+{{- if .Values.apiToken.existingSecret }}{{ .Values.apiToken.existingSecretKey }}{{ else }}token{{ end -}}
+{{- end -}}
+
+{{/* The Secrets the init container `vramd ensure-secrets` creates when absent (GitOps-safe:
+     nothing is generated at render time, nothing is read back with `lookup`):
+     a dict of flag -> Secret name, empty when every Secret is given or cert-manager's. */}}
+{{- define "vramd.ensureSecrets" -}}
+{{- $s := dict -}}
+{{- if and .Values.tls.enabled (eq (include "vramd.tlsSource" .) "generated") -}}
+{{- $_ := set $s "tls-secret" (include "vramd.tlsSecretName" .) -}}
+{{- end -}}
+{{- if and .Values.apiToken.enabled (not .Values.apiToken.existingSecret) -}}
+{{- $_ := set $s "token-secret" (include "vramd.apiTokenSecretName" .) -}}
+{{- end -}}
+{{- if and .Values.valkey.auth.enabled (not .Values.valkey.auth.existingSecret) (include "vramd.valkey.bundled" .) -}}
+{{- $_ := set $s "valkey-secret" (include "vramd.valkey.secretName" .) -}}
+{{- end -}}
+{{- toJson $s -}}
+{{- end -}}
+
+{{/* Kubernetes versions ------------------------------------------------------ */}}
+
+{{/* The cluster's version as X.Y.Z, vendor suffixes dropped (v1.27.3+k3s1, v1.27.3-eks-1 -> 1.27.3). */}}
+{{- define "vramd.clusterVersion" -}}
+{{- regexFind "^[0-9]+\\.[0-9]+\\.[0-9]+" (trimPrefix "v" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+
+{{- define "vramd.scheduler.imageTag" -}}
+{{- default (printf "v%s" (include "vramd.clusterVersion" .)) .Values.scheduler.image.tag -}}
+{{- end -}}
+
+{{/* The version of the kube-scheduler that runs: its image tag when that is vX.Y.Z[...], else the cluster's. */}}
+{{- define "vramd.schedulerVersion" -}}
+{{- $tag := regexFind "^[0-9]+\\.[0-9]+\\.[0-9]+" (trimPrefix "v" (include "vramd.scheduler.imageTag" .)) -}}
+{{- default (include "vramd.clusterVersion" .) $tag -}}
+{{- end -}}
+
+{{/* The KubeSchedulerConfiguration API a kube-scheduler of version .version (X.Y.Z) reads
+     best: include "vramd.configApiFor" (dict "version" "1.22.0"). */}}
+{{- define "vramd.configApiFor" -}}
+{{- if semverCompare "<1.22.0" .version -}}
+kubescheduler.config.k8s.io/v1beta1
+{{- else if semverCompare "<1.23.0" .version -}}
+kubescheduler.config.k8s.io/v1beta2
+{{- else if semverCompare "<1.25.0" .version -}}
+kubescheduler.config.k8s.io/v1beta3
+{{- else -}}
+kubescheduler.config.k8s.io/v1
+{{- end -}}
+{{- end -}}
+
+{{- define "vramd.scheduler.configApiVersion" -}}
+{{- default (include "vramd.configApiFor" (dict "version" (include "vramd.schedulerVersion" .))) .Values.scheduler.configApiVersion -}}
+{{- end -}}
+
+{{/* kube-scheduler 1.20-1.21 can crash in DefaultPreemption when an extender rejects a pod
+     on several nodes (kubernetes#101548): off there unless set. Returns "true" or "". */}}
+{{- define "vramd.scheduler.disablePreemption" -}}
+{{- if kindIs "invalid" .Values.scheduler.disableDefaultPreemption -}}
+{{- if semverCompare "<1.22.0" (include "vramd.schedulerVersion" .) }}true{{ end -}}
+{{- else if .Values.scheduler.disableDefaultPreemption -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{/* Valkey ----------------------------------------------------------------- */}}
@@ -125,9 +240,13 @@ app.kubernetes.io/part-of: vramd
 {{- default (include "vramd.valkey.fullname" .) .Values.valkey.auth.existingSecret -}}
 {{- end -}}
 
+{{- define "vramd.valkey.passwordKey" -}}
+{{- if .Values.valkey.auth.existingSecret }}{{ .Values.valkey.auth.existingSecretPasswordKey }}{{ else }}password{{ end -}}
+{{- end -}}
+
 {{/* vramd's config file: the values' config block plus the keys the chart owns. */}}
 {{- define "vramd.configJson" -}}
-{{- $managed := dict "listen" (include "vramd.listen" .) "kube" (dict "enabled" true) -}}
+{{- $managed := dict "listen" (include "vramd.listen" .) "api_listen" (include "vramd.apiListen" .) "kube" (dict "enabled" true) -}}
 {{- $valkey := dict "url" (include "vramd.valkey.url" .) "key_prefix" .Values.valkey.keyPrefix -}}
 {{- if and .Values.valkey.auth.enabled .Values.valkey.auth.username -}}
 {{- $_ := set $valkey "username" .Values.valkey.auth.username -}}
@@ -185,7 +304,7 @@ app.kubernetes.io/part-of: vramd
 {{/* The full KubeSchedulerConfiguration of the vramd-scheduler Deployment. */}}
 {{- define "vramd.schedulerConfig" -}}
 {{- $s := .Values.scheduler -}}
-apiVersion: {{ $s.configApiVersion }}
+apiVersion: {{ include "vramd.scheduler.configApiVersion" . }}
 kind: KubeSchedulerConfiguration
 leaderElection:
   leaderElect: {{ $s.leaderElection }}
@@ -197,14 +316,15 @@ leaderElection:
 percentageOfNodesToScore: {{ $s.percentageOfNodesToScore }}
 profiles:
 - schedulerName: {{ $s.name }}
-  {{- if $s.disableDefaultPreemption }}
+  {{- if include "vramd.scheduler.disablePreemption" . }}
   plugins:
     postFilter:
       disabled:
       - name: DefaultPreemption
   {{- end }}
 extenders:
-{{ include "vramd.extenderEntry" (dict "root" . "urlPrefix" (include "vramd.urlPrefix" .) "caFile" "/etc/vramd-scheduler/tls/ca.crt" "certFile" "/etc/vramd-scheduler/client-tls/tls.crt" "keyFile" "/etc/vramd-scheduler/client-tls/tls.key") }}
+{{- $client := include "vramd.scheduler.clientDir" . }}
+{{ include "vramd.extenderEntry" (dict "root" . "urlPrefix" (include "vramd.urlPrefix" .) "caFile" "/etc/vramd-scheduler/tls/ca.crt" "certFile" (printf "%s/client.crt" $client) "keyFile" (printf "%s/client.key" $client)) }}
 {{- end -}}
 
 {{/* Metric label value kube-state-metrics gives the VRAM resource (vramd.io/vram -> vramd_io_vram). */}}
@@ -214,20 +334,32 @@ extenders:
 
 {{/* Checks that fail the render with a clear message. */}}
 {{- define "vramd.validate" -}}
-{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) (not .Values.tls.certManager.enabled) -}}
-{{- fail "tls.enabled needs tls.existingSecret or tls.certManager.enabled" -}}
-{{- end -}}
-{{- if and .Values.tls.clientAuth.enabled (not .Values.tls.enabled) -}}
-{{- fail "tls.clientAuth.enabled needs tls.enabled" -}}
-{{- end -}}
-{{- if and .Values.tls.clientAuth.enabled .Values.scheduler.enabled (not .Values.tls.clientAuth.existingSecret) (not .Values.tls.certManager.enabled) -}}
-{{- fail "tls.clientAuth.enabled with the vramd-scheduler needs tls.clientAuth.existingSecret or tls.certManager.enabled" -}}
+{{- if and .Values.tls.certManager.enabled .Values.tls.existingSecret -}}
+{{- fail "tls.certManager.enabled and tls.existingSecret exclude each other: cert-manager writes the TLS Secret" -}}
 {{- end -}}
 {{- if not (has .Values.valkey.auth.delivery (list "env" "file")) -}}
 {{- fail "valkey.auth.delivery must be env or file" -}}
 {{- end -}}
-{{- if not (has .Values.scheduler.configApiVersion (list "kubescheduler.config.k8s.io/v1" "kubescheduler.config.k8s.io/v1beta1")) -}}
-{{- fail "scheduler.configApiVersion must be kubescheduler.config.k8s.io/v1 or kubescheduler.config.k8s.io/v1beta1" -}}
+{{- $apis := list "kubescheduler.config.k8s.io/v1beta1" "kubescheduler.config.k8s.io/v1beta2" "kubescheduler.config.k8s.io/v1beta3" "kubescheduler.config.k8s.io/v1" -}}
+{{- if and .Values.scheduler.configApiVersion (not (has .Values.scheduler.configApiVersion $apis)) -}}
+{{- fail (printf "scheduler.configApiVersion must be empty (chosen from the version) or one of %s" (join ", " $apis)) -}}
+{{- end -}}
+{{- if not (include "vramd.clusterVersion" .) -}}
+{{- fail (printf "cannot read a version X.Y.Z from the cluster's version %q" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- if .Values.scheduler.enabled -}}
+{{- /* Which kube-scheduler versions serve each config API (kubernetes/kubernetes
+       pkg/scheduler/apis/config/scheme: v1beta1 1.19-1.22, v1beta2 1.22-1.27,
+       v1beta3 1.23-1.28, v1 from 1.25). */ -}}
+{{- $served := dict "kubescheduler.config.k8s.io/v1beta1" ">=1.19.0 <1.23.0" "kubescheduler.config.k8s.io/v1beta2" ">=1.22.0 <1.28.0" "kubescheduler.config.k8s.io/v1beta3" ">=1.23.0 <1.29.0" "kubescheduler.config.k8s.io/v1" ">=1.25.0" -}}
+{{- $api := include "vramd.scheduler.configApiVersion" . -}}
+{{- $ver := include "vramd.schedulerVersion" . -}}
+{{- if not (semverCompare (get $served $api) $ver) -}}
+{{- fail (printf "scheduler.configApiVersion %s is not served by kube-scheduler %s (it is by %s); leave it empty to choose from the version" $api $ver (get $served $api)) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq (int .Values.service.apiPort) (int (include "vramd.port" .)) -}}
+{{- fail "service.apiPort must differ from the extender port (service.port)" -}}
 {{- end -}}
 {{- if le (int .Values.extender.weight) 0 -}}
 {{- fail "extender.weight must be > 0 (kube-scheduler rejects a prioritize verb with weight 0)" -}}
@@ -235,13 +367,16 @@ extenders:
 {{- if not (has .Values.podAntiAffinity (list "soft" "hard" "")) -}}
 {{- fail "podAntiAffinity must be soft, hard or empty" -}}
 {{- end -}}
+{{- if and .Values.valkey.auth.enabled (not .Values.valkey.auth.existingSecret) (not (include "vramd.valkey.bundled" .)) -}}
+{{- fail "valkey.external.url with valkey.auth.enabled needs valkey.auth.existingSecret (the password of that Valkey)" -}}
+{{- end -}}
 {{- if and .Values.valkey.auth.username (not .Values.valkey.external.url) -}}
 {{- fail "valkey.auth.username is for an external Valkey with ACLs; the bundled Valkey has only the default user" -}}
 {{- end -}}
 {{- if and .Values.valkey.external.url (regexMatch "^[a-z+]+://[^/@]*@" .Values.valkey.external.url) -}}
 {{- fail "valkey.external.url must not carry credentials; use valkey.auth (a Secret)" -}}
 {{- end -}}
-{{- range $k := list "listen" "tls" "api_token_file" "kube" -}}
+{{- range $k := list "listen" "api_listen" "tls" "api_token_file" "kube" -}}
 {{- if hasKey $.Values.config $k -}}
 {{- fail (printf "config.%s is set by the chart; use the chart's values instead" $k) -}}
 {{- end -}}

@@ -1,0 +1,73 @@
+// The agent's loop: every interval, open the GPU source when there is none,
+// read it, attribute the processes to pods, build the report and push it.
+// A node without a source (no NVML library, no DRM card with VRAM figures)
+// logs one line and stays idle: it pushes nothing and tries again every pass,
+// logging again only when the reason changes; so is a source that opens but
+// cannot be read (it is reopened every pass).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "vramd/agent/attribution.h"
+#include "vramd/agent/gpu_source.h"
+#include "vramd/agent/options.h"
+#include "vramd/agent/pusher.h"
+#include "vramd/agent/report.h"
+#include "vramd/mutex.h"
+
+namespace vramd::agent {
+
+using SourceOpener = std::function<Result<std::unique_ptr<GpuSource>>()>;
+
+// The source `options` choose: "nvml", "drm", or "auto" (NVML when its
+// library loads, else DRM when a card has VRAM figures, else kNotFound with
+// both reasons).
+Result<std::unique_ptr<GpuSource>> OpenSource(const AgentOptions& options);
+
+// "vramd-agent/<version>"
+std::string AgentName();
+
+class Agent {
+ public:
+  // `pusher` may be null (--once); it must outlive the agent.
+  Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t interval_ms);
+  ~Agent();  // Stop()
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // One pass without pushing: kNotFound/kUnavailable while there is no source.
+  Result<Report> Pass();
+
+  // The loop on its own thread; Stop() returns at once (the wait is woken).
+  void Start();
+  void Stop();
+
+  int64_t passes() const { return passes_.load(); }
+  int64_t pushes() const { return pushes_.load(); }
+
+ private:
+  void Loop(std::stop_token st);
+  int64_t PassAndPush();  // the delay to the next pass
+  void Problem(const std::string& what);  // logged when it starts or changes
+
+  SourceOpener open_;
+  ProcAttribution attribution_;
+  Pusher* pusher_;
+  int64_t interval_ms_;
+  std::unique_ptr<GpuSource> source_;  // the loop's thread only
+  std::string last_problem_;           // the loop's thread only: logged once until it changes
+  std::string announced_;              // the loop's thread only: the source last announced
+  int failures_ = 0;                   // the loop's thread only
+  std::atomic<int64_t> passes_{0};
+  std::atomic<int64_t> pushes_{0};
+  Mutex mu_;
+  CondVar cv_;
+  std::jthread thread_;
+};
+
+}  // namespace vramd::agent

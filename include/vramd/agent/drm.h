@@ -1,0 +1,75 @@
+// AMD (amdgpu) and other DRM drivers: per GPU, sysfs
+//   <sys>/class/drm/card<N>/device/mem_info_vram_total, mem_info_vram_used
+// (bytes, amdgpu), the PCI address from the `device` link, and per process
+// the kernel's DRM client usage statistics in <proc>/PID/fdinfo/<fd>
+// (docs.kernel.org, "DRM client usage stats"): drm-driver, drm-pdev,
+// drm-client-id, drm-resident-vram (or the legacy drm-memory-vram, or
+// drm-total-vram), values in bytes or with a KiB / MiB unit. A client (one
+// open of the device) can be shared by many fds and processes: it is counted
+// once, by (pdev, client id), for the lowest pid that holds it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "vramd/agent/gpu_source.h"
+
+namespace vramd::agent {
+
+// One DRM client as an fdinfo file describes it.
+struct DrmClient {
+  std::string driver;
+  std::string pdev;      // PCI address, "0000:03:00.0"
+  uint64_t client_id = 0;
+  int64_t vram_bytes = 0;
+  bool operator==(const DrmClient&) const = default;
+};
+
+// The DRM client of one fdinfo file's text, or nullopt when the file is not
+// a DRM fd or lacks drm-pdev / drm-client-id (older kernels). A missing VRAM
+// key is 0 bytes (a client with no VRAM).
+std::optional<DrmClient> ParseDrmFdinfo(std::string_view text);
+
+// "1024 KiB" → 1048576; bytes when no unit; KiB, MiB, GiB. nullopt otherwise.
+std::optional<int64_t> ParseDrmMemory(std::string_view value);
+
+// A sysfs byte count ("17163091968\n"), or nullopt.
+std::optional<int64_t> ParseSysfsBytes(std::string_view text);
+
+// One DRM card with VRAM figures.
+struct DrmCard {
+  int card = 0;          // N of cardN
+  std::string pdev;      // PCI address (basename of the device link)
+  std::string name;      // device/product_name when present
+  std::string uuid;      // device/unique_id when present
+  int64_t total_bytes = 0;
+  int64_t used_bytes = 0;
+};
+
+// The readings: cards in card order (index 0, 1, …), each client counted
+// once and added to its (lowest) pid's usage on the card of its pdev;
+// clients of unknown pdevs are ignored. Pure.
+std::vector<GpuReading> CombineDrm(std::vector<DrmCard> cards,
+                                   const std::vector<std::pair<int, DrmClient>>& clients);
+
+// The DRM source over a sysfs and a proc root ("/sys", "/proc").
+class DrmSource final : public GpuSource {
+ public:
+  DrmSource(std::string sys_root, std::string proc_root);
+  std::string_view Name() const override { return "drm"; }
+  Result<std::vector<GpuReading>> Read() override;
+
+  // The cards with VRAM figures under sys_root (none: not a DRM VRAM node).
+  static std::vector<DrmCard> ReadCards(const std::string& sys_root);
+
+ private:
+  std::string sys_root_;
+  std::string proc_root_;
+};
+
+}  // namespace vramd::agent

@@ -1,0 +1,49 @@
+// What a node agent reads from the node: GPUs and the processes on them.
+// One small interface, one implementation per source (NVML, DRM), each in
+// its own file; the agent's loop and the report building know only this.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramd/status.h"
+
+namespace vramd::agent {
+
+// One process's memory on one GPU, as the source reported it.
+struct ProcessUsage {
+  int pid = 0;
+  int64_t used_bytes = 0;
+  bool operator==(const ProcessUsage&) const = default;
+};
+
+// One GPU at one moment. `used_bytes` is what is not free on the GPU
+// (total − free: every process, the driver's reservations and contexts);
+// `processes` lists each process once (a process seen as both compute and
+// graphics is listed once, with the larger figure).
+struct GpuReading {
+  int index = 0;            // the GPU's index on the node (NVML's, or the DRM card order)
+  std::string uuid;         // empty when the source has none
+  std::string name;         // empty when the source has none
+  int64_t total_bytes = 0;
+  int64_t used_bytes = 0;
+  bool mig = false;         // MIG mode on: reported whole (MIG is out of scope)
+  std::vector<ProcessUsage> processes;
+  bool operator==(const GpuReading&) const = default;
+};
+
+// A source of readings. Read() is called from one thread at a time (the
+// agent's loop); it answers every GPU it could read, skipping (and logging)
+// a GPU that fails alone, and fails as a whole only when nothing can be read
+// (kUnavailable: the driver or library went away; the agent reopens later).
+class GpuSource {
+ public:
+  virtual ~GpuSource() = default;
+  virtual std::string_view Name() const = 0;  // "nvml", "drm": the report's "source"
+  virtual Result<std::vector<GpuReading>> Read() = 0;
+};
+
+}  // namespace vramd::agent

@@ -1,0 +1,52 @@
+// The agent's report (PUT /v1/nodes/{node}/usage, version 2), built from the
+// readings and the pods of their processes. Pure and table-tested.
+//
+// Per GPU: total and used bytes as read; each pod's bytes are the sum of its
+// processes' on that GPU; "outside pods" the sum of the processes that belong
+// to no pod. Every figure is capped at the GPU's total (per-process figures
+// and the GPU's own can disagree for a moment), so a report never carries
+// used > total. Pods are sorted by UID, GPUs by index.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vramd/agent/attribution.h"
+#include "vramd/agent/gpu_source.h"
+
+namespace vramd::agent {
+
+struct PodUsage {
+  std::string uid;
+  int64_t used_bytes = 0;
+  bool operator==(const PodUsage&) const = default;
+};
+
+struct GpuReport {
+  int index = 0;
+  std::string uuid;
+  std::string name;
+  int64_t total_bytes = 0;
+  int64_t used_bytes = 0;
+  int64_t outside_pods_bytes = 0;
+  bool mig = false;
+  std::vector<PodUsage> pods;
+  bool operator==(const GpuReport&) const = default;
+};
+
+struct Report {
+  std::string agent;   // "vramd-agent/<version>"
+  std::string source;  // "nvml", "drm"
+  std::vector<GpuReport> gpus;
+};
+
+Report BuildReport(std::string_view agent, std::string_view source, const std::vector<GpuReading>& readings,
+                   const PodOfPid& pods);
+
+// The JSON body: {"version":2,"agent":…,"source":…,"gpus":[{"index":…,…}]};
+// "uuid" and "name" only when known.
+std::string ReportJson(const Report& report);
+
+}  // namespace vramd::agent

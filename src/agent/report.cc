@@ -1,0 +1,86 @@
+#include "vramd/agent/report.h"
+
+#include <algorithm>
+#include <map>
+
+#include "vramd/json_string.h"
+
+namespace vramd::agent {
+
+Report BuildReport(std::string_view agent, std::string_view source, const std::vector<GpuReading>& readings,
+                   const PodOfPid& pods) {
+  Report r;
+  r.agent = agent;
+  r.source = source;
+  r.gpus.reserve(readings.size());
+  for (const GpuReading& g : readings) {
+    GpuReport out;
+    out.index = g.index;
+    out.uuid = g.uuid;
+    out.name = g.name;
+    const int64_t total = std::max<int64_t>(g.total_bytes, 0);
+    auto cap = [total](int64_t v) { return std::clamp<int64_t>(v, 0, total); };
+    // a + b capped at total, for a and b in [0, total]: never overflows.
+    auto add = [total](int64_t a, int64_t b) { return b > total - a ? total : a + b; };
+    out.total_bytes = total;
+    out.used_bytes = cap(g.used_bytes);
+    out.mig = g.mig;
+    std::map<std::string_view, int64_t> by_pod;
+    int64_t outside = 0;
+    for (const ProcessUsage& p : g.processes) {
+      int64_t bytes = cap(p.used_bytes);
+      auto it = pods.find(p.pid);
+      if (it == pods.end()) {
+        outside = add(outside, bytes);
+      } else {
+        int64_t& sum = by_pod[it->second];
+        sum = add(sum, bytes);
+      }
+    }
+    out.outside_pods_bytes = outside;
+    out.pods.reserve(by_pod.size());
+    for (const auto& [uid, bytes] : by_pod) out.pods.push_back({std::string(uid), bytes});
+    r.gpus.push_back(std::move(out));
+  }
+  std::sort(r.gpus.begin(), r.gpus.end(), [](const GpuReport& a, const GpuReport& b) { return a.index < b.index; });
+  return r;
+}
+
+std::string ReportJson(const Report& report) {
+  std::string s;
+  s.reserve(256 + report.gpus.size() * 256);
+  s += "{\"version\":2,\"agent\":";
+  AppendJsonString(report.agent, &s);
+  s += ",\"source\":";
+  AppendJsonString(report.source, &s);
+  s += ",\"gpus\":[";
+  for (size_t i = 0; i < report.gpus.size(); ++i) {
+    const GpuReport& g = report.gpus[i];
+    if (i > 0) s += ',';
+    s += "{\"index\":" + std::to_string(g.index);
+    if (!g.uuid.empty()) {
+      s += ",\"uuid\":";
+      AppendJsonString(g.uuid, &s);
+    }
+    if (!g.name.empty()) {
+      s += ",\"name\":";
+      AppendJsonString(g.name, &s);
+    }
+    s += ",\"total_bytes\":" + std::to_string(g.total_bytes);
+    s += ",\"used_bytes\":" + std::to_string(g.used_bytes);
+    s += ",\"outside_pods_bytes\":" + std::to_string(g.outside_pods_bytes);
+    s += g.mig ? ",\"mig\":true" : ",\"mig\":false";
+    s += ",\"pods\":[";
+    for (size_t j = 0; j < g.pods.size(); ++j) {
+      if (j > 0) s += ',';
+      s += "{\"uid\":";
+      AppendJsonString(g.pods[j].uid, &s);
+      s += ",\"used_bytes\":" + std::to_string(g.pods[j].used_bytes) + "}";
+    }
+    s += "]}";
+  }
+  s += "]}";
+  return s;
+}
+
+}  // namespace vramd::agent

@@ -1,0 +1,87 @@
+// `vramd ensure-secrets`: creates the chart's Secrets when they are absent,
+// run as an init container before vramd (and Valkey) start, so that the
+// chart renders no secret material (GitOps- and `helm template`-safe) and
+// every replica and restart uses the same values.
+//
+//   vramd ensure-secrets --namespace NS [--tls-secret NAME --dns-names a,b,...]
+//                        [--token-secret NAME] [--valkey-secret NAME]
+//                        [--label KEY=VALUE]... [--kube-api URL --kube-token-file F --kube-ca-file F]
+//
+// Each named Secret is created with one POST (the API server creates it
+// atomically); when it already exists (409: made earlier, or by a replica
+// starting at the same time) it is left as it is and used. Nothing is ever
+// updated or deleted: rotation is deleting the Secret and restarting.
+//   TLS Secret (type kubernetes.io/tls): ca.crt, tls.crt, tls.key (server,
+//     valid for the DNS names), client.crt, client.key (CN vramd-scheduler,
+//     for kube-scheduler); one CA signs both, its key is discarded
+//     (tls_bundle.h).
+//   Token Secret (Opaque): token; Valkey Secret (Opaque): password; each 32
+//     random bytes as 64 hex characters.
+// Every Secret carries the label app.kubernetes.io/managed-by=vramd-ensure-secrets
+// and the --label ones. The API server is reached like vramd's (in-cluster
+// service account, or the --kube-* flags); the service account needs
+// `create` on secrets in NS, nothing else.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "daemon/tls_bundle.h"
+#include "vramd/kube/kube_client.h"
+#include "vramd/kube/secrets.h"
+#include "vramd/status.h"
+
+namespace vramd::daemon {
+
+inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedByValue = "vramd-ensure-secrets";
+
+struct EnsureSecretsOptions {
+  bool help = false;  // --help / -h: print the usage, do nothing else
+  std::string ns;
+  std::string tls_secret;              // "" = no TLS Secret
+  std::vector<std::string> dns_names;  // with tls_secret
+  std::string token_secret;
+  std::string valkey_secret;
+  std::map<std::string, std::string> labels;  // --label, beside the managed-by one
+  kube::Options kube;                         // api_url, token_file, ca_file, timeout_ms
+};
+
+// Parses the arguments after "ensure-secrets" (`--flag value` or
+// `--flag=value`). kInvalidArgument naming the flag: an unknown flag, a
+// missing value, no --namespace, no Secret named, --tls-secret without
+// --dns-names or the reverse, a name that is not a valid Kubernetes name,
+// two flags naming the same Secret, a label not KEY=VALUE. Pure.
+Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::string>& args);
+
+// The generated values; only those of the Secrets asked for are set.
+struct SecretMaterial {
+  TlsBundle tls;
+  std::string token;
+  std::string valkey_password;
+};
+
+// Makes the values of the Secrets `opts` names (certificates, random hex).
+Result<SecretMaterial> GenerateMaterial(const EnsureSecretsOptions& opts);
+
+// The Secrets to create, in the order TLS, token, Valkey, only those named. Pure.
+std::vector<kube::Secret> SecretsToCreate(const EnsureSecretsOptions& opts, const SecretMaterial& material);
+
+// Creates each Secret. Writes one line per Secret to `out`
+// ("secret NS/NAME: created (...)" or "secret NS/NAME: exists, left
+// unchanged") and each error to `err`. A transport error or 5xx (kUnavailable)
+// is tried again up to `attempts` times in all, `pause` apart (safe: a POST
+// whose answer was lost finds its Secret on the next try, 409). Returns the
+// exit status: 0 when every Secret exists now, 1 otherwise (every Secret is
+// still tried).
+int EnsureSecrets(kube::SecretClient& client, const std::vector<kube::Secret>& secrets, std::ostream& out,
+                  std::ostream& err, int attempts = 5, std::chrono::milliseconds pause = std::chrono::seconds(1));
+
+// The subcommand: argv[0] is "ensure-secrets". Exit status 0 done, 1 an
+// API error, 2 bad arguments or no API server to talk to.
+int EnsureSecretsMain(int argc, char** argv);
+
+}  // namespace vramd::daemon

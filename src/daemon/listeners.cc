@@ -1,0 +1,66 @@
+#include "daemon/listeners.h"
+
+#include "daemon/options.h"
+
+namespace vramd::daemon {
+
+Result<std::unique_ptr<Listeners>> Listeners::Create(const config::Config& cfg, metrics::Registry* registry) {
+  Result<http::ServerOptions> main_opts = ServerOptionsFrom(cfg);
+  if (!main_opts.ok()) return main_opts.status();
+  Result<std::optional<http::ServerOptions>> api_opts = ApiServerOptionsFrom(cfg);
+  if (!api_opts.ok()) return api_opts.status();
+  std::unique_ptr<Listeners> l(new Listeners());
+  l->scheme_ = cfg.tls_cert_file.empty() ? "http" : "https";
+  l->main_opts_ = *main_opts;
+  l->main_ = std::make_unique<http::Server>(*main_opts, registry);
+  if (*api_opts) {
+    l->api_opts_ = **api_opts;
+    l->api_ = std::make_unique<http::Server>(**api_opts, registry);
+  }
+  return l;
+}
+
+void Listeners::Register(const http::ApiServices& api, gpulock::LockService* locks) {
+  http::RegisterRoutes(*main_, api);
+  http::RegisterLockRoutes(*main_, locks, api.api_token);
+  if (api_) {
+    http::RegisterApiListenerRoutes(*api_, api);
+    http::RegisterLockRoutes(*api_, locks, api.api_token);
+  }
+}
+
+Status Listeners::Start() {
+  if (Status s = main_->Start(); !s.ok()) return s;
+  if (api_) {
+    if (Status s = api_->Start(); !s.ok()) {
+      main_->Stop();
+      return Status(s.code(), "api_listen: " + s.message());
+    }
+  }
+  return Status::Ok();
+}
+
+void Listeners::Stop() {
+  if (api_) api_->Stop();
+  main_->Stop();
+}
+
+Status Listeners::ReloadTls() {
+  Status s = main_->ReloadTls();
+  if (api_) {
+    if (Status a = api_->ReloadTls(); !a.ok() && s.ok()) s = Status(a.code(), "api_listen: " + a.message());
+  }
+  return s;
+}
+
+std::string Listeners::Describe() const {
+  auto url = [this](const http::ServerOptions& o, int port) {
+    std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+    return scheme_ + "://" + host + ":" + std::to_string(port);
+  };
+  std::string d = url(main_opts_, main_->port());
+  if (api_) d += " (api: " + url(*api_opts_, api_->port()) + ")";
+  return d;
+}
+
+}  // namespace vramd::daemon

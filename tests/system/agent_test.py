@@ -1,0 +1,217 @@
+"""vramd-agent, the real binary: `--once` against the fake NVML
+(tests/fakes/fake_nvml, loaded with dlopen as the real libnvidia-ml.so.1 is)
+and a fake /proc tree, `--once --source drm` against a fake /sys, and the
+daemon pushing to a small HTTP server (the report, the token, a refusal, a
+node without any GPU library that stays up idle)."""
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import BIN_DIR, GI, clean_env, wait_for  # noqa: E402
+
+AGENT = os.path.abspath(os.path.join(BIN_DIR, "vramd-agent"))
+FAKE_NVML = os.environ.get("VRAMD_FAKE_NVML") or os.path.abspath(
+    os.path.join(BIN_DIR, "..", "lib", "fake-nvml", "libnvidia-ml.so.1"))
+MI = 1 << 20
+POD_A = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ab"
+POD_B = "7d6c5b4a-1111-2222-3333-444455556666"
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def fake_node(root):
+    """A fake /proc with two pods' processes and a host process, and the
+    fake NVML's config: GPU 0 busy, GPU 1 lost, GPU 2 in MIG mode."""
+    proc = os.path.join(root, "proc")
+    write(os.path.join(proc, "4242", "cgroup"),
+          "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+          + POD_A.replace("-", "_") + ".slice/cri-containerd-5d1f0e3c.scope\n")
+    write(os.path.join(proc, "4243", "cgroup"),
+          "12:memory:/kubepods/besteffort/pod" + POD_B + "/0d9c8b7a\n1:name=systemd:/kubepods/besteffort/pod"
+          + POD_B + "/0d9c8b7a\n")
+    write(os.path.join(proc, "900", "cgroup"), "0::/system.slice/xorg.service\n")
+    config = {"gpus": [
+        {"uuid": "GPU-5e2d0000-0000-0000-0000-000000000000", "name": "NVIDIA H100 80GB HBM3",
+         "total": 85520809984, "used": 12 * GI,
+         "compute": [{"pid": 4242, "used": 8 * GI}, {"pid": 4243, "used": 2 * GI}],
+         "graphics": [{"pid": 900, "used": 100 * MI}]},
+        {"uuid": "GPU-lost", "name": "NVIDIA H100 80GB HBM3", "total": 85520809984, "used": 0, "lost": True},
+        {"uuid": "GPU-mig", "name": "NVIDIA A100-SXM4-80GB", "total": 85899345920, "used": GI, "mig": True},
+    ]}
+    path = os.path.join(root, "nvml.json")
+    write(path, json.dumps(config))
+    return proc, path
+
+
+def run_once(args, env):
+    out = subprocess.run([AGENT, "--once", *args], capture_output=True, text=True, timeout=30,
+                         env=clean_env(env))
+    return out.returncode, out.stdout, out.stderr
+
+
+class Once(unittest.TestCase):
+    def test_nvml_report_attributes_processes_to_pods(self):
+        with tempfile.TemporaryDirectory() as d:
+            proc, config = fake_node(d)
+            rc, out, err = run_once(["--nvml-library", FAKE_NVML, "--proc-root", proc, "--sys-root", d],
+                                    {"FAKE_NVML_CONFIG": config})
+            self.assertEqual(rc, 0, err)
+            report = json.loads(out)
+            self.assertEqual(report["version"], 2)
+            self.assertEqual(report["source"], "nvml")
+            self.assertTrue(report["agent"].startswith("vramd-agent/"))
+            self.assertEqual([g["index"] for g in report["gpus"]], [0, 2])  # GPU 1 was lost
+            g0 = report["gpus"][0]
+            self.assertEqual(g0["uuid"], "GPU-5e2d0000-0000-0000-0000-000000000000")
+            self.assertEqual(g0["name"], "NVIDIA H100 80GB HBM3")
+            self.assertEqual(g0["total_bytes"], 85520809984)
+            self.assertEqual(g0["used_bytes"], 12 * GI)
+            self.assertEqual(g0["outside_pods_bytes"], 100 * MI)
+            self.assertFalse(g0["mig"])
+            self.assertEqual(g0["pods"], [{"uid": POD_A, "used_bytes": 8 * GI}, {"uid": POD_B, "used_bytes": 2 * GI}])
+            g2 = report["gpus"][1]
+            self.assertTrue(g2["mig"])
+            self.assertEqual(g2["total_bytes"], 85899345920)
+            self.assertIn("GPU 1 skipped", err)
+            self.assertIn("MIG mode", err)
+
+    def test_drm_report_from_sysfs_and_fdinfo(self):
+        with tempfile.TemporaryDirectory() as d:
+            dev = os.path.join(d, "sys", "devices", "pci0000:00", "0000:03:00.0")
+            write(os.path.join(dev, "mem_info_vram_total"), "25753026560\n")
+            write(os.path.join(dev, "mem_info_vram_used"), "3221225472\n")
+            os.makedirs(os.path.join(d, "sys", "class", "drm", "card0"))
+            os.symlink(dev, os.path.join(d, "sys", "class", "drm", "card0", "device"))
+            proc = os.path.join(d, "proc")
+            write(os.path.join(proc, "77", "cgroup"), "0::/kubepods/pod" + POD_A + "/c0\n")
+            fdinfo = ("pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\n"
+                      "drm-client-id:\t4\ndrm-memory-vram:\t2097152 KiB\n")
+            for fd in ("5", "6"):  # one client, two fds
+                write(os.path.join(proc, "77", "fdinfo", fd), fdinfo)
+                os.makedirs(os.path.join(proc, "77", "fd"), exist_ok=True)
+                os.symlink("/dev/dri/renderD128", os.path.join(proc, "77", "fd", fd))
+            rc, out, err = run_once(["--source", "drm", "--proc-root", proc, "--sys-root", os.path.join(d, "sys")], {})
+            self.assertEqual(rc, 0, err)
+            report = json.loads(out)
+            self.assertEqual(report["source"], "drm")
+            self.assertEqual(report["gpus"], [{"index": 0, "total_bytes": 25753026560, "used_bytes": 3221225472,
+                                               "outside_pods_bytes": 0, "mig": False,
+                                               "pods": [{"uid": POD_A, "used_bytes": 2 * GI}]}])
+
+    def test_once_without_any_source_says_why(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_once(["--nvml-library", os.path.join(d, "libnvidia-ml.so.1"), "--sys-root", d], {})
+            self.assertEqual(rc, 1)
+            self.assertEqual(out, "")
+            self.assertIn("cannot load the NVML library", err)
+            self.assertIn("no DRM card with VRAM figures", err)
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Records every PUT; answers with the server's `answer` (status, body)."""
+
+    def do_PUT(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.requests.append((self.path, self.headers.get("Authorization"), body))
+        status, text = self.server.answer
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+class Daemon(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+        self.server.requests = []
+        self.server.answer = (200, '{"node":"gpu-1"}')
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.proc = None
+        self.log = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.log:
+            self.log.close()
+        self.server.shutdown()
+        self.server.server_close()
+        self.tmp.cleanup()
+
+    def start(self, args, env=None):
+        self.log = open(os.path.join(self.tmp.name, "agent.log"), "w+")
+        self.proc = subprocess.Popen([AGENT, "--server", self.url, "--node", "gpu-1", "--interval", "100ms", *args],
+                                     stdout=subprocess.DEVNULL, stderr=self.log, env=clean_env(env))
+
+    def logged(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=10)
+        self.assertEqual(rc, 0, self.logged())
+        self.assertLess(time.monotonic() - t0, 3, "SIGTERM must stop the agent at once")
+
+    def test_pushes_the_report_with_the_token(self):
+        proc, config = fake_node(self.tmp.name)
+        token = os.path.join(self.tmp.name, "token")
+        write(token, "t0ken\n")
+        self.start(["--nvml-library", FAKE_NVML, "--proc-root", proc, "--token-file", token],
+                   {"FAKE_NVML_CONFIG": config})
+        wait_for(lambda: len(self.server.requests) >= 2, 20, message="two pushes")
+        self.stop()
+        path, auth, body = self.server.requests[0]
+        self.assertEqual(path, "/v1/nodes/gpu-1/usage")
+        self.assertEqual(auth, "Bearer t0ken")
+        report = json.loads(body)
+        self.assertEqual(report["gpus"][0]["pods"][0], {"uid": POD_A, "used_bytes": 8 * GI})
+
+    def test_a_refused_report_is_logged_and_not_hammered(self):
+        proc, config = fake_node(self.tmp.name)
+        self.server.answer = (400, '{"error":"unknown node gpu-1"}')
+        self.start(["--nvml-library", FAKE_NVML, "--proc-root", proc], {"FAKE_NVML_CONFIG": config})
+        wait_for(lambda: len(self.server.requests) >= 1, 20, message="a push")
+        time.sleep(1.0)  # ten intervals: a refusal waits a minute before the next report
+        self.assertEqual(len(self.server.requests), 1)
+        self.assertIn('vramd refused the report (HTTP 400): {"error":"unknown node gpu-1"}', self.logged())
+        self.stop()
+
+    def test_without_nvml_it_stays_up_idle_and_logs_once(self):
+        self.start(["--nvml-library", os.path.join(self.tmp.name, "libnvidia-ml.so.1"),
+                    "--sys-root", self.tmp.name])
+        wait_for(lambda: "no GPU source on this node, idle" in self.logged(), 20, message="the idle line")
+        time.sleep(1.0)  # ten passes
+        self.assertIsNone(self.proc.poll(), "the agent must keep running")
+        self.assertEqual(self.server.requests, [])
+        self.assertEqual(self.logged().count("no GPU source on this node"), 1, self.logged())
+        self.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
