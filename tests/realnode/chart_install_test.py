@@ -193,6 +193,8 @@ class ChartOnRealNode(unittest.TestCase):
         self.assertTrue(any("scheduler" in n for n in deploys), names)
         self.assertTrue(any("valkey" in w["metadata"]["name"] for w in ws
                             if w["kind_plural"] == "statefulsets"), names)
+        self.assertTrue(any(w["kind_plural"] == "daemonsets" for w in ws),
+                        f"the agent's DaemonSet (agent.enabled): {names}")
         # Cluster DNS in step with the Services (the pods found each other by name).
         for svc in self.api.get(f"/api/v1/namespaces/{NS}/services")["items"]:
             ip = svc["spec"].get("clusterIP")
@@ -344,6 +346,9 @@ class ChartOnRealNode(unittest.TestCase):
         self.assertEqual(diffs, [], "the machine differs from before the test")
 
     def _install(self) -> None:
+        # The label GPU Feature Discovery puts on GPU nodes (the agent's nodeSelector).
+        self.api.patch(f"/api/v1/nodes/{NODE_NAME}", {"metadata": {"labels": {
+            "nvidia.com/gpu.present": "true"}}})
         out = self.helm("install", *self.install_args(), "--create-namespace")
         self.assertIn("STATUS: deployed", out)
         self.check_release_ready()
