@@ -382,10 +382,15 @@ class ChartOnRealNode(unittest.TestCase):
                 seen[0] = left
             return not left
         self.wait("the release's objects gone", gone, 120)
-        other = [f"{o['kind'] if 'kind' in o else 'lease'}/{o['metadata']['name']}"
-                 for o in self.api.get(
-                     f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases")["items"]]
-        log(f"left in {NS} after uninstall (not the chart's objects): leases {other}")
+        other = [f"lease/{o['metadata']['name']}" for o in self.api.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases")["items"]]
+        other += [f"secret/{o['metadata']['name']}" for o in self.api.get(
+            f"/api/v1/namespaces/{NS}/secrets")["items"]
+            if o.get("type") != "kubernetes.io/service-account-token"]
+        other += [f"configmap/{o['metadata']['name']}" for o in self.api.get(
+            f"/api/v1/namespaces/{NS}/configmaps")["items"]
+            if o["metadata"]["name"] != "kube-root-ca.crt"]
+        log(f"left in {NS} after uninstall (not labelled as the release's): {other}")
 
     def _reinstall(self) -> None:
         self._install()
