@@ -339,6 +339,10 @@ class ChartOnRealNode(unittest.TestCase):
             diffs = self.node.verify_restored()
             self.timings.append(("teardown + machine check", time.monotonic() - t0))
             self.timings.append(("total", time.monotonic() - t_all))
+            for e in errors:
+                print(f"teardown error: {e}", flush=True)
+            for d in diffs:
+                print(f"machine differs from before: {d}", flush=True)
             print("\n== real-node stage times ==", flush=True)
             for n, t in self.timings:
                 print(f"{n:<48} {t:6.1f} s", flush=True)

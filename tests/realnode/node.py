@@ -741,8 +741,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             self.tb.close()
         log(f"teardown: control plane {time.monotonic() - t0:.1f} s")
         if self.before is not None and not errors:
+            # The state file (the snapshot from before this run) goes only when
+            # the machine is as it was: else the next run tears down against
+            # it again, instead of taking this run's leftovers as its baseline.
+            diffs = compare(self.before, snapshot())
             if _mounts_under(NODE_DIR):
                 errors.append(f"mounts remain under {NODE_DIR}: {_mounts_under(NODE_DIR)}")
+            elif diffs:
+                errors.append(f"the machine differs from before; {NODE_DIR}/{STATE_FILE} kept "
+                              f"for the next run's teardown: {diffs}")
             else:
                 shutil.rmtree(NODE_DIR, ignore_errors=True)
         if self._lock_fd is not None:
@@ -805,7 +812,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         attempt("cgroups", lambda: self._remove_cgroups(before))
         attempt("sysctls", lambda: self._restore_sysctls(before))
         attempt("paths", lambda: self._remove_paths(before))
-        if stale and not errors:
+        if stale and not errors and not compare(before, snapshot()):
             if _mounts_under(NODE_DIR):
                 errors.append(f"mounts remain under {NODE_DIR}")
             else:
