@@ -8,14 +8,10 @@
 #include <map>
 #include <set>
 
+#include "agent/nvml_abi.h"
+
 namespace vramd::agent {
 namespace {
-
-// NVML's ABI, as its public header (nvml.h) defines it. Declared here so
-// that nothing of the driver is needed to build.
-using nvmlReturn_t = int;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
 
 constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kNotSupported = 3;
@@ -26,42 +22,8 @@ constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAI
 constexpr unsigned int kMigEnabled = 1;                   // NVML_DEVICE_MIG_ENABLE
 constexpr unsigned int kStringBuffer = 96;  // NVML_DEVICE_{UUID,NAME}_V2_BUFFER_SIZE
 
-struct nvmlMemory_v1 {  // nvmlMemory_t
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-struct nvmlMemory_v2 {  // nvmlMemory_v2_t; used excludes `reserved`
-  unsigned int version;
-  unsigned long long total;
-  unsigned long long reserved;
-  unsigned long long free;
-  unsigned long long used;
-};
 // NVML_STRUCT_VERSION(Memory, 2): the struct's size | (2 << 24).
 constexpr unsigned int kMemoryV2Version = static_cast<unsigned int>(sizeof(nvmlMemory_v2)) | (2u << 24);
-
-// The running-process entry, per entry point: the plain one takes v1,
-// _v2 takes v2, _v3 takes v3 (nvmlProcessInfo_t since CUDA 12).
-struct ProcessInfoV1 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-};
-struct ProcessInfoV2 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-struct ProcessInfoV3 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-  unsigned long long usedGpuCcProtectedMemory;
-};
-static_assert(sizeof(ProcessInfoV1) == 16 && sizeof(ProcessInfoV2) == 24 && sizeof(ProcessInfoV3) == 32);
-static_assert(sizeof(nvmlMemory_v1) == 24 && sizeof(nvmlMemory_v2) == 40);
 
 using InitFn = nvmlReturn_t (*)();
 using ShutdownFn = nvmlReturn_t (*)();
@@ -78,12 +40,12 @@ using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, Info*);
 // One kind of process list (compute or graphics) through the newest entry
 // point the library has, with a buffer kept between passes.
 struct ProcessLister {
-  ProcessesFn<ProcessInfoV3> v3 = nullptr;
-  ProcessesFn<ProcessInfoV2> v2 = nullptr;
-  ProcessesFn<ProcessInfoV1> v1 = nullptr;
-  std::vector<ProcessInfoV3> buf3;
-  std::vector<ProcessInfoV2> buf2;
-  std::vector<ProcessInfoV1> buf1;
+  ProcessesFn<nvmlProcessInfo_v3> v3 = nullptr;
+  ProcessesFn<nvmlProcessInfo_v2> v2 = nullptr;
+  ProcessesFn<nvmlProcessInfo_v1> v1 = nullptr;
+  std::vector<nvmlProcessInfo_v3> buf3;
+  std::vector<nvmlProcessInfo_v2> buf2;
+  std::vector<nvmlProcessInfo_v1> buf1;
 
   bool available() const { return v3 || v2 || v1; }
 
@@ -144,12 +106,12 @@ class NvmlSource final : public GpuSource {
     name_ = Sym<StringFn>("nvmlDeviceGetName");
     mig_ = Sym<MigFn>("nvmlDeviceGetMigMode");
     error_string_ = Sym<ErrorStringFn>("nvmlErrorString");
-    compute_.v3 = Sym<ProcessesFn<ProcessInfoV3>>("nvmlDeviceGetComputeRunningProcesses_v3");
-    compute_.v2 = Sym<ProcessesFn<ProcessInfoV2>>("nvmlDeviceGetComputeRunningProcesses_v2");
-    compute_.v1 = Sym<ProcessesFn<ProcessInfoV1>>("nvmlDeviceGetComputeRunningProcesses");
-    graphics_.v3 = Sym<ProcessesFn<ProcessInfoV3>>("nvmlDeviceGetGraphicsRunningProcesses_v3");
-    graphics_.v2 = Sym<ProcessesFn<ProcessInfoV2>>("nvmlDeviceGetGraphicsRunningProcesses_v2");
-    graphics_.v1 = Sym<ProcessesFn<ProcessInfoV1>>("nvmlDeviceGetGraphicsRunningProcesses");
+    compute_.v3 = Sym<ProcessesFn<nvmlProcessInfo_v3>>("nvmlDeviceGetComputeRunningProcesses_v3");
+    compute_.v2 = Sym<ProcessesFn<nvmlProcessInfo_v2>>("nvmlDeviceGetComputeRunningProcesses_v2");
+    compute_.v1 = Sym<ProcessesFn<nvmlProcessInfo_v1>>("nvmlDeviceGetComputeRunningProcesses");
+    graphics_.v3 = Sym<ProcessesFn<nvmlProcessInfo_v3>>("nvmlDeviceGetGraphicsRunningProcesses_v3");
+    graphics_.v2 = Sym<ProcessesFn<nvmlProcessInfo_v2>>("nvmlDeviceGetGraphicsRunningProcesses_v2");
+    graphics_.v1 = Sym<ProcessesFn<nvmlProcessInfo_v1>>("nvmlDeviceGetGraphicsRunningProcesses");
     std::string missing;
     if (!init_) missing += " nvmlInit";
     if (!shutdown_) missing += " nvmlShutdown";

@@ -207,7 +207,8 @@ TEST_F(UsageReportStoreTest, AReportAsLargeAsTheBoundsAllowIsWrittenWhole) {
   std::sort(r.gpus[0].pods.begin(), r.gpus[0].pods.end(), [](auto& a, auto& b) { return a.uid < b.uid; });
   Status s = store_->PushReport("n1", r, false);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  const ledger::Node* n = Fresh()->Find("n1");
+  ledger::SnapshotPtr snap = Fresh();  // keeps the node alive while it is read
+  const ledger::Node* n = snap->Find("n1");
   EXPECT_EQ(n->gpus[0].pods.size(), ledger::kMaxReportPodFigures);
   EXPECT_EQ(n->gpus[0].untracked, static_cast<int64_t>(ledger::kMaxReportPodFigures));
 }

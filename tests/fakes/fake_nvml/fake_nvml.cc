@@ -37,37 +37,12 @@
 
 #define NVML_EXPORT extern "C" __attribute__((visibility("default")))
 
-using nvmlReturn_t = int;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
+#include "agent/nvml_abi.h"  // the same types the agent calls through
 
 namespace {
 
 constexpr nvmlReturn_t kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kInsufficientSize = 7,
                        kGpuIsLost = 15, kArgumentVersionMismatch = 25;
-
-struct Memory_v1 {
-  unsigned long long total, free, used;
-};
-struct Memory_v2 {
-  unsigned int version;
-  unsigned long long total, reserved, free, used;
-};
-struct ProcV1 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-};
-struct ProcV2 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId, computeInstanceId;
-};
-struct ProcV3 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId, computeInstanceId;
-  unsigned long long usedGpuCcProtectedMemory;
-};
 
 struct Proc {
   unsigned int pid = 0;
@@ -262,7 +237,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* n) { return Count("nvm
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t* d) {
   return Handle("nvmlDeviceGetHandleByIndex", i, d);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, Memory_v1* m) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_v1* m) {
   std::lock_guard<std::mutex> l(mu);
   LogCall("nvmlDeviceGetMemoryInfo");
   Gpu* g = nullptr;
@@ -286,10 +261,10 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int* curr
   *current = *pending = g->mig ? 1 : 0;
   return kSuccess;
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* n, ProcV1* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v1* p) {
   return ServeProcs(d, "nvmlDeviceGetComputeRunningProcesses", true, n, p);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int* n, ProcV1* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v1* p) {
   return ServeProcs(d, "nvmlDeviceGetGraphicsRunningProcesses", false, n, p);
 }
 
@@ -299,12 +274,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) { return Count("
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t* d) {
   return Handle("nvmlDeviceGetHandleByIndex_v2", i, d);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, Memory_v2* m) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2* m) {
   std::lock_guard<std::mutex> l(mu);
   LogCall("nvmlDeviceGetMemoryInfo_v2");
   Gpu* g = nullptr;
   if (nvmlReturn_t r = Find(d, "nvmlDeviceGetMemoryInfo_v2", &g); r != kSuccess) return r;
-  if (m->version != (static_cast<unsigned int>(sizeof(Memory_v2)) | (2u << 24))) return kArgumentVersionMismatch;
+  if (m->version != (static_cast<unsigned int>(sizeof(nvmlMemory_v2)) | (2u << 24))) return kArgumentVersionMismatch;
   // As the real one: a reserve the driver keeps is neither used nor free.
   unsigned long long used = std::min(g->used, g->total);
   unsigned long long reserved = std::min<unsigned long long>(used, 1ULL << 20);
@@ -314,16 +289,16 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, Memory_v2* m
   m->free = g->total - used;
   return kSuccess;
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int* n, ProcV2* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v2* p) {
   return ServeProcs(d, "nvmlDeviceGetComputeRunningProcesses_v2", true, n, p);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int* n, ProcV2* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v2* p) {
   return ServeProcs(d, "nvmlDeviceGetGraphicsRunningProcesses_v2", false, n, p);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, ProcV3* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v3* p) {
   return ServeProcs(d, "nvmlDeviceGetComputeRunningProcesses_v3", true, n, p);
 }
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, ProcV3* p) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int* n, nvmlProcessInfo_v3* p) {
   return ServeProcs(d, "nvmlDeviceGetGraphicsRunningProcesses_v3", false, n, p);
 }
 #endif
