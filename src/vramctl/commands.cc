@@ -19,6 +19,8 @@ const std::vector<Command>& Commands() {
        {"--node", "--gpu", "--owner", "--ttl", "--wait", "--heartbeat"}, LockCommand},
       {"version", "version [--client]", "vramctl's version and the server's (--client: vramctl's only)", {},
        {"--client"}, {}, VersionCommand},
+      {"raw", "raw GET|POST PATH [-f FILE]", "one request to any path; the answer's body on stdout", {"GET", "POST"},
+       {"-f"}, {"-f"}, RawCommand},
       {"completion", "completion bash|zsh", "a shell completion script (commands, flags, -o values)",
        {"bash", "zsh"}, {}, {}, CompletionCommand},
   };

@@ -46,6 +46,7 @@ int ExplainCommand(const Context& c, const std::vector<std::string>& args);
 int LockCommand(const Context& c, const std::vector<std::string>& args);
 int VersionCommand(const Context& c, const std::vector<std::string>& args);
 int CompletionCommand(const Context& c, const std::vector<std::string>& args);
+int RawCommand(const Context& c, const std::vector<std::string>& args);
 
 // `lock --help` (lock.cc), with `program` in its usage lines.
 std::string LockUsage(const std::string& program);

@@ -60,6 +60,21 @@ class VramctlReads(unittest.TestCase):
         self.assertTrue(any(r and r[0] == "ness-server2" and r[2] == "8Gi" for r in rows), out)
         self.assertIn("(* usage not reported or stale: U = A)", out)
 
+    def test_raw_sends_one_request_and_prints_the_body(self):
+        rc, out, err = vramctl(self.v.url, "raw", "GET", "/v1/nodes/ness-linux3")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["allocated_bytes"], 24 * GI)
+        body = self.w.file("filter.json", filter_body("u-raw-1", "200Gi"))
+        rc, out, err = vramctl(self.v.url, "raw", "POST", "/scheduler/filter", "-f", body)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["NodeNames"], [])
+        rc, out, err = vramctl(self.v.url, "raw", "GET", "/v1/nodes/no-such-node")
+        self.assertEqual(rc, 1)
+        self.assertIn("404", err)
+        for bad in (["raw", "DELETE", "/v1/nodes"], ["raw", "GET", "v1/nodes"], ["raw", "POST", "/scheduler/filter"]):
+            rc, _, err = vramctl(self.v.url, *bad)
+            self.assertEqual(rc, 2, (bad, err))
+
     def test_nodes_json_is_the_servers_view(self):
         rc, out, err = vramctl(self.v.url, "nodes", "ness-linux3", "-o", "json")
         self.assertEqual(rc, 0, err)
