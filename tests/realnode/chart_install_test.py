@@ -329,6 +329,7 @@ class ChartOnRealNode(unittest.TestCase):
                     self.api.get_or_none(f"/api/v1/namespaces/{GPU_NS}/serviceaccounts/default")
                     or {}).get("secrets"), 60, ns=GPU_NS),
                 self.run_gpu_pod("gpu-job-1")))
+            self.stage("a pod in another namespace cannot bind a pod", self._intruder)
             self.stage("helm upgrade + rollout Ready", self._upgrade)
             self.stage("helm uninstall + gone", self._uninstall)
             self.stage("helm install again + Ready + GPU pod", self._reinstall)
@@ -348,6 +349,60 @@ class ChartOnRealNode(unittest.TestCase):
                 print(f"{n:<48} {t:6.1f} s", flush=True)
         self.assertEqual(errors, [], "teardown failed")
         self.assertEqual(diffs, [], "the machine differs from before the test")
+
+    def _intruder(self) -> None:
+        """Secure by default, shown from a pod: a pod of another namespace
+        asks vramd to bind a pending pod, as anything that reaches the Service
+        could. The extender port refuses it at the TLS handshake (no client
+        certificate: only vramd-scheduler has one), the API port answers the
+        extender verbs 403, and the pending pod stays unbound. (The chart's
+        NetworkPolicy would stop it earlier, but the CNI bridge plugin here has
+        no policy engine: the refusal shown is vramd's own.)"""
+        victim = {"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "bind-target", "namespace": GPU_NS},
+                  "spec": {"schedulerName": "no-such-scheduler",  # stays Pending
+                           "containers": [{"name": "main", "image": self.node.image_refs["valkey"],
+                                           "imagePullPolicy": "Never"}]}}
+        created = self.api.post(f"/api/v1/namespaces/{GPU_NS}/pods", victim)
+        body = ('{"PodName":"bind-target","PodNamespace":"%s","PodUID":"%s","Node":"%s"}'
+                % (GPU_NS, created["metadata"]["uid"], NODE_NAME))
+        svc = f"{RELEASE}.{NS}.svc.cluster.local"
+        script = (
+            'for port in 8443 8081; do '
+            'printf "%s" "$BODY" | /usr/bin/vramctl --server "https://$SVC:$port" --insecure-skip-tls-verify '
+            'raw POST /scheduler/bind -f - >/tmp/out 2>&1; rc=$?; '
+            'echo "PORT=$port RC=$rc OUT=$(tr "\\n" " " </tmp/out)"; done; echo DONE')
+        self.api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": "intruder"}})
+        self.wait("the default service account's token in intruder", lambda: (
+            self.api.get_or_none("/api/v1/namespaces/intruder/serviceaccounts/default")
+            or {}).get("secrets"), 60, ns="intruder")
+        self.api.post("/api/v1/namespaces/intruder/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "binder", "namespace": "intruder"},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": self.node.image_refs["vramd"],
+                                     "imagePullPolicy": "Never", "command": ["/bin/sh", "-c", script],
+                                     "env": [{"name": "BODY", "value": body}, {"name": "SVC", "value": svc}]}]}})
+
+        def logged() -> str | None:
+            try:
+                text = self.api.request("GET", "/api/v1/namespaces/intruder/pods/binder/log", raw=True)
+            except Exception:  # the container has not started yet
+                return None
+            return text if "DONE" in text else None
+        text = self.wait("the intruder pod's log", logged, BIND_TIMEOUT, ns="intruder")
+        log(f"intruder pod log: {text.strip()!r}")
+        lines = {l.split()[0]: l for l in text.splitlines() if l.startswith("PORT=")}
+        tls, api = lines.get("PORT=8443", ""), lines.get("PORT=8081", "")
+        self.assertIn("RC=1", tls, text)
+        self.assertIn("client certificate", tls, text)  # refused at the handshake
+        self.assertIn("RC=1", api, text)
+        self.assertIn("403", api, text)
+        self.assertIn("extender verbs are not served on this listener", api, text)
+        pod = self.api.get(f"/api/v1/namespaces/{GPU_NS}/pods/bind-target")
+        self.assertFalse(pod["spec"].get("nodeName"), "the intruder's bind went through")
+        self.api.delete("/api/v1/namespaces/intruder")
+        self.api.delete(f"/api/v1/namespaces/{GPU_NS}/pods/bind-target")
 
     def _install(self) -> None:
         # The label GPU Feature Discovery puts on GPU nodes (the agent's nodeSelector).
