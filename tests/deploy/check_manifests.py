@@ -571,7 +571,7 @@ def check_ensure_secrets(profile, docs, exp, spec, vramd):
         for res in r.get("resources", []):
             for verb in r.get("verbs", []):
                 granted.add((tuple(r.get("apiGroups", [])), res, verb, tuple(sorted(r.get("resourceNames", [])))))
-    expected = {(("",), "secrets", "get", tuple(sorted(want.values()))), (("",), "secrets", "create", ())}
+    expected = {(("",), "secrets", "create", ())}  # one POST per Secret; a 409 means done
     C.check(granted == expected, f"[{profile}] ensure-secrets Role grants {sorted(granted)}, expected exactly {sorted(expected)}")
     bindings = [b for b in find(docs, "RoleBinding") if b["roleRef"]["name"] == f"{RELEASE}-ensure-secrets"]
     C.check(len(bindings) == 1 and bindings[0]["roleRef"]["kind"] == "Role"
