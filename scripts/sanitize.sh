@@ -83,12 +83,14 @@ fi
 build() {
   local dir=$1 san=$2
   configure_sanitized "$dir" "$san"
-  if ! cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl >"$dir/sanitize-build.log" 2>&1; then
+  # vramd-agent and the fake NVML libraries: the system tests run the agent.
+  if ! cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl vramd-agent \
+      fake_nvml fake_nvml_legacy >"$dir/sanitize-build.log" 2>&1; then
     grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
     echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
     return 1
   fi
-  for b in unit_tests integration_tests vramd vramctl; do
+  for b in unit_tests integration_tests vramd vramctl vramd-agent; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
 }
@@ -181,7 +183,7 @@ instrumented() {
   local -A has=()
   local f p
   local -a bins=()
-  for b in vramd vramctl unit_tests integration_tests; do
+  for b in vramd vramctl vramd-agent unit_tests integration_tests; do
     if [[ -x "$dir/bin/$b" ]]; then bins+=("$dir/bin/$b"); else missing+=("$dir/bin/$b is missing"); fi
   done
   while read -r f p; do has["$f $p"]=1; done < <(((${#bins[@]})) && prefixes --defined-only "${bins[@]}")
@@ -205,7 +207,7 @@ instrumented() {
     echo "sanitize.sh: $dir fails the $san instrumentation check (${#missing[@]} problem(s)): its tests would prove nothing"
     return 1
   fi
-  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, unit_tests and integration_tests" \
+  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, vramd-agent, unit_tests and integration_tests" \
     "link the runtime; all ${#objs[@]} object files of vramd call ${want[*]}"
 }
 

@@ -47,9 +47,9 @@ int ExplainCommand(const Context& c, const std::vector<std::string>& args) {
     return 1;
   }
   const json& r = j["request"];
-  std::printf(" needs %s", Bytes(r["total_bytes"]).c_str());
+  std::printf(" needs %s", Bytes(At(r, "total_bytes")).c_str());
   if (r.value("gpu_count", 1) > 1) {
-    std::printf(" (%s on each of %d GPUs)", Bytes(r["per_gpu_bytes"]).c_str(), r.value("gpu_count", 1));
+    std::printf(" (%s on each of %d GPUs)", Bytes(At(r, "per_gpu_bytes")).c_str(), r.value("gpu_count", 1));
   }
   if (j.contains("bound_to")) std::printf("; bound to %s", j["bound_to"].get<std::string>().c_str());
   std::printf("; fits on %d of %zu nodes now\n", j.value("fits_on", 0), j["nodes"].size());
@@ -57,7 +57,7 @@ int ExplainCommand(const Context& c, const std::vector<std::string>& args) {
     std::string v = n.value("verdict", "");
     if (v == "fits") {
       std::string g;
-      for (const json& x : n["gpus"]) g += (g.empty() ? "" : ",") + std::to_string(x.get<int>());
+      for (const json& x : At(n, "gpus")) g += (g.empty() ? "" : ",") + std::to_string(x.get<int>());
       std::printf("  %-24s fits on GPU %s (score %d)\n", n.value("node", "").c_str(), g.c_str(), n.value("score", 0));
     } else {
       std::printf("  %-24s %s: %s\n", n.value("node", "").c_str(), v == "no_room_now" ? "no room now" : "never fits",

@@ -131,26 +131,26 @@ const std::vector<Column<LockRow>>& LockColumns() {
       {"GPU", false, [](const LockRow& r) { return std::to_string(r.lock->value("gpu", 0)); }},
       {"HOLDER", false,
        [](const LockRow& r) {
-         const json& h = (*r.lock)["holder"];
+         const json& h = At(*r.lock, "holder");
          return h.is_string() ? h.get<std::string>() : "-";
        }},
       {"TOKEN", false, [](const LockRow& r) { return std::to_string(r.lock->value("token", uint64_t{0})); }},
       {"TTL", false,
        [](const LockRow& r) {
-         if (!(*r.lock)["holder"].is_string()) return std::string("-");
+         if (!At(*r.lock, "holder").is_string()) return std::string("-");
          char ttl[32];
          std::snprintf(ttl, sizeof ttl, "%.1fs", r.lock->value("ttl_seconds", 0.0));
          return std::string(ttl);
        }},
-      {"WAITERS", false, [](const LockRow& r) { return std::to_string((*r.lock)["waiters"].size()); }},
+      {"WAITERS", false, [](const LockRow& r) { return std::to_string(At(*r.lock, "waiters").size()); }},
       {"HELD", true,
        [](const LockRow& r) {
-         return (*r.lock)["holder"].is_string() ? AgeText((*r.lock)["granted_ms"], r.now_ms) : "-";
+         return At(*r.lock, "holder").is_string() ? AgeText(At(*r.lock, "granted_ms"), r.now_ms) : "-";
        }},
       {"QUEUE", true,
        [](const LockRow& r) {
          std::string q;
-         for (const json& w : (*r.lock)["waiters"]) q += (q.empty() ? "" : ",") + w.value("owner", "");
+         for (const json& w : At(*r.lock, "waiters")) q += (q.empty() ? "" : ",") + w.value("owner", "");
          return q.empty() ? "-" : q;
        }},
   };

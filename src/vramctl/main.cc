@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -98,5 +99,11 @@ int main(int argc, char** argv) {
     if (std::string err = ReadToken(inv.global.token_file, &ctx.target); !err.empty()) return Fail(err);
   }
   if (std::string err = CheckReadable(ctx.target.tls); !err.empty()) return Fail(err, 2);
-  return cmd->run(ctx, inv.args);
+  try {
+    return cmd->run(ctx, inv.args);
+  } catch (const std::exception& e) {
+    // A server answer of an unexpected shape (a field of another type) is an
+    // error message, never a crash.
+    return Fail(std::string("unexpected answer from vramd: ") + e.what());
+  }
 }

@@ -68,21 +68,21 @@ const std::vector<Column<NodeRow>>& NodeColumns() {
   static const std::vector<Column<NodeRow>> columns = {
       {"NODE", false, [](const NodeRow& r) { return r.gpu == "all" ? r.node->value("name", "") : ""; }},
       {"GPU", false, [](const NodeRow& r) { return r.gpu; }},
-      {"CAPACITY", false, [](const NodeRow& r) { return Bytes((*r.v)["capacity_bytes"]); }},
-      {"ALLOCATED", false, [](const NodeRow& r) { return Bytes((*r.v)["allocated_bytes"]); }},
-      {"USED", false, [](const NodeRow& r) { return Bytes((*r.v)["used_bytes"]); }},
-      {"OVERSUB", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["over_subscription"]); }},
-      {"UTIL", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["utilization"]); }},
-      {"SAT", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["saturation"]); }},
-      {"HEADROOM", false, [](const NodeRow& r) { return Bytes((*r.v)["metrics"]["headroom_bytes"]); }},
-      {"POTENTIAL", false, [](const NodeRow& r) { return Bytes((*r.v)["metrics"]["potential_bytes"]); }},
-      {"RISK", false, [](const NodeRow& r) { return RatioText((*r.v)["metrics"]["risk"]); }},
+      {"CAPACITY", false, [](const NodeRow& r) { return Bytes(At(*r.v, "capacity_bytes")); }},
+      {"ALLOCATED", false, [](const NodeRow& r) { return Bytes(At(*r.v, "allocated_bytes")); }},
+      {"USED", false, [](const NodeRow& r) { return Bytes(At(*r.v, "used_bytes")); }},
+      {"OVERSUB", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "over_subscription")); }},
+      {"UTIL", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "utilization")); }},
+      {"SAT", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "saturation")); }},
+      {"HEADROOM", false, [](const NodeRow& r) { return Bytes(At(At(*r.v, "metrics"), "headroom_bytes")); }},
+      {"POTENTIAL", false, [](const NodeRow& r) { return Bytes(At(At(*r.v, "metrics"), "potential_bytes")); }},
+      {"RISK", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "risk")); }},
       {"PODS", true, [](const NodeRow& r) { return std::to_string(r.pods); }},
       {"REPORTED", true,
-       [](const NodeRow& r) { return r.gpu == "all" ? "-" : AgeText((*r.v)["usage_reported_ms"], r.now_ms); }},
+       [](const NodeRow& r) { return r.gpu == "all" ? "-" : AgeText(At(*r.v, "usage_reported_ms"), r.now_ms); }},
       {"UUID", true,
        [](const NodeRow& r) {
-         const json& u = (*r.v)["uuid"];
+         const json& u = At(*r.v, "uuid");
          return r.gpu != "all" && u.is_string() && !u.get<std::string>().empty() ? u.get<std::string>() : "-";
        }},
   };
@@ -100,12 +100,12 @@ const std::vector<Column<PodRow>>& PodColumns() {
   static const std::vector<Column<PodRow>> columns = {
       {"NODE", false, [](const PodRow& r) { return r.node->value("name", ""); }},
       {"POD", false, [](const PodRow& r) { return r.pod->value("namespace", "") + "/" + r.pod->value("name", ""); }},
-      {"GPUS", false, [](const PodRow& r) { return Join((*r.pod)["gpus"]); }},
-      {"VRAM/GPU", false, [](const PodRow& r) { return Bytes((*r.pod)["vram_per_gpu_bytes"]); }},
+      {"GPUS", false, [](const PodRow& r) { return Join(At(*r.pod, "gpus")); }},
+      {"VRAM/GPU", false, [](const PodRow& r) { return Bytes(At(*r.pod, "vram_per_gpu_bytes")); }},
       // The pod's largest per-GPU figure from the node agent's report; "-" without one.
       {"USED", false,
        [](const PodRow& r) {
-         return r.pod->value("usage_reported_ms", int64_t{0}) > 0 ? Bytes((*r.pod)["used_per_gpu_bytes"]) : "-";
+         return r.pod->value("usage_reported_ms", int64_t{0}) > 0 ? Bytes(At(*r.pod, "used_per_gpu_bytes")) : "-";
        }},
       {"STATE", false, [](const PodRow& r) { return r.pod->value("state", "-"); }},
       {"MODEL", false,
@@ -113,9 +113,9 @@ const std::vector<Column<PodRow>>& PodColumns() {
          std::string m = r.pod->value("model", "");
          return m.empty() ? "-" : m;
        }},
-      {"PEAK/GPU", true, [](const PodRow& r) { return Bytes((*r.pod)["peak_per_gpu_bytes"]); }},
+      {"PEAK/GPU", true, [](const PodRow& r) { return Bytes(At(*r.pod, "peak_per_gpu_bytes")); }},
       {"PRIORITY", true, [](const PodRow& r) { return std::to_string(r.pod->value("priority", 0)); }},
-      {"AGE", true, [](const PodRow& r) { return AgeText((*r.pod)["created_ms"], r.now_ms); }},
+      {"AGE", true, [](const PodRow& r) { return AgeText(At(*r.pod, "created_ms"), r.now_ms); }},
       {"UID", true, [](const PodRow& r) { return r.pod->value("uid", "-"); }},
   };
   return columns;
@@ -135,12 +135,12 @@ int NodesCommand(const Context& c, const std::vector<std::string>& args) {
   const int64_t now = NowMs();
   std::vector<NodeRow> rows;
   for (const json& n : nodes) {
-    rows.push_back({&n, &n, "all", static_cast<int>(n["pods"].size()), now});
-    for (const json& g : n["gpus"]) {
+    rows.push_back({&n, &n, "all", static_cast<int>(At(n, "pods").size()), now});
+    for (const json& g : At(n, "gpus")) {
       const int index = g.value("index", 0);
       int pods = 0;
-      for (const json& p : n["pods"]) {
-        for (const json& i : p["gpus"]) pods += i.is_number_integer() && i.get<int>() == index ? 1 : 0;
+      for (const json& p : At(n, "pods")) {
+        for (const json& i : At(p, "gpus")) pods += i.is_number_integer() && i.get<int>() == index ? 1 : 0;
       }
       rows.push_back({&n, &g, std::to_string(index) + (g.value("usage_fresh", false) ? "" : "*"), pods, now});
     }
@@ -159,7 +159,7 @@ int PodsCommand(const Context& c, const std::vector<std::string>& args) {
     // The API's pod objects, each with the node it is on.
     json pods = json::array();
     for (const json& n : nodes) {
-      for (json p : n["pods"]) {
+      for (json p : At(n, "pods")) {
         p["node"] = n.value("name", "");
         pods.push_back(std::move(p));
       }
@@ -170,7 +170,7 @@ int PodsCommand(const Context& c, const std::vector<std::string>& args) {
   const int64_t now = NowMs();
   std::vector<PodRow> rows;
   for (const json& n : nodes) {
-    for (const json& p : n["pods"]) rows.push_back({&n, &p, now});
+    for (const json& p : At(n, "pods")) rows.push_back({&n, &p, now});
   }
   PrintColumns(PodColumns(), rows, c.output);
   return 0;

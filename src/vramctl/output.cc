@@ -19,6 +19,13 @@ int Fail(const std::string& msg, int code) {
   return code;
 }
 
+const nlohmann::json& At(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
 std::string Bytes(const nlohmann::json& v) {
   if (!v.is_number()) return "-";
   return vramd::ledger::FormatBytes(v.get<int64_t>());

@@ -24,6 +24,11 @@ std::optional<Format> ParseFormat(std::string_view name);
 int Fail(const std::string& msg, int code = 1);
 
 // "24Gi" for a number of bytes, "-" for anything else.
+// j[key] when j is an object holding key, else null: vramctl reads the
+// server's JSON without trusting its shape (a missing field prints "-";
+// nlohmann's const operator[] asserts on a missing key).
+const nlohmann::json& At(const nlohmann::json& j, const char* key);
+
 std::string Bytes(const nlohmann::json& v);
 
 // "0.50" for a number, the text itself for a string ("+Inf"), "-" otherwise.

@@ -6,6 +6,7 @@ a client certificate, both refused cleanly when missing) and the error paths
 (vramd not reachable, an error answer, an unknown -o). The lock commands are
 tested in tests/integration/lock_cli_test.cc."""
 
+import http.server
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import threading
 import unittest
 
 sys.dont_write_bytecode = True
@@ -385,6 +387,51 @@ class VramctlTls(unittest.TestCase):
                                "--key", f"{self.d}/stranger.key", "nodes")
         self.assertEqual(rc, 1)
         self.assertIn("cannot use the client certificate", err)
+
+
+class VramctlOddAnswers(unittest.TestCase):
+    """An answer of an unexpected shape (fields missing, of another type) is
+    an error message and exit 1, or "-" in a cell, never a crash."""
+
+    ANSWERS = {
+        "/v1/nodes": {"nodes": [{"name": "odd", "gpus": [{"index": "zero", "uuid": 7}],
+                                 "pods": [{"gpus": ["a"], "name": 3}]}]},
+        "/v1/nodes/bare": {"name": "bare"},
+        "/v1/locks": {"locks": [{"node": "n", "waiters": [1, "x"]}]},
+    }
+
+    @classmethod
+    def setUpClass(cls):
+        answers = cls.ANSWERS
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                body = json.dumps(answers.get(self.path.split("?")[0], {})).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        cls.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        cls.url = f"http://127.0.0.1:{cls.server.server_address[1]}"
+        threading.Thread(target=cls.server.serve_forever, daemon=True).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.shutdown()
+        cls.server.server_close()
+
+    def test_no_command_crashes_on_an_odd_answer(self):
+        for args in (["nodes"], ["nodes", "-o", "wide"], ["nodes", "bare", "-o", "wide"], ["pods"],
+                     ["pods", "-o", "wide"], ["lock", "list"], ["lock", "list", "-o", "wide"]):
+            rc, out, err = vramctl(self.url, *args)
+            self.assertIn(rc, (0, 1), (args, rc, out, err))
+            if rc == 1:
+                self.assertIn("vramctl:", err, args)
 
 
 if __name__ == "__main__":
