@@ -78,7 +78,8 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                         {"victim", e.victim},
                         {"used_per_gpu_bytes", e.used},
                         {"usage_reported_ms", e.used_ts_ms},
-                        {"last_active_ms", e.last_active_ms}});
+                        {"last_active_ms", e.last_active_ms},
+                        {"idle_ttl_ms", e.idle_ttl_ms}});
   }
   json out = VectorsJson(ledger::SumVectors(vec));
   out["name"] = node.name;

@@ -118,6 +118,7 @@ void RecordDemand(const VramRequest& d, Entry* e) {
   e->priority = d.priority;
   e->priority_class = d.priority_class;
   e->victim = d.victim;
+  e->idle_ttl_ms = d.idle_ttl_ms;
 }
 
 }  // namespace vramd::ledger

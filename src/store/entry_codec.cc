@@ -66,6 +66,9 @@ std::string EntryFieldProblem(const Entry& e) {
   if (e.last_active_ms < 0 || e.last_active_ms > kMaxEntryTimeMs) {
     return "\"last_active_ms\" is not a time from 0 to the year 9999";
   }
+  if (e.idle_ttl_ms < 0 || e.idle_ttl_ms > ledger::kMaxIdleTtlMs) {
+    return "\"idle_ttl_ms\" is not a duration from 0 to 30 days";
+  }
   return "";
 }
 
@@ -99,6 +102,7 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
   if (e.used != 0) AppendInt(&out, ",\"used\":", e.used);
   if (e.used_ts_ms != 0) AppendInt(&out, ",\"used_ts_ms\":", e.used_ts_ms);
   if (e.last_active_ms != 0) AppendInt(&out, ",\"last_active_ms\":", e.last_active_ms);
+  if (e.idle_ttl_ms != 0) AppendInt(&out, ",\"idle_ttl_ms\":", e.idle_ttl_ms);
   out += ",\"created_ms\":";
   if (!omit_created) {
     out += std::to_string(e.created_ms);
@@ -164,8 +168,11 @@ bool EntryDecoder::Decode(std::string_view text, Entry* e, std::string* why) {
       if (type != od::json_type::null && v.get_bool().get(e->victim) != simdjson::SUCCESS) {
         return Fail("\"victim\" is not true or false", why);
       }
-    } else if (key == "used" || key == "used_ts_ms" || key == "last_active_ms") {
-      int64_t* out = key == "used" ? &e->used : key == "used_ts_ms" ? &e->used_ts_ms : &e->last_active_ms;
+    } else if (key == "used" || key == "used_ts_ms" || key == "last_active_ms" || key == "idle_ttl_ms") {
+      int64_t* out = key == "used"             ? &e->used
+                     : key == "used_ts_ms"     ? &e->used_ts_ms
+                     : key == "last_active_ms" ? &e->last_active_ms
+                                               : &e->idle_ttl_ms;
       if (!Int(v, out)) return Fail("\"" + std::string(key) + "\" is not an integer", why);
     }
     // Unknown fields are skipped (written by a newer version).

@@ -8,10 +8,10 @@
 //   {"ns":S,"name":S,"gpus":[N,..],"per_gpu":N,"peak_per_gpu":N,"model":S,
 //    "state":"reserved"|"bound"|"terminating",
 //    "priority":N,"priority_class":S,"victim":true,"used":N,"used_ts_ms":N,
-//    "last_active_ms":N,
+//    "last_active_ms":N,"idle_ttl_ms":N,
 //    "created_ms":N}
 //
-// The fields from "priority" to "last_active_ms" are written only when they
+// The fields from "priority" to "idle_ttl_ms" are written only when they
 // differ from their default (0, "", false): an entry that records none of them
 // is byte for byte what vramd 0.1 wrote (tests/data/ledger/entries-v0.1.jsonl),
 // so a rollback reads it unchanged and most entries stay as small as before.
@@ -40,7 +40,7 @@ namespace vramd::store {
 inline constexpr int64_t kMaxEntryTimeMs = 253'402'300'799'999;
 
 // Why the fields that the codec bounds (priority_class, used, used_ts_ms,
-// last_active_ms) are out of bounds, or "" when they are not. The store
+// last_active_ms, idle_ttl_ms) are out of bounds, or "" when they are not. The store
 // checks an entry with it before writing, so that nothing it writes is
 // rejected when read back.
 std::string EntryFieldProblem(const ledger::Entry& e);

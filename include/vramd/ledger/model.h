@@ -50,6 +50,8 @@ struct Entry {
                                  // old-format reports, which carry no per-pod figures)
   int64_t last_active_ms = 0;    // last sign of GPU activity (a GPU-lock call or
                                  // a change of usage); 0 = none seen since created_ms
+  int64_t idle_ttl_ms = 0;       // vramd.io/idle-ttl: idle eviction after this long
+                                 // without activity; 0 = never idle-evicted
   bool operator==(const Entry&) const = default;
 };
 

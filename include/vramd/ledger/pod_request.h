@@ -47,6 +47,7 @@ struct PodSpecView {
   std::optional<std::string> vram_peak;      // annotation vramd.io/vram-peak
   std::string model;                         // annotation vramd.io/model
   std::optional<std::string> disposable;     // annotation vramd.io/disposable
+  std::optional<std::string> idle_ttl;       // annotation vramd.io/idle-ttl
   int32_t priority = 0;                      // spec.priority (0 when absent)
   std::string priority_class;                // spec.priorityClassName (<= kMaxPriorityClassName)
   bool operator==(const PodSpecView&) const = default;
@@ -64,9 +65,13 @@ struct VramRequest {
   int32_t priority = 0;        // spec.priority
   std::string priority_class;  // spec.priorityClassName, may be empty
   bool victim = false;         // IsDesignatedVictim with the default classes
+  int64_t idle_ttl_ms = 0;     // vramd.io/idle-ttl (0: none)
   bool wants_vram() const { return total > 0; }
 };
 using Demand = VramRequest;
+
+// Longest vramd.io/idle-ttl accepted: 30 days.
+inline constexpr int64_t kMaxIdleTtlMs = 30LL * 24 * 3600 * 1000;
 
 // Largest gpu-count accepted; more is an error, not a silent clamp.
 inline constexpr int kMaxGpuCount = 64;
@@ -75,7 +80,7 @@ inline constexpr int kMaxGpuCount = 64;
 // the sidecars declared before it) + overhead. For each container, the request
 // defaults to the limit when absent. Quantity errors name the container.
 // The demand also carries the pod's namespace, priority, priority class,
-// model and whether it is a designated victim (kDefaultVictimClasses); none
+// model, idle TTL and whether it is a designated victim (kDefaultVictimClasses); none
 // of these can make it an error.
 Result<VramRequest> ComputeVramRequest(const PodSpecView& pod);
 
@@ -86,7 +91,7 @@ bool IsDesignatedVictim(const PodSpecView& pod,
                         std::span<const std::string_view> victim_classes = kDefaultVictimClasses);
 
 // Writes into `e` what the demand says about the pod: model, peak_per_gpu,
-// priority, priority_class and victim (and ns when `e` has none). Every path
+// priority, priority_class, victim and idle_ttl_ms (and ns when `e` has none). Every path
 // that creates an entry for a pod (bind, reconcile's re-add) goes through it,
 // so an entry records what its demand said. Leaves uid, name, GPUs, amount,
 // state and times to the caller.

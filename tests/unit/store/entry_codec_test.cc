@@ -43,6 +43,7 @@ Entry Everything() {
   e.used = 18 * kGi;
   e.used_ts_ms = 1'795'000'060'000;
   e.last_active_ms = 1'795'000'050'000;
+  e.idle_ttl_ms = 600'000;
   return e;
 }
 
@@ -76,6 +77,7 @@ TEST(EntryCodec, EveryFieldRoundTripsAtItsBounds) {
   e.used = ledger::kMaxBytesPerGpu;
   e.used_ts_ms = kMaxEntryTimeMs;
   e.last_active_ms = kMaxEntryTimeMs;
+  e.idle_ttl_ms = ledger::kMaxIdleTtlMs;
   EXPECT_EQ(MustDecode(EncodeEntry(e, false)), e);
   e.priority = std::numeric_limits<int32_t>::max();
   EXPECT_EQ(MustDecode(EncodeEntry(e, false)), e);
@@ -96,6 +98,7 @@ TEST(EntryCodec, AnEntryWithoutNewFactsIsWrittenAsVersion01WroteIt) {
   e.used = 0;
   e.used_ts_ms = 0;
   e.last_active_ms = 0;
+  e.idle_ttl_ms = 0;
   EXPECT_EQ(EncodeEntry(e, false),
             R"({"ns":"ml","name":"vllm-0","gpus":[1,3],"per_gpu":21474836480,"peak_per_gpu":32212254720,)"
             R"("model":"llama-3-70b","state":"bound","created_ms":1795000000000})");
@@ -106,7 +109,7 @@ TEST(EntryCodec, NewFieldsGoBetweenStateAndCreatedOnlyWhereTheySaySomething) {
             R"({"ns":"ml","name":"vllm-0","gpus":[1,3],"per_gpu":21474836480,"peak_per_gpu":32212254720,)"
             R"("model":"llama-3-70b","state":"bound","priority":-1000,"priority_class":"vramd-disposable",)"
             R"("victim":true,"used":19327352832,"used_ts_ms":1795000060000,"last_active_ms":1795000050000,)"
-            R"("created_ms":1795000000000})");
+            R"("idle_ttl_ms":600000,"created_ms":1795000000000})");
   Entry e = Everything();
   e.priority = 0;
   e.priority_class.clear();
@@ -217,7 +220,11 @@ INSTANTIATE_TEST_SUITE_P(
                      R"("last_active_ms" is not a time from 0 to the year 9999)"},
         BadEntryCase{"LastActiveAfter9999", R"("last_active_ms":9007199254740991)",
                      R"("last_active_ms" is not a time from 0 to the year 9999)"},
-        BadEntryCase{"LastActiveObject", R"("last_active_ms":{})", R"("last_active_ms" is not an integer)"}),
+        BadEntryCase{"LastActiveObject", R"("last_active_ms":{})", R"("last_active_ms" is not an integer)"},
+        BadEntryCase{"IdleTtlNegative", R"("idle_ttl_ms":-1)", R"("idle_ttl_ms" is not a duration from 0 to 30 days)"},
+        BadEntryCase{"IdleTtlAbove30Days", R"("idle_ttl_ms":2592000001)",
+                     R"("idle_ttl_ms" is not a duration from 0 to 30 days)"},
+        BadEntryCase{"IdleTtlText", R"("idle_ttl_ms":"10m")", R"("idle_ttl_ms" is not an integer)"}),
     [](const ::testing::TestParamInfo<BadEntryCase>& info) { return std::string(info.param.name); });
 
 // The store checks entries with the same bounds before writing them, so a
