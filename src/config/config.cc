@@ -5,10 +5,12 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "vramd/config/env_names.h"
 #include "vramd/ledger/capacity.h"
+#include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/store/valkey_url.h"
 
@@ -139,6 +141,16 @@ Status CheckNotEmpty(const std::string& v) {
   return v.empty() ? InvalidArgument("must not be empty") : Status::Ok();
 }
 
+Status CheckMode(const std::string& v) {
+  if (v == "off" || v == "dry-run" || v == "enforce") return Status::Ok();
+  return InvalidArgument("expected off, dry-run or enforce");
+}
+
+Status CheckIdlePolicy(const std::string& v) {
+  if (v == "on-demand" || v == "always") return Status::Ok();
+  return InvalidArgument("expected on-demand or always");
+}
+
 std::vector<Key> BuildKeys() {
   std::vector<Key> k;
   k.push_back(StringKey("listen", "--listen", "VRAMD_LISTEN", "address and port of the HTTP(S) server",
@@ -263,6 +275,43 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("leader_lease_ms", "--leader-lease-ms", "VRAMD_LEADER_LEASE_MS",
                      "leader lease in Valkey; renewed every third of it, taken over when it lapses",
                      &Config::leader_lease_ms, 300, 600'000));
+  k.push_back(StringKey("watchdog.mode", "--watchdog-mode", "VRAMD_WATCHDOG_MODE",
+                        "the pressure watchdog (leader): off, dry-run (an Event and a count, nothing evicted) or "
+                        "enforce (evicts through the Eviction API)",
+                        &Config::watchdog_mode, CheckMode));
+  k.push_back(StringKey("watchdog.floor", "--watchdog-floor", "VRAMD_WATCHDOG_FLOOR",
+                        "a GPU is under pressure when its physical free VRAM (total - observed used) is below this: "
+                        "a quantity (1.5Gi) or a percent of the GPU's VRAM (10%)",
+                        &Config::watchdog_floor, [](const std::string& v) { return ParseFloor(v).status(); }));
+  k.push_back(StringKey("watchdog.protected_classes", "--watchdog-protected-classes",
+                        "VRAMD_WATCHDOG_PROTECTED_CLASSES",
+                        "comma-separated priority classes whose pods are never evicted (system-cluster-critical "
+                        "and system-node-critical always are)",
+                        &Config::watchdog_protected_classes,
+                        [](const std::string& v) { return ParseClassList(v).status(); }));
+  k.push_back(IntKey("watchdog.interval_ms", "--watchdog-interval-ms", "VRAMD_WATCHDOG_INTERVAL_MS",
+                     "least time between two passes of the watchdog and idle eviction", &Config::watchdog_interval_ms,
+                     100, 3'600'000));
+  k.push_back(IntKey("watchdog.cooldown_ms", "--watchdog-cooldown-ms", "VRAMD_WATCHDOG_COOLDOWN_MS",
+                     "at most one action per GPU (watchdog) or per pod (idle eviction) within this",
+                     &Config::watchdog_cooldown_ms, 0, 86'400'000));
+  k.push_back(IntKey("watchdog.max_actions_per_minute", "--watchdog-max-actions-per-minute",
+                     "VRAMD_WATCHDOG_MAX_ACTIONS_PER_MINUTE",
+                     "at most this many watchdog and idle actions in any minute, over the whole cluster",
+                     &Config::watchdog_max_actions_per_minute, 1, 10'000));
+  k.push_back(StringKey("idle.mode", "--idle-mode", "VRAMD_IDLE_MODE",
+                        "idle eviction of pods with vramd.io/idle-ttl (leader): off, dry-run or enforce",
+                        &Config::idle_mode, CheckMode));
+  k.push_back(StringKey("idle.policy", "--idle-policy", "VRAMD_IDLE_POLICY",
+                        "on-demand: evict idle pods only to make room for a pod vramd refused for VRAM; always: "
+                        "once the TTL has passed",
+                        &Config::idle_policy, CheckIdlePolicy));
+  k.push_back(BytesKey("idle.usage_change_bytes", "--idle-usage-change", "VRAMD_IDLE_USAGE_CHANGE",
+                       "a change of a pod's observed usage above this counts as activity (quantity)",
+                       &Config::idle_usage_change_bytes));
+  k.push_back(IntKey("idle.pending_max_age_ms", "--idle-pending-max-age-ms", "VRAMD_IDLE_PENDING_MAX_AGE_MS",
+                     "a pod vramd refused for VRAM counts as waiting for this long after the refusal",
+                     &Config::idle_pending_max_age_ms, 1000, 3'600'000));
   k.push_back(StringKey("log.level", "--log-level", "VRAMD_LOG_LEVEL", "trace, debug, info, warn, error, off",
                         &Config::log_level, CheckLogLevel));
   k.push_back(BoolKey("log.json", "--log-json", "VRAMD_LOG_JSON", "structured JSON log lines", &Config::log_json));
@@ -299,6 +348,27 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
   if (v.is_number_float()) return v.dump();
   return InvalidArgument("config key " + key + ": expected a string, number or boolean, got " +
                          std::string(v.type_name()));
+}
+
+// Keys whose value is a list: in a file, a JSON array of strings or one
+// comma-separated string; as a flag or variable, the comma-separated string.
+const std::set<std::string>& ListKeys() {
+  static const std::set<std::string> keys = {"watchdog.protected_classes"};
+  return keys;
+}
+
+Result<std::string> ListText(const std::string& key, const nlohmann::json& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) return InvalidArgument("config key " + key + ": expected an array of strings");
+    const std::string item = v[i].get<std::string>();
+    if (item.empty() || item.find(',') != std::string::npos) {
+      return InvalidArgument("config key " + key + ": item " + std::to_string(i) + " is empty or holds a comma");
+    }
+    if (i > 0) out += ',';
+    out += item;
+  }
+  return out;
 }
 
 Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config* cfg) {
@@ -355,7 +425,7 @@ Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config*
     }
     const Key* k = FindJson(key);
     if (k == nullptr) return InvalidArgument("unknown config key: " + key);
-    Result<std::string> text = ScalarText(key, *it);
+    Result<std::string> text = ListKeys().contains(key) && it->is_array() ? ListText(key, *it) : ScalarText(key, *it);
     if (!text.ok()) return text.status();
     if (Status s = k->set(cfg, *text); !s.ok()) return s;
   }
@@ -384,6 +454,49 @@ int64_t BindInFlightMs(const Config& cfg) { return 3 * static_cast<int64_t>(cfg.
 
 int64_t RebuildQuietMs(const Config& cfg) {
   return cfg.rebuild_quiet_ms >= 0 ? cfg.rebuild_quiet_ms : BindInFlightMs(cfg);
+}
+
+Result<Floor> ParseFloor(const std::string& v) {
+  Floor f;
+  if (!v.empty() && v.back() == '%') {
+    const std::string num = v.substr(0, v.size() - 1);
+    char* end = nullptr;
+    const double d = std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != '\0' || !std::isfinite(d) || d <= 0 || d >= 100) {
+      return InvalidArgument("a percent must be a number above 0 and below 100");
+    }
+    f.percent = d;
+    return f;
+  }
+  Result<int64_t> b = ledger::ParseBytes(v);
+  if (!b.ok()) return InvalidArgument("expected a quantity (1.5Gi) or a percent (10%): " + b.status().message());
+  if (*b <= 0) return InvalidArgument("the floor must be above 0");
+  f.bytes = *b;
+  return f;
+}
+
+Result<std::vector<std::string>> ParseClassList(const std::string& v) {
+  std::vector<std::string> out;
+  if (v.empty()) return out;
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    if (comma == std::string::npos) comma = v.size();
+    std::string name = v.substr(start, comma - start);
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (name.empty()) return InvalidArgument("an empty priority class name in the list");
+    bool ok = name.size() <= ledger::kMaxPriorityClassName;
+    for (size_t i = 0; ok && i < name.size(); ++i) {
+      const char c = name[i];
+      const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+      ok = alnum || ((c == '-' || c == '.') && i > 0 && i + 1 < name.size());
+    }
+    if (!ok) return InvalidArgument("\"" + name + "\" is not a priority class name (a DNS subdomain)");
+    out.push_back(std::move(name));
+    start = comma + 1;
+  }
+  return out;
 }
 
 int64_t ApplyReserve(const Config& cfg, int64_t physical) {

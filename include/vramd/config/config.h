@@ -76,6 +76,21 @@ struct Config {
   // long as a bind is marked in flight (BindInFlightMs).
   int rebuild_quiet_ms = -1;
 
+  // Runtime protection (issue 15), leader only: the pressure watchdog and
+  // idle eviction. Modes: "off", "dry-run" (an Event, a log line and a count;
+  // nothing evicted) or "enforce" (the Eviction API).
+  std::string watchdog_mode = "dry-run";
+  std::string watchdog_floor = "1.5Gi";       // a quantity, or a percent of the GPU's physical VRAM ("10%")
+  std::string watchdog_protected_classes;     // comma-separated priority classes never evicted
+                                              // (system-cluster-critical, system-node-critical always)
+  int watchdog_interval_ms = 10'000;          // least time between two protection passes
+  int watchdog_cooldown_ms = 300'000;         // at most one action per GPU (watchdog) or pod (idle) per this
+  int watchdog_max_actions_per_minute = 10;   // over all GPUs and pods
+  std::string idle_mode = "dry-run";
+  std::string idle_policy = "on-demand";      // on-demand | always
+  int64_t idle_usage_change_bytes = 256LL << 20;  // a usage change above this is activity
+  int idle_pending_max_age_ms = 120'000;      // a filter refusal counts this long as a pod waiting for VRAM
+
   // Logging.
   std::string log_level = "info";            // trace debug info warn error
   bool log_json = false;
@@ -107,6 +122,17 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env = 
 
 // Parses a config file's text (JSON) onto `cfg`.
 Status ApplyJson(const std::string& text, Config* cfg);
+
+// The watchdog's floor as parsed from watchdog_floor: exactly one of the two
+// is non-zero (bytes, or a percent above 0 and below 100).
+struct Floor {
+  int64_t bytes = 0;
+  double percent = 0;
+};
+Result<Floor> ParseFloor(const std::string& v);
+// The names of a comma-separated list of priority classes (spaces trimmed);
+// an empty name (",,") or one that is not a DNS subdomain is an error.
+Result<std::vector<std::string>> ParseClassList(const std::string& v);
 
 // Per-GPU capacity after the reserve: physical − max(percent × physical, min), ≥ 0.
 int64_t ApplyReserve(const Config& cfg, int64_t physical);

@@ -136,8 +136,65 @@ INSTANTIATE_TEST_SUITE_P(
                   "nodes[1]: node n is listed twice"},
         BadConfig{"BadValkeyUrl", {"--valkey", "http://x"}, {}, nullptr, "valkey.url"},
         BadConfig{"TlsHalf", {"--tls-cert-file", "c.pem"}, {}, nullptr, "must be set together"},
-        BadConfig{"MissingFile", {"--config", "/nonexistent/vramd.json"}, {}, nullptr, "cannot read config file"}),
+        BadConfig{"MissingFile", {"--config", "/nonexistent/vramd.json"}, {}, nullptr, "cannot read config file"},
+        BadConfig{"WatchdogModeUnknown", {"--watchdog-mode", "on"}, {}, nullptr,
+                  "config key watchdog.mode: invalid value \"on\": expected off, dry-run or enforce"},
+        BadConfig{"IdleModeUnknown", {}, {"VRAMD_IDLE_MODE=yes"}, nullptr, "config key idle.mode"},
+        BadConfig{"IdlePolicyUnknown", {}, {}, R"({"idle":{"policy":"sometimes"}})",
+                  "expected on-demand or always"},
+        BadConfig{"FloorNegative", {"--watchdog-floor", "-1Gi"}, {}, nullptr, "config key watchdog.floor"},
+        BadConfig{"FloorZero", {"--watchdog-floor", "0"}, {}, nullptr, "the floor must be above 0"},
+        BadConfig{"FloorPercentTooHigh", {"--watchdog-floor", "100%"}, {}, nullptr, "above 0 and below 100"},
+        BadConfig{"FloorPercentText", {"--watchdog-floor", "ten%"}, {}, nullptr, "above 0 and below 100"},
+        BadConfig{"FloorWords", {"--watchdog-floor", "lots"}, {}, nullptr, "expected a quantity (1.5Gi) or a percent"},
+        BadConfig{"ProtectedClassEmptyName", {"--watchdog-protected-classes", "critical,,other"}, {}, nullptr,
+                  "an empty priority class name in the list"},
+        BadConfig{"ProtectedClassNotAName", {}, {}, R"({"watchdog":{"protected_classes":["Critical Pods"]}})",
+                  "\"Critical Pods\" is not a priority class name"},
+        BadConfig{"ProtectedClassesNotStrings", {}, {}, R"({"watchdog":{"protected_classes":[1]}})",
+                  "expected an array of strings"},
+        BadConfig{"IdleTtlChangeBad", {"--idle-usage-change", "some"}, {}, nullptr, "idle.usage_change_bytes"},
+        BadConfig{"CooldownNegative", {"--watchdog-cooldown-ms", "-5"}, {}, nullptr, "watchdog.cooldown_ms"}),
     [](const auto& info) { return info.param.name; });
+
+TEST(Config, RuntimeProtectionDefaultsToDryRun) {
+  Result<Config> c = LoadArgs({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->watchdog_mode, "dry-run");
+  EXPECT_EQ(c->idle_mode, "dry-run");
+  EXPECT_EQ(c->idle_policy, "on-demand");
+  Result<Floor> f = ParseFloor(c->watchdog_floor);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->bytes, 1536ll << 20);
+  EXPECT_EQ(f->percent, 0);
+}
+
+TEST(Config, FloorIsAQuantityOrAPercent) {
+  Result<Floor> f = ParseFloor("12.5%");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->bytes, 0);
+  EXPECT_DOUBLE_EQ(f->percent, 12.5);
+  f = ParseFloor("2Gi");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->bytes, 2 * kGi);
+  EXPECT_FALSE(ParseFloor("").ok());
+  EXPECT_FALSE(ParseFloor("%").ok());
+  EXPECT_FALSE(ParseFloor("0%").ok());
+}
+
+TEST(Config, ProtectedClassesFromAFileArrayOrACommaList) {
+  std::string f = WriteTemp(R"({"watchdog":{"protected_classes":["homelab-critical","gpu-workload"]}})");
+  Result<Config> c = LoadArgs({"--config", f.c_str()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Result<std::vector<std::string>> list = ParseClassList(c->watchdog_protected_classes);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(*list, (std::vector<std::string>{"homelab-critical", "gpu-workload"}));
+  c = LoadArgs({"--watchdog-protected-classes", " a , b.c "});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(*ParseClassList(c->watchdog_protected_classes), (std::vector<std::string>{"a", "b.c"}));
+  EXPECT_TRUE(ParseClassList("")->empty());
+  std::remove(f.c_str());
+}
 
 TEST(Config, ReserveIsPercentOrMinimumWhicheverIsLarger) {
   Config c;
