@@ -102,7 +102,7 @@ class FakeKubeClient : public kube::KubeClient {
     return fail_event;
   }
   Result<kube::EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
-                                      std::string* api_message) override {
+                                      std::string* api_message = nullptr) override {
     std::lock_guard<std::mutex> l(mu_);
     calls.push_back("evict " + ns + "/" + name);
     if (api_message != nullptr) api_message->clear();
