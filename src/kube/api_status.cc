@@ -18,6 +18,26 @@ std::string ApiMessage(std::string_view body) {
   return out;
 }
 
+std::string ApiMessageWithCauses(std::string_view body) {
+  std::string out = ApiMessage(body);
+  nlohmann::json j = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return out;
+  auto details = j.find("details");
+  if (details == j.end() || !details->is_object()) return out;
+  auto causes = details->find("causes");
+  if (causes == details->end() || !causes->is_array()) return out;
+  std::string listed;
+  for (const nlohmann::json& c : *causes) {
+    if (!c.is_object()) continue;
+    auto m = c.find("message");
+    if (m == c.end() || !m->is_string() || m->get_ref<const std::string&>().empty()) continue;
+    if (!listed.empty()) listed += "; ";
+    listed += m->get<std::string>();
+  }
+  if (listed.empty()) return out;
+  return out.empty() ? listed : out + " (" + listed + ")";
+}
+
 Status StatusFromHttp(int http_status, std::string_view what, std::string_view api_message) {
   const std::string msg(api_message);
   const std::string prefix = std::string(what) + ": HTTP " + std::to_string(http_status);

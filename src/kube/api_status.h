@@ -13,6 +13,11 @@ namespace vramd::kube {
 // an empty body.
 std::string ApiMessage(std::string_view body);
 
+// ApiMessage, followed by the messages of the Status's details.causes when it
+// lists any: "<message> (<cause>; <cause>)". An eviction refused by a
+// PodDisruptionBudget names the budget only in a cause.
+std::string ApiMessageWithCauses(std::string_view body);
+
 // Maps a non-2xx HTTP status (or a watch ERROR event's code) to a Status.
 // `what` names the call ("bind default/p to n1"); the message reads
 // "<what>: HTTP <code>[ (hint)]: <api message>", except for 410, whose message

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -230,6 +231,32 @@ class RestClient final : public KubeClient, public SecretClient {
     return PostEvent("default", node.name, std::move(involved), type, reason, message, "node " + node.name);
   }
 
+  Result<EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
+                                std::string* api_message) override {
+    if (api_message != nullptr) api_message->clear();
+    const std::string what = "evict pod " + ns + "/" + name;
+    bool v1beta1 = eviction_v1beta1_.load();
+    Result<HttpReply> r = PostEviction(ns, name, uid, v1beta1, what);
+    if (!r.ok()) return r.status();
+    if (EvictionVersionUnserved(*r, v1beta1)) {
+      v1beta1 = !v1beta1;
+      r = PostEviction(ns, name, uid, v1beta1, what);
+      if (!r.ok()) return r.status();
+      if (!EvictionVersionUnserved(*r, v1beta1)) {
+        spdlog::info("kube client: the API server does not accept {} Evictions; using {}",
+                     EvictionApiVersion(!v1beta1), EvictionApiVersion(v1beta1));
+        eviction_v1beta1_.store(v1beta1);
+      }
+    }
+    if (Is2xx(r->status)) return EvictOutcome::kEvicted;
+    const bool gone = r->status == 404 || (r->status == 409 && IsUidPreconditionConflict(ApiMessage(r->body)));
+    if (r->status == 429 || gone) {
+      if (api_message != nullptr) *api_message = ApiMessageWithCauses(r->body);
+      return gone ? EvictOutcome::kGone : EvictOutcome::kBlocked;
+    }
+    return StatusFromHttp(r->status, what + " (" + EvictionApiVersion(v1beta1) + ")", ApiMessage(r->body));
+  }
+
   Status WatchPods(const std::string& resource_version, const std::atomic<bool>& stop,
                    const std::function<void(const WatchEvent<PodInfo>&)>& on_event) override {
     return Watch(Api("/api/v1/pods"), resource_version, stop, "watch pods", [&](std::string_view line) {
@@ -281,6 +308,42 @@ class RestClient final : public KubeClient, public SecretClient {
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     return Status::Ok();
+  }
+
+  static const char* EvictionApiVersion(bool v1beta1) { return v1beta1 ? "policy/v1beta1" : "policy/v1"; }
+
+  // POSTs one Eviction of `ns/name` in the given policy version.
+  Result<HttpReply> PostEviction(const std::string& ns, const std::string& name, const std::string& uid,
+                                 bool v1beta1, const std::string& what) {
+    json body = {
+        {"apiVersion", EvictionApiVersion(v1beta1)},
+        {"kind", "Eviction"},
+        {"metadata", {{"name", name}, {"namespace", ns}}},
+    };
+    if (!uid.empty()) body["deleteOptions"] = {{"preconditions", {{"uid", uid}}}};
+    return Send(Method::kPost, PodPath(ns, name) + "/eviction", Dump(body), "application/json", what);
+  }
+
+  // Whether the API server refused the Eviction because it does not know
+  // that version of the kind: HTTP 400 "Eviction in version \"v1\" cannot be
+  // handled as a Eviction: no kind \"Eviction\" is registered for version
+  // \"policy/v1\" in scheme ..." (kube-apiserver before 1.22; a server
+  // without policy/v1beta1 would say the same of that).
+  static bool EvictionVersionUnserved(const HttpReply& r, bool v1beta1) {
+    if (r.status != 400) return false;
+    const std::string msg = ApiMessage(r.body);
+    const std::string quoted = std::string("\"") + EvictionApiVersion(v1beta1) + "\"";
+    return msg.find("Eviction") != std::string::npos && msg.find(quoted) != std::string::npos;
+  }
+
+  // A 409 because deleteOptions.preconditions.uid names another pod:
+  // "Operation cannot be fulfilled on Pod \"p\": the UID in the precondition
+  // (X) does not match the UID in record (Y). ..." (kube-apiserver 1.20, as
+  // measured), or the generic store's "Precondition failed: UID in
+  // precondition: X, UID in object meta: Y".
+  static bool IsUidPreconditionConflict(const std::string& msg) {
+    return msg.find("UID in precondition") != std::string::npos ||
+           msg.find("UID in the precondition") != std::string::npos;
   }
 
   std::string Api(const std::string& path) const { return endpoint_.base_path + path; }
@@ -461,6 +524,7 @@ class RestClient final : public KubeClient, public SecretClient {
   const std::string ca_file_;
   const std::unique_ptr<TokenSource> token_;
   ClientPool pool_;
+  std::atomic<bool> eviction_v1beta1_{false};  // the server took only policy/v1beta1 Evictions last time
 };
 
 Result<std::unique_ptr<RestClient>> NewRestClientImpl(const Options& opts) {

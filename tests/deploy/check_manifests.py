@@ -47,6 +47,7 @@ CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "PriorityCla
 # Exactly the API access vramd needs (DESIGN.md, src/kube): (group, resource, verb).
 VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
              {("", "pods/binding", "create")} | \
+             {("", "pods/eviction", "create")} | \
              {("", "nodes", v) for v in ("get", "list", "watch", "patch")} | \
              {("", "events", "create")}
 

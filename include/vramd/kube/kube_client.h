@@ -76,6 +76,13 @@ struct List {
   std::string resource_version;
 };
 
+// What became of a request to evict a pod (KubeClient::EvictPod).
+enum class EvictOutcome {
+  kEvicted,  // the API server accepted it: the pod is being deleted gracefully
+  kBlocked,  // 429: refused, normally by a PodDisruptionBudget; try again later
+  kGone,     // the pod no longer exists, or the name now belongs to another pod (UID differs)
+};
+
 class KubeClient {
  public:
   virtual ~KubeClient() = default;
@@ -124,6 +131,22 @@ class KubeClient {
   // "default", as the kubelet's node events do (`kubectl describe node` shows it).
   virtual Status PostNodeEvent(const NodeInfo& node, const std::string& type, const std::string& reason,
                                const std::string& message) = 0;
+
+  // Evicts a pod through the Eviction API: POST .../pods/{name}/eviction with
+  // deleteOptions.preconditions.uid = uid (none when uid is empty), so
+  // PodDisruptionBudgets are respected and a pod created again under the same
+  // name is left alone. Sends a policy/v1 Eviction; a server without it (before
+  // 1.22: HTTP 400 "no kind \"Eviction\" is registered for version
+  // \"policy/v1\"") is asked again once with policy/v1beta1, and later calls
+  // start with the version that worked (and switch back the same way when a
+  // server no longer serves it). 200/201 -> kEvicted; 429 -> kBlocked (a
+  // PodDisruptionBudget, or the API server's own throttling: the message
+  // tells); 404, or 409 about the UID precondition -> kGone; anything else an
+  // error as below. `api_message`, when not null, receives the API server's
+  // message for kBlocked and kGone (with the causes it lists, e.g. which
+  // budget), "" otherwise.
+  virtual Result<EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
+                                        std::string* api_message = nullptr) = 0;
 
   // Watches from resource_version (empty: from now, starting with synthetic
   // ADDED events for every existing object); calls `on_event` per event, on the

@@ -20,6 +20,16 @@ class FakeKubeClient : public kube::KubeClient {
   Status fail_patch, fail_bind, fail_list, fail_event;
   bool bind_conflict_then_bound = false;      // Binding answers 409 but the pod is bound
   std::function<void()> on_bind;              // called as a Binding arrives
+  // Evictions: fail_evict is returned when set; else a missing pod or another
+  // UID is kGone, evict_blocked gives kBlocked with evict_blocked_message
+  // (a PodDisruptionBudget), and an evicted pod is marked deleting.
+  Status fail_evict;
+  bool evict_blocked = false;
+  std::string evict_blocked_message = "Cannot evict pod as it would violate the pod's disruption budget.";
+  struct PodEvent {
+    std::string ns, name, uid, type, reason, message;
+  };
+  std::vector<PodEvent> events;               // every PostPodEvent, in order (also in calls)
 
   Result<kube::PodInfo> GetPod(const std::string& ns, const std::string& name) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -84,11 +94,30 @@ class FakeKubeClient : public kube::KubeClient {
     calls.push_back("label-node " + name);
     return Status::Ok();
   }
-  Status PostPodEvent(const kube::PodInfo& pod, const std::string&, const std::string& reason,
-                      const std::string&) override {
+  Status PostPodEvent(const kube::PodInfo& pod, const std::string& type, const std::string& reason,
+                      const std::string& message) override {
     std::lock_guard<std::mutex> l(mu_);
     calls.push_back("event " + pod.ns + "/" + pod.name + " " + reason);
+    events.push_back(PodEvent{pod.ns, pod.name, pod.uid, type, reason, message});
     return fail_event;
+  }
+  Result<kube::EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
+                                      std::string* api_message = nullptr) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("evict " + ns + "/" + name);
+    if (api_message != nullptr) api_message->clear();
+    if (!fail_evict.ok()) return fail_evict;
+    auto it = pods.find(ns + "/" + name);
+    if (it == pods.end() || (!uid.empty() && it->second.uid != uid)) {
+      if (api_message != nullptr) *api_message = "pods \"" + name + "\" not found";
+      return kube::EvictOutcome::kGone;
+    }
+    if (evict_blocked) {
+      if (api_message != nullptr) *api_message = evict_blocked_message;
+      return kube::EvictOutcome::kBlocked;
+    }
+    it->second.deleting = true;
+    return kube::EvictOutcome::kEvicted;
   }
   Status PostNodeEvent(const kube::NodeInfo& node, const std::string&, const std::string& reason,
                        const std::string&) override {

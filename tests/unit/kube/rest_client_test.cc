@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -377,6 +378,262 @@ TEST_F(RestClientTest, PostNodeEventCreatesAnEventInTheDefaultNamespace) {
   EXPECT_EQ(ev["type"], "Warning");
   EXPECT_EQ(ev["message"], "annotation vramd.io/capacity: 1e30");
   EXPECT_EQ(client->PostNodeEvent(node, "Error", "X", "y").code(), Code::kInvalidArgument);
+}
+
+// --- Evictions ---------------------------------------------------------------
+
+// What kube-apiserver 1.20 answers a policy/v1 Eviction (it knows only v1beta1;
+// the text as measured on 1.20.2).
+std::string UnservedEvictionBody(const std::string& version) {
+  return StatusBody(400, "BadRequest",
+                    "Eviction in version \"" + version.substr(version.find('/') + 1) +
+                        "\" cannot be handled as a Eviction: no kind \"Eviction\" is registered for version \"" +
+                        version + "\" in scheme \"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30\"");
+}
+
+// A fake API server's eviction endpoint: accepts the versions in `served`
+// (201), answers others as 1.20 does, and records each request's body.
+class EvictionTest : public RestClientTest {
+ protected:
+  ~EvictionTest() override { server_.Shutdown(); }  // before the members its handler uses go away
+
+  void Serve(std::function<void(const json& body, httplib::Response& res)> answer = nullptr) {
+    server_->Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction)",
+                  [this, answer](const httplib::Request& req, httplib::Response& res) {
+                    Record(req);
+                    json body = json::parse(req.body, nullptr, false);
+                    {
+                      std::lock_guard<std::mutex> lock(mu_);
+                      bodies_.push_back(body);
+                    }
+                    const std::string version = body.value("apiVersion", "");
+                    if (!Served().count(version)) {
+                      res.status = 400;
+                      res.set_content(UnservedEvictionBody(version), "application/json");
+                      return;
+                    }
+                    if (answer) {
+                      answer(body, res);
+                      return;
+                    }
+                    res.status = 201;
+                    res.set_content(R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"})",
+                                    "application/json");
+                  });
+  }
+  void SetServed(std::set<std::string> versions) {
+    std::lock_guard<std::mutex> lock(mu_);
+    served_ = std::move(versions);
+  }
+  std::set<std::string> Served() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return served_;
+  }
+  // The apiVersion of every Eviction posted so far, then forgets them.
+  std::vector<std::string> TakeVersions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const json& b : bodies_) out.push_back(b.value("apiVersion", "?"));
+    bodies_.clear();
+    return out;
+  }
+
+  std::set<std::string> served_ = {"policy/v1", "policy/v1beta1"};
+  std::vector<json> bodies_;
+};
+
+TEST_F(EvictionTest, PostsAPolicyV1EvictionWithTheUidPrecondition) {
+  Serve();
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::string msg = "stale";
+  Result<EvictOutcome> r = client->EvictPod("ml", "immich-ml", "uid-7", &msg);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, EvictOutcome::kEvicted);
+  EXPECT_EQ(msg, "");
+
+  httplib::Request req = Last();
+  EXPECT_EQ(req.method, "POST");
+  EXPECT_EQ(req.path, "/api/v1/namespaces/ml/pods/immich-ml/eviction");
+  EXPECT_EQ(req.get_header_value("Authorization"), "Bearer tok-1");
+  EXPECT_EQ(req.get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(req.body), json::parse(R"({"apiVersion":"policy/v1","kind":"Eviction",
+      "metadata":{"name":"immich-ml","namespace":"ml"},
+      "deleteOptions":{"preconditions":{"uid":"uid-7"}}})"));
+}
+
+TEST_F(EvictionTest, AnEmptyUidSendsNoPreconditionAnd200IsEvictedToo) {
+  Serve([](const json&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content("{}", "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<EvictOutcome> r = client->EvictPod("ml", "p", "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, EvictOutcome::kEvicted);
+  EXPECT_EQ(json::parse(Last().body),
+            json::parse(R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p","namespace":"ml"}})"));
+}
+
+TEST_F(EvictionTest, AServerWithoutPolicyV1IsAskedWithV1beta1OnceAndThatIsRemembered) {
+  SetServed({"policy/v1beta1"});  // kube-apiserver 1.20
+  Serve();
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+
+  Result<EvictOutcome> first = client->EvictPod("ml", "a", "uid-a");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, EvictOutcome::kEvicted);
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1", "policy/v1beta1"}));
+  json body = json::parse(Last().body);
+  EXPECT_EQ(body["kind"], "Eviction");
+  EXPECT_EQ(body["deleteOptions"]["preconditions"]["uid"], "uid-a");
+
+  Result<EvictOutcome> second = client->EvictPod("ml", "b", "uid-b");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, EvictOutcome::kEvicted);
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1beta1"}));
+
+  // The cluster is upgraded past policy/v1beta1: back to v1, remembered again.
+  SetServed({"policy/v1"});
+  Result<EvictOutcome> third = client->EvictPod("ml", "c", "uid-c");
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(*third, EvictOutcome::kEvicted);
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1beta1", "policy/v1"}));
+  ASSERT_TRUE(client->EvictPod("ml", "d", "uid-d").ok());
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1"}));
+}
+
+TEST_F(EvictionTest, AServerThatTakesNeitherVersionIsAnErrorAndNothingIsRemembered) {
+  SetServed({});
+  Serve();
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<EvictOutcome> r = client->EvictPod("ml", "a", "uid-a");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("evict pod ml/a (policy/v1beta1): HTTP 400"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1", "policy/v1beta1"}));
+  ASSERT_FALSE(client->EvictPod("ml", "a", "uid-a").ok());
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1", "policy/v1beta1"}));
+}
+
+TEST_F(EvictionTest, ABudgetThatRefusesIsBlockedAndItsMessageKept) {
+  Serve([](const json&, httplib::Response& res) {
+    res.status = 429;
+    json st = json::parse(StatusBody(429, "TooManyRequests",
+                                     "Cannot evict pod as it would violate the pod's disruption budget."));
+    // 1.20.2 names the budget in a cause.
+    st["details"] = {{"causes", {{{"reason", "DisruptionBudget"},
+                                  {"message", "The disruption budget ml-pdb needs 1 healthy pods and has 1 currently"}}}}};
+    res.set_content(st.dump(), "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::string msg;
+  Result<EvictOutcome> r = client->EvictPod("ml", "a", "uid-a", &msg);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, EvictOutcome::kBlocked);
+  EXPECT_EQ(msg,
+            "Cannot evict pod as it would violate the pod's disruption budget. "
+            "(The disruption budget ml-pdb needs 1 healthy pods and has 1 currently)");
+  // Without a message to fill, the outcome is the same.
+  Result<EvictOutcome> again = client->EvictPod("ml", "a", "uid-a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, EvictOutcome::kBlocked);
+}
+
+TEST_F(EvictionTest, AGonePodOrAnotherUidIsGone) {
+  Serve([](const json& body, httplib::Response& res) {
+    const std::string name = body["metadata"]["name"];
+    if (name == "gone") {
+      res.status = 404;
+      res.set_content(StatusBody(404, "NotFound", "pods \"gone\" not found"), "application/json");
+    } else if (name == "replaced") {  // the generic store's precondition check
+      res.status = 409;
+      res.set_content(StatusBody(409, "Conflict",
+                                 "Operation cannot be fulfilled on pods \"replaced\": Precondition failed: UID in "
+                                 "precondition: uid-old, UID in object meta: uid-new"),
+                      "application/json");
+    } else if (name == "replaced-later") {  // what kube-apiserver 1.20.2 answers
+      res.status = 409;
+      res.set_content(StatusBody(409, "Conflict",
+                                 "Operation cannot be fulfilled on Pod \"replaced-later\": the UID in the precondition "
+                                 "(uid-old) does not match the UID in record (uid-new). The object might have been "
+                                 "deleted and then recreated"),
+                      "application/json");
+    } else {  // a conflict that is not about the UID is an error
+      res.status = 409;
+      res.set_content(StatusBody(409, "Conflict",
+                                 "Operation cannot be fulfilled on pods \"busy\": the object has been modified"),
+                      "application/json");
+    }
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  for (const char* name : {"gone", "replaced", "replaced-later"}) {
+    std::string msg;
+    Result<EvictOutcome> r = client->EvictPod("ml", name, "uid-old", &msg);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    EXPECT_EQ(*r, EvictOutcome::kGone) << name;
+    EXPECT_NE(msg.find(name), std::string::npos) << name << ": " << msg;
+  }
+  Result<EvictOutcome> busy = client->EvictPod("ml", "busy", "uid-old");
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.status().code(), Code::kConflict);
+  EXPECT_NE(busy.status().message().find("HTTP 409"), std::string::npos) << busy.status().message();
+  EXPECT_NE(busy.status().message().find("the object has been modified"), std::string::npos);
+}
+
+TEST_F(EvictionTest, OtherAnswersAreErrorsLikeEveryCall) {
+  Serve([](const json& body, httplib::Response& res) {
+    const std::string name = body["metadata"]["name"];
+    if (name == "denied") {
+      res.status = 403;
+      res.set_content(StatusBody(403, "Forbidden",
+                                 "pods \"denied\" is forbidden: User \"system:serviceaccount:vramd:vramd\" cannot "
+                                 "create resource \"pods/eviction\""),
+                      "application/json");
+    } else if (name == "multi-pdb") {
+      res.status = 500;
+      res.set_content(StatusBody(500, "InternalError",
+                                 "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                                 "does not support."),
+                      "application/json");
+    } else {  // a 400 that is not about the version: no second try
+      res.status = 400;
+      res.set_content(StatusBody(400, "BadRequest", "name in URL does not match name in Eviction object"),
+                      "application/json");
+    }
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+
+  std::string msg = "stale";
+  Result<EvictOutcome> denied = client->EvictPod("ml", "denied", "u", &msg);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), Code::kInternal);
+  EXPECT_NE(denied.status().message().find("RBAC"), std::string::npos) << denied.status().message();
+  EXPECT_NE(denied.status().message().find("pods/eviction"), std::string::npos) << denied.status().message();
+  EXPECT_EQ(msg, "");
+
+  Result<EvictOutcome> multi = client->EvictPod("ml", "multi-pdb", "u");
+  ASSERT_FALSE(multi.ok());
+  EXPECT_EQ(multi.status().code(), Code::kUnavailable);
+  EXPECT_NE(multi.status().message().find("more than one PodDisruptionBudget"), std::string::npos);
+  TakeVersions();
+
+  Result<EvictOutcome> bad = client->EvictPod("ml", "bad", "u");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(TakeVersions(), (std::vector<std::string>{"policy/v1"}));
+
+  server_.Shutdown();
+  Result<EvictOutcome> down = client->EvictPod("ml", "a", "u");
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), Code::kUnavailable);
 }
 
 // --- Lists -----------------------------------------------------------------

@@ -1,0 +1,77 @@
+// The one eviction path (DESIGN.md §7): every pod vramd removes — the pressure
+// watchdog's victim, an idle pod, later reclaim and preemption — goes through
+// Evictor::Act. In dry-run it records a Warning Event on the pod, logs and
+// counts the action; in enforce it evicts through the Eviction API
+// (KubeClient::EvictPod: PodDisruptionBudgets respected, the pod's UID a
+// precondition) and then records the Event. What to evict is decided
+// elsewhere, by pure functions of the ledger core; the caller rate-limits.
+#pragma once
+
+#include <string>
+
+#include "vramd/kube/kube_client.h"
+#include "vramd/metrics/registry.h"
+
+namespace vramd::reconcile {
+
+enum class ActionMode { kDryRun, kEnforce };  // config strings "dry-run" | "enforce"
+
+// "dry-run" | "enforce": the config string and the metric label.
+const char* ActionModeName(ActionMode mode);
+
+struct EvictionAction {
+  std::string ns, name, uid, node;
+  int gpu = -1;        // the GPU under pressure; -1 when the action is about a node
+  std::string reason;  // metric label: "pressure" | "idle" (later "reclaim", "preempt")
+  std::string detail;  // "uses 10.7Gi, declared 3Gi; GPU 0 of node-1 has 0.8Gi free, floor 1.5Gi"
+  std::string for_ns, for_name, for_uid;  // optional: the pod this makes room for (gets an Event too)
+};
+
+enum class ActionResult {
+  kRecorded,  // dry-run: the Event was posted (or its failure logged) and the action counted
+  kEvicted,   // enforce: the API server accepted the eviction
+  kBlocked,   // enforce: refused, normally by a PodDisruptionBudget; the caller may try again later
+  kGone,      // enforce: the pod was gone or replaced (other UID); nothing done, nothing counted
+  kFailed,    // enforce: the API call failed (logged and counted)
+};
+
+// Event reasons (on the evicted pod, type Warning; on the pod it made room
+// for, type Normal).
+inline constexpr const char* kWouldEvictEventReason = "VramdWouldEvict";
+inline constexpr const char* kEvictedEventReason = "VramdEvicted";
+inline constexpr const char* kMadeRoomEventReason = "VramdMadeRoom";
+
+// The Event message on the evicted pod: "would recycle: <detail>" /
+// "recycled: <detail>" (reason "pressure"), "would evict idle pod: <detail>" /
+// "evicted idle pod: <detail>" ("idle"), "would evict (<reason>): <detail>" /
+// "evicted (<reason>): <detail>" (any other reason).
+std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode);
+
+class Evictor {
+ public:
+  // Registers vramd_watchdog_actions_total{mode,reason} (recorded or evicted
+  // actions) and vramd_watchdog_eviction_failures_total{reason,why} (why:
+  // "blocked" | "error"); the series of the reasons "pressure" and "idle"
+  // exist from the start. `kube` and `registry` must outlive the Evictor.
+  Evictor(kube::KubeClient* kube, metrics::Registry* registry);
+
+  // Carries out one action. dry-run: posts the Event, logs, counts
+  // (kRecorded; an Event that cannot be posted is logged, the action still
+  // counts). enforce: evicts, then posts the Event, logs and counts
+  // (kEvicted); a blocked eviction or a failed call is logged and counted as
+  // a failure; a gone pod is logged at debug level only. When for_name is
+  // set, a recorded or evicted action also posts a Normal Event on that pod:
+  // "vramd would evict|evicted NS/NAME to make room: <detail>".
+  // Thread-safe (no state besides the counters).
+  ActionResult Act(const EvictionAction& action, ActionMode mode);
+
+ private:
+  void PostEvent(const std::string& ns, const std::string& name, const std::string& uid, const char* type,
+                 const char* reason, const std::string& message);
+
+  kube::KubeClient* kube_;
+  metrics::Family<metrics::Counter>* actions_;
+  metrics::Family<metrics::Counter>* failures_;
+};
+
+}  // namespace vramd::reconcile

@@ -1,0 +1,99 @@
+#include "vramd/reconcile/evictor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace vramd::reconcile {
+namespace {
+
+// " on node-1 GPU 0", " on node-1", or "".
+std::string Where(const EvictionAction& a) {
+  if (a.node.empty()) return "";
+  return " on " + a.node + (a.gpu >= 0 ? " GPU " + std::to_string(a.gpu) : "");
+}
+
+// " for ml/pending-pod", or "".
+std::string For(const EvictionAction& a) { return a.for_name.empty() ? "" : " for " + a.for_ns + "/" + a.for_name; }
+
+}  // namespace
+
+const char* ActionModeName(ActionMode mode) { return mode == ActionMode::kEnforce ? "enforce" : "dry-run"; }
+
+std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode) {
+  const bool dry = mode == ActionMode::kDryRun;
+  std::string what;
+  if (action.reason == "pressure") {
+    what = dry ? "would recycle" : "recycled";
+  } else if (action.reason == "idle") {
+    what = dry ? "would evict idle pod" : "evicted idle pod";
+  } else {
+    what = std::string(dry ? "would evict" : "evicted") + " (" + action.reason + ")";
+  }
+  return what + ": " + action.detail;
+}
+
+Evictor::Evictor(kube::KubeClient* kube, metrics::Registry* registry) : kube_(kube) {
+  actions_ = &registry->AddCounter("vramd_watchdog_actions_total",
+                                   "Evictions vramd carried out (enforce) or only recorded as Events (dry-run), by "
+                                   "mode and reason (pressure, idle).",
+                                   {"mode", "reason"});
+  failures_ = &registry->AddCounter("vramd_watchdog_eviction_failures_total",
+                                    "Evictions that did not happen, by reason and why: blocked (a "
+                                    "PodDisruptionBudget; tried again later) or error (the API call failed).",
+                                    {"reason", "why"});
+  for (const char* reason : {"pressure", "idle"}) {
+    for (ActionMode mode : {ActionMode::kDryRun, ActionMode::kEnforce}) actions_->With({ActionModeName(mode), reason});
+    failures_->With({reason, "blocked"});
+    failures_->With({reason, "error"});
+  }
+}
+
+ActionResult Evictor::Act(const EvictionAction& a, ActionMode mode) {
+  const std::string pod = a.ns + "/" + a.name;
+  ActionResult result = ActionResult::kRecorded;
+  if (mode == ActionMode::kDryRun) {
+    spdlog::info("evictor: dry-run: would evict {} ({}{}{}): {}", pod, a.reason, Where(a), For(a), a.detail);
+  } else {
+    std::string api_message;
+    Result<kube::EvictOutcome> r = kube_->EvictPod(a.ns, a.name, a.uid, &api_message);
+    if (!r.ok()) {
+      spdlog::warn("evictor: eviction of {} ({}{}) failed: {}", pod, a.reason, Where(a), r.status().ToString());
+      failures_->With({a.reason, "error"}).Inc();
+      return ActionResult::kFailed;
+    }
+    switch (*r) {
+      case kube::EvictOutcome::kBlocked:
+        spdlog::warn("evictor: eviction of {} ({}{}) refused, tried again later: {}", pod, a.reason, Where(a),
+                     api_message);
+        failures_->With({a.reason, "blocked"}).Inc();
+        return ActionResult::kBlocked;
+      case kube::EvictOutcome::kGone:
+        spdlog::debug("evictor: {} ({}) is gone or was replaced, not evicted: {}", pod, a.reason, api_message);
+        return ActionResult::kGone;
+      case kube::EvictOutcome::kEvicted:
+        break;
+    }
+    spdlog::info("evictor: evicted {} ({}{}{}): {}", pod, a.reason, Where(a), For(a), a.detail);
+    result = ActionResult::kEvicted;
+  }
+  const char* event_reason = mode == ActionMode::kDryRun ? kWouldEvictEventReason : kEvictedEventReason;
+  PostEvent(a.ns, a.name, a.uid, "Warning", event_reason, EvictionEventMessage(a, mode));
+  if (!a.for_name.empty()) {
+    PostEvent(a.for_ns, a.for_name, a.for_uid, "Normal", kMadeRoomEventReason,
+              std::string(mode == ActionMode::kDryRun ? "vramd would evict " : "vramd evicted ") + pod +
+                  " to make room: " + a.detail);
+  }
+  actions_->With({ActionModeName(mode), a.reason}).Inc();
+  return result;
+}
+
+void Evictor::PostEvent(const std::string& ns, const std::string& name, const std::string& uid, const char* type,
+                        const char* reason, const std::string& message) {
+  kube::PodInfo pod;
+  pod.ns = ns;
+  pod.name = name;
+  pod.uid = uid;
+  Status s = kube_->PostPodEvent(pod, type, reason, message);
+  if (!s.ok()) spdlog::warn("evictor: event {} on {}/{} not posted: {}", reason, ns, name, s.ToString());
+}
+
+}  // namespace vramd::reconcile
