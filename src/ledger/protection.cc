@@ -141,6 +141,7 @@ void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
   if (e.idle_ttl_ms <= 0) return;
   auto [it, first] = seen_.try_emplace(e.pod_uid);
   IdleObservation& o = it->second;
+  o.observed_ms = now_ms;
   int64_t active = 0;
   if (first) {
     active = now_ms;
@@ -156,6 +157,10 @@ void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
 
 void IdleTracker::Forget(const std::set<std::string>& keep_uids) {
   std::erase_if(seen_, [&](const auto& kv) { return !keep_uids.contains(kv.first); });
+}
+
+void IdleTracker::ForgetUnobserved(int64_t since_ms) {
+  std::erase_if(seen_, [&](const auto& kv) { return kv.second.observed_ms < since_ms; });
 }
 
 int64_t IdleTracker::LastActive(const std::string& uid) const {

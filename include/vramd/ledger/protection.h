@@ -100,6 +100,7 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
 struct IdleObservation {
   int64_t ref_used = 0;        // the pod's usage when it was last active
   int64_t last_active_ms = 0;  // when it was last active
+  int64_t observed_ms = 0;     // now_ms of the last Observe call for the pod
 };
 
 // When each pod that may be idle-evicted was last active. A pure value type:
@@ -117,6 +118,11 @@ class IdleTracker {
   void Observe(const Entry& e, int64_t lock_ms, int64_t now_ms);
   // Drops the uids not in `keep_uids`.
   void Forget(const std::set<std::string>& keep_uids);
+  // Drops the uids whose last Observe call was before `since_ms`: after a
+  // pass that observed every entry at now_ms, ForgetUnobserved(now_ms) forgets
+  // the pods that are gone (or lost their TTL) without building a set of the
+  // others.
+  void ForgetUnobserved(int64_t since_ms);
   // When the pod was last active; 0 when it was never observed.
   int64_t LastActive(const std::string& uid) const;
   // The observation of `uid`, or null.

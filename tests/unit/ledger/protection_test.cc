@@ -638,6 +638,17 @@ TEST(IdleTracker, ForgetDropsTheUidsNotKept) {
   EXPECT_EQ(t.size(), 1u);
 }
 
+TEST(IdleTracker, ForgetUnobservedDropsWhatTheLastPassDidNotSee) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 1, 0)), 0, kNow);
+  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow);
+  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow + kMinMs);  // the next pass sees only b
+  t.ForgetUnobserved(kNow + kMinMs);
+  EXPECT_EQ(t.LastActive("a"), 0);
+  EXPECT_EQ(t.LastActive("b"), kNow);
+  EXPECT_EQ(t.size(), 1u);
+}
+
 TEST(IdleTracker, IdleForNeedsTheTtlToHavePassed) {
   IdleTracker t(kJitter);
   const Entry e = Ttl(Pod("a", 1 * kGi, 0), 10 * kMinMs);
