@@ -50,7 +50,7 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
   const Entry* victim = nullptr;        // best designated victim so far
   const Entry* offender = nullptr;      // most over budget so far
   int64_t offender_over = 0;
-  int holders = 0, terminating = 0, protected_count = 0, stale = 0;
+  int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
   for (const Entry& e : node.entries) {
     if (!HoldsGpu(e, p->gpu)) continue;
     ++holders;
@@ -66,6 +66,7 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
       ++stale;
       continue;
     }
+    if (e.victim && e.used <= 0) ++idle_victims;
     if (e.victim && e.used > 0) {
       if (victim == nullptr || e.priority < victim->priority ||
           (e.priority == victim->priority &&
@@ -91,8 +92,8 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
     p->victim = VictimOf(*offender, VictimReason::kOverBudget);
     return;
   }
-  const std::string counts =
-      std::to_string(protected_count) + " protected, " + std::to_string(stale) + " stale";
+  std::string counts = std::to_string(protected_count) + " protected, " + std::to_string(stale) + " stale";
+  if (terminating > 0) counts += ", " + std::to_string(terminating) + " terminating";
   if (holders == 0) {
     p->no_victim = "no pod holds this GPU";
   } else if (terminating == holders) {
@@ -100,8 +101,9 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
   } else if (protected_count + stale + terminating == holders) {
     p->no_victim = "every pod on this GPU is protected or its usage is stale (" + counts + ")";
   } else {
-    p->no_victim = "no designated victim and no pod over its budget";
-    if (protected_count + stale > 0) p->no_victim += " (skipped: " + counts + ")";
+    p->no_victim = idle_victims > 0 ? "no designated victim that uses memory and no pod over its budget"
+                                    : "no designated victim and no pod over its budget";
+    if (protected_count + stale + terminating > 0) p->no_victim += " (skipped: " + counts + ")";
   }
 }
 
@@ -410,13 +412,14 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
 
-    bool fits = false;
+    bool fits = false;  // or placed already
     for (const std::string& name : names) {
       const Node* node = view.Get(name);
-      if (node != nullptr && DecideNode(node, name, p->demand, policy, now_ms).verdict == Verdict::kFits) {
-        fits = true;
-        break;
-      }
+      if (node == nullptr) continue;
+      fits = std::any_of(node->entries.begin(), node->entries.end(),
+                         [&](const Entry& e) { return e.pod_uid == p->uid; }) ||
+             DecideNode(node, name, p->demand, policy, now_ms).verdict == Verdict::kFits;
+      if (fits) break;
     }
     if (fits) continue;
 

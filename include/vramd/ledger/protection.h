@@ -91,8 +91,9 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 // says why:
 //  "no pod holds this GPU"
 //  "every pod on this GPU is already terminating"
-//  "every pod on this GPU is protected or its usage is stale (N protected, M stale)"
-//  "no designated victim and no pod over its budget[ (skipped: N protected, M stale)]"
+//  "every pod on this GPU is protected or its usage is stale (N protected, M stale[, T terminating])"
+//  "no designated victim[ that uses memory] and no pod over its budget[ (skipped: N protected,
+//   M stale[, T terminating])]"
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
 
 // ---- Idle tracking --------------------------------------------------------
@@ -173,7 +174,8 @@ inline constexpr int kMaxIdleTrialsPerNode = 256;
 // copy of the node without them (their reservations and their share of the
 // GPUs' reported usage gone). The node needing the fewest evictions wins
 // (ties: node name). An idle pod is used for at most one pending pod; a
-// pending pod that already fits on one of its nodes gets none. Later pending
+// pending pod that already fits on one of its nodes, or already holds an
+// entry on one of them (bound since it was refused), gets none. Later pending
 // pods see the nodes as the earlier ones left them (evictions done, the
 // earlier pod placed). The evictions come out grouped by pending pod, in idle
 // order.

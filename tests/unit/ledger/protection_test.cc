@@ -308,6 +308,31 @@ const std::vector<WatchdogCase>& WatchdogCases() {
        },
        kDefaults,
        {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      {"ProtectedAndTerminating_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Terminating(Pod("going", 4 * kGi, 13 * kGi)),
+                                            Class(Pod("dns", 1 * kGi, 10 * kGi), "system-cluster-critical", 0)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "every pod on this GPU is protected or its usage is stale (1 protected, 0 stale, 1 terminating)"}}},
+      {"WithinBudgetBesideATerminatingPod_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Terminating(Pod("going", 4 * kGi, 19 * kGi)), Pod("app", 4 * kGi, 4 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "no designated victim and no pod over its budget (skipped: 0 protected, 0 stale, 1 terminating)"}}},
+      {"OnlyADesignatedVictimUsingNothing_NoVictim",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(23 * kGi)}, {Disposable(Pod("vm", 2 * kGi, 0)), Pod("app", 4 * kGi, 0)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "no designated victim that uses memory and no pod over its budget"}}},
       {"EveryPodTerminating_NoVictim",
        [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Terminating(Pod("going", 4 * kGi, 23 * kGi))})}; },
        kDefaults,
@@ -872,6 +897,16 @@ const std::vector<IdleCase>& IdleCases() {
        },
        {{"a", 30}},
        {Waiting("p", 20 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_PendingPodBoundSinceItsRefusal_Nothing",
+       [] {
+         std::vector<Node> n = FourIdle();
+         n[0].entries.push_back(Pod("p", 10 * kGi));  // capacity shrank below allocation: no room
+         return n;
+       },
+       kFourIdle,
+       {Waiting("p", 10 * kGi, {"n1"})},
        IdleMode::kOnDemand,
        {}},
       {"OnDemand_PendingPodWithoutVramDemand_Nothing",
