@@ -33,7 +33,7 @@ int64_t WatchdogFloor(int64_t total, const WatchdogPolicy& policy) {
 
 int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms) {
   if (!UsageFresh(e.used_ts_ms, now_ms, usage_max_age_ms)) return 0;
-  const int64_t declared = DeclaredBytes(e);
+  const int64_t declared = std::max<int64_t>(0, DeclaredBytes(e));
   return e.used > declared ? e.used - declared : 0;
 }
 
@@ -148,8 +148,10 @@ void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
   if (first) {
     active = now_ms;
   } else {
-    const int64_t change = e.used > o.ref_used ? e.used - o.ref_used : o.ref_used - e.used;
-    if (change > usage_change_bytes_) active = now_ms;
+    // |used - ref| in unsigned arithmetic: exact for any two int64 values.
+    const uint64_t a = static_cast<uint64_t>(e.used), b = static_cast<uint64_t>(o.ref_used);
+    const uint64_t change = e.used > o.ref_used ? a - b : b - a;
+    if (usage_change_bytes_ < 0 || change > static_cast<uint64_t>(usage_change_bytes_)) active = now_ms;
   }
   if (lock_ms > 0 && lock_ms > o.last_active_ms) active = std::max(active, lock_ms);
   if (active == 0) return;
@@ -412,23 +414,28 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
 
+    std::vector<const Node*> nodes;  // parallel to names; null: unknown
+    nodes.reserve(names.size());
+    for (const std::string& name : names) nodes.push_back(view.Get(name));
+
     bool fits = false;  // or placed already
-    for (const std::string& name : names) {
-      const Node* node = view.Get(name);
+    for (size_t i = 0; i < names.size() && !fits; ++i) {
+      const Node* node = nodes[i];
+      const std::string& name = names[i];
       if (node == nullptr) continue;
       fits = std::any_of(node->entries.begin(), node->entries.end(),
                          [&](const Entry& e) { return e.pod_uid == p->uid; }) ||
              DecideNode(node, name, p->demand, policy, now_ms).verdict == Verdict::kFits;
-      if (fits) break;
     }
     if (fits) continue;
 
     const std::string* best_node = nullptr;
     std::vector<IdleCandidate> best;
     size_t best_k = SIZE_MAX;
-    for (const std::string& name : names) {
+    for (size_t i = 0; i < names.size(); ++i) {
       if (best_k <= 1) break;  // names ascend: a later node would need fewer than one
-      const Node* node = view.Get(name);
+      const Node* node = nodes[i];
+      const std::string& name = names[i];
       if (node == nullptr) continue;
       std::vector<IdleCandidate> cands;
       for (const Entry& e : node->entries) {
