@@ -453,7 +453,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
       best_k = chosen.size();
       best_node = &name;
       best.clear();
-      for (size_t i : chosen) best.push_back(cands[i]);
+      for (size_t k : chosen) best.push_back(cands[k]);
     }
     if (best_node == nullptr) continue;
 
