@@ -355,6 +355,7 @@ class NodeView {
     auto it = changed_.find(name);
     return it != changed_.end() ? &it->second : snap_.Find(name);
   }
+  bool Changed(const std::string& name) const { return changed_.contains(name); }
   Node* Mutable(const std::string& name) {
     auto it = changed_.find(name);
     if (it != changed_.end()) return &it->second;
@@ -414,35 +415,38 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
 
-    std::vector<const Node*> nodes;  // parallel to names; null: unknown
-    nodes.reserve(names.size());
-    for (const std::string& name : names) nodes.push_back(view.Get(name));
-
-    bool fits = false;  // or placed already
-    for (size_t i = 0; i < names.size() && !fits; ++i) {
-      const Node* node = nodes[i];
-      const std::string& name = names[i];
-      if (node == nullptr) continue;
-      fits = std::any_of(node->entries.begin(), node->entries.end(),
-                         [&](const Entry& e) { return e.pod_uid == p->uid; }) ||
-             DecideNode(node, name, p->demand, policy, now_ms).verdict == Verdict::kFits;
+    // Whether it fits as things are: DecideNode on the nodes earlier
+    // decisions changed, Filter (the same rule, through the snapshot's index)
+    // on the others.
+    bool fits = false;
+    std::vector<std::string_view> unchanged;
+    for (const std::string& name : names) {
+      if (!view.Changed(name)) {
+        unchanged.push_back(name);
+      } else if (DecideNode(view.Get(name), name, p->demand, policy, now_ms).verdict == Verdict::kFits) {
+        fits = true;
+        break;
+      }
     }
+    if (!fits && !unchanged.empty()) fits = !Filter(snap, unchanged, p->demand, policy, now_ms).fits.empty();
     if (fits) continue;
 
     const std::string* best_node = nullptr;
     std::vector<IdleCandidate> best;
     size_t best_k = SIZE_MAX;
-    for (size_t i = 0; i < names.size(); ++i) {
+    bool placed = false;  // holds an entry already: bound since its refusal
+    for (const std::string& name : names) {
       if (best_k <= 1) break;  // names ascend: a later node would need fewer than one
-      const Node* node = nodes[i];
-      const std::string& name = names[i];
+      const Node* node = view.Get(name);
       if (node == nullptr) continue;
       std::vector<IdleCandidate> cands;
       for (const Entry& e : node->entries) {
-        if (e.pod_uid == p->uid || taken.contains(e.pod_uid)) continue;
+        if (e.pod_uid == p->uid) placed = true;
+        if (taken.contains(e.pod_uid)) continue;
         const int64_t idle = IdleFor(e, tracker, now_ms);
         if (idle >= 0) cands.push_back(IdleCandidate{&e, idle});
       }
+      if (placed) break;
       if (cands.empty()) continue;
       std::sort(cands.begin(), cands.end(), IdleOrder);
       if (cands.size() > kMaxIdleCandidatesPerNode) cands.resize(kMaxIdleCandidatesPerNode);
@@ -455,6 +459,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
       best.clear();
       for (size_t k : chosen) best.push_back(cands[k]);
     }
+    if (placed) continue;
     if (best_node == nullptr) continue;
 
     // The evictions, then the node as they and the pending pod leave it.

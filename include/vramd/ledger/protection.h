@@ -174,8 +174,11 @@ inline constexpr int kMaxIdleTrialsPerNode = 256;
 // copy of the node without them (their reservations and their share of the
 // GPUs' reported usage gone). The node needing the fewest evictions wins
 // (ties: node name). An idle pod is used for at most one pending pod; a
-// pending pod that already fits on one of its nodes, or already holds an
-// entry on one of them (bound since it was refused), gets none. Later pending
+// pending pod that already fits on one of its nodes gets none ("fits": Filter
+// on the nodes no earlier decision changed, the same rule through the
+// snapshot's index, DecideNode on the others). The caller passes pods that
+// are still pending (the pod watch); one found holding an entry on a node
+// searched for idle pods (bound since its refusal) gets none. Later pending
 // pods see the nodes as the earlier ones left them (evictions done, the
 // earlier pod placed). The evictions come out grouped by pending pod, in idle
 // order.
