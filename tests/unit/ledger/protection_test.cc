@@ -952,23 +952,28 @@ IdleTracker TrackerFor(const Snapshot& snap, const std::map<std::string, int>& i
   return t;
 }
 
+// Each case with a hand-built snapshot and with one indexed as the store
+// publishes it (Filter's fast path answers whether a pod fits already).
 TEST(PlanIdle, Table) {
   for (const IdleCase& c : IdleCases()) {
-    SCOPED_TRACE(c.name);
-    const Snapshot snap = Snap(c.nodes());
-    const IdleTracker tracker = TrackerFor(snap, c.idle_min);
-    const std::vector<IdleEviction> got = PlanIdle(snap, tracker, c.pending, c.mode, Policy{}, kNow);
-    std::vector<std::string> got_text, want_text;
-    for (const IdleEviction& e : got) got_text.push_back(e.node + "/" + e.pod_uid + " for " + e.for_uid);
-    for (const WantEviction& w : c.want) want_text.push_back(w.node + "/" + w.uid + " for " + w.for_uid);
-    EXPECT_EQ(got_text, want_text);
-    for (const IdleEviction& e : got) {
-      EXPECT_EQ(e.ns, "ns-" + e.pod_uid);
-      EXPECT_EQ(e.name, e.pod_uid);
-      EXPECT_EQ(e.idle_ms, c.idle_min.at(e.pod_uid) * kMinMs);
-      if (!e.for_uid.empty()) {
-        EXPECT_EQ(e.for_ns, "ns-" + e.for_uid);
-        EXPECT_EQ(e.for_name, e.for_uid);
+    for (bool indexed : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (indexed ? " (indexed)" : ""));
+      Snapshot snap = Snap(c.nodes());
+      if (indexed) IndexSnapshot(&snap);
+      const IdleTracker tracker = TrackerFor(snap, c.idle_min);
+      const std::vector<IdleEviction> got = PlanIdle(snap, tracker, c.pending, c.mode, Policy{}, kNow);
+      std::vector<std::string> got_text, want_text;
+      for (const IdleEviction& e : got) got_text.push_back(e.node + "/" + e.pod_uid + " for " + e.for_uid);
+      for (const WantEviction& w : c.want) want_text.push_back(w.node + "/" + w.uid + " for " + w.for_uid);
+      EXPECT_EQ(got_text, want_text);
+      for (const IdleEviction& e : got) {
+        EXPECT_EQ(e.ns, "ns-" + e.pod_uid);
+        EXPECT_EQ(e.name, e.pod_uid);
+        EXPECT_EQ(e.idle_ms, c.idle_min.at(e.pod_uid) * kMinMs);
+        if (!e.for_uid.empty()) {
+          EXPECT_EQ(e.for_ns, "ns-" + e.for_uid);
+          EXPECT_EQ(e.for_name, e.for_uid);
+        }
       }
     }
   }
