@@ -2,7 +2,8 @@
 // 50,000 entries <= 20 ms CPU (ledger/protection.h). One pass is what the
 // leader does each period: PlanWatchdog over every GPU, IdleTracker::Observe
 // over every entry (with a lookup of the pod's GPU-lock activity), and
-// PlanIdle on demand for the pods vramd refused.
+// PlanIdle on demand for the pods vramd refused (BM_ProtectionPass/always:0;
+// always:1 is the same pass with the idle policy "always").
 //
 //   build-bench/bin/protection_bench
 //   build-bench/bin/protection_bench --benchmark_filter=Pass
@@ -152,16 +153,17 @@ Fixture& TheFixture() {
   return f;
 }
 
-// The whole pass. Counters: GPUs under pressure, idle evictions planned.
+// The whole pass (arg 0: idle policy on-demand, 1: always). Counters: GPUs
+// under pressure, idle evictions planned.
 void BM_ProtectionPass(benchmark::State& state) {
   Fixture& f = TheFixture();
+  const ledger::IdleMode mode = state.range(0) != 0 ? ledger::IdleMode::kAlways : ledger::IdleMode::kOnDemand;
   size_t pressure = 0, evictions = 0;
   for (auto _ : state) {
     std::vector<ledger::GpuPressure> w = ledger::PlanWatchdog(f.snap, f.watchdog, kNowMs);
     f.Observe();
     f.tracker.ForgetUnobserved(kNowMs);
-    std::vector<ledger::IdleEviction> idle =
-        ledger::PlanIdle(f.snap, f.tracker, f.pending, ledger::IdleMode::kOnDemand, f.policy, kNowMs);
+    std::vector<ledger::IdleEviction> idle = ledger::PlanIdle(f.snap, f.tracker, f.pending, mode, f.policy, kNowMs);
     pressure = w.size();
     evictions = idle.size();
     benchmark::DoNotOptimize(w);
@@ -170,7 +172,7 @@ void BM_ProtectionPass(benchmark::State& state) {
   state.counters["gpus_under_pressure"] = static_cast<double>(pressure);
   state.counters["idle_evictions"] = static_cast<double>(evictions);
 }
-BENCHMARK(BM_ProtectionPass)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ProtectionPass)->ArgName("always")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_PlanWatchdog(benchmark::State& state) {
   Fixture& f = TheFixture();

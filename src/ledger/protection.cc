@@ -370,25 +370,31 @@ class NodeView {
 };
 
 std::vector<IdleEviction> PlanAlways(const Snapshot& snap, const IdleTracker& tracker, int64_t now_ms) {
-  std::vector<IdleEviction> out;
+  struct Idle {
+    int64_t idle_ms;
+    const std::string* node;
+    const Entry* entry;
+  };
+  std::vector<Idle> idle;
   for (const auto& [name, node] : snap.nodes) {
     for (const Entry& e : node.entries) {
-      const int64_t idle = IdleFor(e, tracker, now_ms);
-      if (idle < 0) continue;
-      IdleEviction ev;
-      ev.node = name;
-      ev.pod_uid = e.pod_uid;
-      ev.ns = e.ns;
-      ev.name = e.name;
-      ev.idle_ms = idle;
-      out.push_back(std::move(ev));
+      const int64_t ms = IdleFor(e, tracker, now_ms);
+      if (ms >= 0) idle.push_back(Idle{ms, &name, &e});
     }
   }
-  std::sort(out.begin(), out.end(), [](const IdleEviction& a, const IdleEviction& b) {
+  std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
     if (a.idle_ms != b.idle_ms) return a.idle_ms > b.idle_ms;
-    if (a.node != b.node) return a.node < b.node;
-    return a.pod_uid < b.pod_uid;
+    if (*a.node != *b.node) return *a.node < *b.node;
+    return a.entry->pod_uid < b.entry->pod_uid;
   });
+  std::vector<IdleEviction> out(idle.size());
+  for (size_t i = 0; i < idle.size(); ++i) {
+    out[i].node = *idle[i].node;
+    out[i].pod_uid = idle[i].entry->pod_uid;
+    out[i].ns = idle[i].entry->ns;
+    out[i].name = idle[i].entry->name;
+    out[i].idle_ms = idle[i].idle_ms;
+  }
   return out;
 }
 
