@@ -1,7 +1,7 @@
 #include "vramd/ledger/protection.h"
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <unordered_set>
 #include <utility>
