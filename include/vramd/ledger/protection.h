@@ -1,0 +1,207 @@
+// Runtime protection decisions (issue 15): the pressure watchdog's victim,
+// idle tracking, the idle-eviction set, and the rate limits on acting. Pure:
+// no I/O, no clock, no logging; `now_ms` is a parameter. The leader feeds
+// these from a snapshot each pass and acts on what they return (Eviction API,
+// Events, metrics) elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "vramd/ledger/model.h"
+#include "vramd/ledger/placement.h"
+#include "vramd/ledger/pod_request.h"
+
+namespace vramd::ledger {
+
+// ---- The pressure watchdog ----------------------------------------------
+
+// Priority classes that are protected whatever the configuration says, and
+// the priority at and above which a pod is protected (Kubernetes' system
+// classes are 2,000,000,000 and 2,000,001,000).
+inline constexpr std::string_view kSystemClusterCritical = "system-cluster-critical";
+inline constexpr std::string_view kSystemNodeCritical = "system-node-critical";
+inline constexpr int32_t kSystemPriorityFloor = 2'000'000'000;
+
+struct WatchdogPolicy {
+  int64_t floor_bytes = 1536LL << 20;  // pressure when physical free < floor
+  double floor_percent = 0;            // > 0: the floor is this % of the GPU's physical total instead
+  std::vector<std::string> protected_classes;  // never victims; system-cluster-critical,
+                                       // system-node-critical and priority >= 2e9 always protected
+  int64_t usage_max_age_ms = 60'000;   // GPU report / pod usage older than this: stale
+};
+
+enum class VictimReason { kDesignatedVictim, kOverBudget };
+// "designated-victim" | "over-budget".
+const char* VictimReasonName(VictimReason r);
+
+struct WatchdogVictim {
+  std::string pod_uid, ns, name;
+  VictimReason reason = VictimReason::kOverBudget;
+  int64_t used = 0;      // the pod's observed usage (Entry::used)
+  int64_t declared = 0;  // max(per_gpu, peak_per_gpu): the peak when declared, else the request
+  int32_t priority = 0;
+};
+
+struct GpuPressure {
+  std::string node;
+  int gpu = 0;         // Gpu::index
+  int64_t total = 0;   // physical total: Gpu::total when reported, else Gpu::capacity
+  int64_t used = 0;    // Gpu::used (the fresh report)
+  int64_t free = 0;    // total - used (may be negative)
+  int64_t floor = 0;   // WatchdogFloor
+  std::optional<WatchdogVictim> victim;
+  std::string no_victim;  // why there is none (when !victim), e.g.
+                          // "no designated victim and no pod over its budget"
+};
+
+// Whether a pod of this class and priority may never be a victim: its class
+// is system-cluster-critical, system-node-critical or one of `protected_classes`,
+// or its priority is at least kSystemPriorityFloor.
+bool IsProtected(std::string_view priority_class, int32_t priority,
+                 const std::vector<std::string>& protected_classes);
+
+// The floor of a GPU whose physical total is `total`: floor_percent % of it
+// (rounded down) when floor_percent > 0, else floor_bytes.
+int64_t WatchdogFloor(int64_t total, const WatchdogPolicy& policy);
+
+// What a pod declared it may use per GPU: max(per_gpu, peak_per_gpu).
+inline int64_t DeclaredBytes(const Entry& e) { return e.peak_per_gpu > e.per_gpu ? e.peak_per_gpu : e.per_gpu; }
+
+// Over-budget bytes of an entry: used − declared when its usage is fresh
+// (UsageFresh(used_ts_ms, now_ms, usage_max_age_ms)) and above, else 0.
+int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms);
+
+// Every GPU with a fresh report (UsageFresh(Gpu::used_ts_ms)) whose physical
+// free (total − used) is below its floor, sorted by node name then GPU index,
+// each with at most ONE victim among the entries holding that GPU:
+//  1. designated victims (Entry::victim) that use something (used > 0: evicting
+//     one that uses nothing frees nothing): lowest priority, then largest used,
+//     then uid;
+//  2. else the pod most over budget (OverBudgetBytes > 0), largest first; ties:
+//     lower priority, then uid.
+// Never a protected pod (IsProtected), never one whose usage is stale or
+// never reported, never a terminating entry. Without a victim, `no_victim`
+// says why:
+//  "no pod holds this GPU"
+//  "every pod on this GPU is already terminating"
+//  "every pod on this GPU is protected or its usage is stale (N protected, M stale[, T terminating])"
+//  "no designated victim[ that uses memory] and no pod over its budget[ (skipped: N protected,
+//   M stale[, T terminating])]"
+std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
+
+// ---- Idle tracking --------------------------------------------------------
+
+struct IdleObservation {
+  int64_t ref_used = 0;        // the pod's usage when it was last active
+  int64_t last_active_ms = 0;  // when it was last active
+  int64_t observed_ms = 0;     // now_ms of the last Observe call for the pod
+};
+
+// When each pod that may be idle-evicted was last active. A pure value type:
+// the leader keeps one and feeds it every entry each pass.
+class IdleTracker {
+ public:
+  explicit IdleTracker(int64_t usage_change_bytes);
+
+  // Per entry with idle_ttl_ms > 0 (others are ignored): a first sighting, a
+  // usage change of more than usage_change_bytes against the reference taken
+  // at the last activity, or a lock activity time (lock_ms, 0 = none) later
+  // than the last activity counts as activity. The activity time is now_ms
+  // (first sighting, usage change) or lock_ms (lock), whichever is later; the
+  // reference becomes the entry's current usage.
+  void Observe(const Entry& e, int64_t lock_ms, int64_t now_ms);
+  // Drops the uids not in `keep_uids`.
+  void Forget(const std::set<std::string>& keep_uids);
+  // Drops the uids whose last Observe call was before `since_ms`: after a
+  // pass that observed every entry at now_ms, ForgetUnobserved(now_ms) forgets
+  // the pods that are gone (or lost their TTL) without building a set of the
+  // others.
+  void ForgetUnobserved(int64_t since_ms);
+  // When the pod was last active; 0 when it was never observed.
+  int64_t LastActive(const std::string& uid) const;
+  // The observation of `uid`, or null.
+  const IdleObservation* Find(const std::string& uid) const;
+  size_t size() const { return seen_.size(); }
+
+ private:
+  int64_t usage_change_bytes_;
+  std::unordered_map<std::string, IdleObservation> seen_;
+};
+
+// How long the entry has been idle at now_ms, or -1 when it is not idle: it
+// has no TTL, is terminating, was never observed, or its idle time is shorter
+// than its idle_ttl_ms.
+int64_t IdleFor(const Entry& e, const IdleTracker& tracker, int64_t now_ms);
+
+enum class IdleMode { kOnDemand, kAlways };
+// "on-demand" | "always".
+const char* IdleModeName(IdleMode m);
+bool ParseIdleMode(std::string_view s, IdleMode* out);
+
+// A pod vramd refused for room (from its filter refusals).
+struct PendingPod {
+  std::string uid, ns, name;
+  VramRequest demand;
+  std::vector<std::string> nodes;  // nodes where vramd refused it for room (filter), may be many
+  int64_t refused_ms = 0;
+};
+
+struct IdleEviction {
+  std::string node, pod_uid, ns, name;
+  int64_t idle_ms = 0;
+  std::string for_uid, for_ns, for_name;  // the pending pod it makes room for (empty in kAlways)
+};
+
+// Most idle pods of one node considered for one pending pod (the longest
+// idle), and most DecideNode trials spent searching the fewest of them before
+// settling for a small set found greedily (longest idle first, then pruned).
+inline constexpr size_t kMaxIdleCandidatesPerNode = 16;
+inline constexpr int kMaxIdleTrialsPerNode = 256;
+
+// kAlways: every entry idle for at least its TTL (IdleFor >= 0), longest idle
+// first (ties: node, uid); `pending` is not read.
+// kOnDemand: for each pending pod (oldest refusal first, ties uid) that wants
+// VRAM, on its nodes (unknown ones skipped), the fewest idle pods (then the
+// longest idle, compared in idle order) whose removal makes the pod fit under
+// DecideNode (the fit rule and every other placement rule), simulated on a
+// copy of the node without them (their reservations and their share of the
+// GPUs' reported usage gone). The node needing the fewest evictions wins
+// (ties: node name). An idle pod is used for at most one pending pod; a
+// pending pod that already fits on one of its nodes gets none ("fits": Filter
+// on the nodes no earlier decision changed, the same rule through the
+// snapshot's index, DecideNode on the others). The caller passes pods that
+// are still pending (the pod watch); one found holding an entry on a node
+// searched for idle pods (bound since its refusal) gets none. Later pending
+// pods see the nodes as the earlier ones left them (evictions done, the
+// earlier pod placed). The evictions come out grouped by pending pod, in idle
+// order.
+std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& tracker,
+                                   const std::vector<PendingPod>& pending, IdleMode mode, const Policy& policy,
+                                   int64_t now_ms);
+
+// ---- Rate limits ----------------------------------------------------------
+
+// At most one action per key (e.g. "node/gpu") per cooldown, and at most
+// `max_per_minute` actions overall in any 60 s window (0 or less: none).
+// A clock that steps back counts as no time passed (nothing is allowed early).
+class ActionGate {
+ public:
+  ActionGate(int64_t cooldown_ms, int max_per_minute);
+  bool Allowed(const std::string& key, int64_t now_ms) const;
+  void Record(const std::string& key, int64_t now_ms);
+
+ private:
+  int64_t cooldown_ms_;
+  int max_per_minute_;
+  std::unordered_map<std::string, int64_t> last_;  // key -> last action
+  std::deque<int64_t> recent_;                     // action times, oldest first
+};
+
+}  // namespace vramd::ledger

@@ -1,0 +1,536 @@
+#include "vramd/ledger/protection.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cmath>
+#include <unordered_set>
+#include <utility>
+
+#include "vramd/ledger/fit.h"
+
+namespace vramd::ledger {
+
+// ---- The pressure watchdog ----------------------------------------------
+
+const char* VictimReasonName(VictimReason r) {
+  return r == VictimReason::kDesignatedVictim ? "designated-victim" : "over-budget";
+}
+
+bool IsProtected(std::string_view priority_class, int32_t priority,
+                 const std::vector<std::string>& protected_classes) {
+  if (priority >= kSystemPriorityFloor) return true;
+  if (priority_class.empty()) return false;
+  if (priority_class == kSystemClusterCritical || priority_class == kSystemNodeCritical) return true;
+  return std::find(protected_classes.begin(), protected_classes.end(), priority_class) != protected_classes.end();
+}
+
+int64_t WatchdogFloor(int64_t total, const WatchdogPolicy& policy) {
+  if (policy.floor_percent > 0) {
+    return static_cast<int64_t>(std::floor(static_cast<double>(total) * policy.floor_percent / 100.0));
+  }
+  return policy.floor_bytes;
+}
+
+int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms) {
+  if (!UsageFresh(e.used_ts_ms, now_ms, usage_max_age_ms)) return 0;
+  const int64_t declared = std::max<int64_t>(0, DeclaredBytes(e));
+  return e.used > declared ? e.used - declared : 0;
+}
+
+namespace {
+
+bool HoldsGpu(const Entry& e, int gpu) { return std::find(e.gpus.begin(), e.gpus.end(), gpu) != e.gpus.end(); }
+
+WatchdogVictim VictimOf(const Entry& e, VictimReason reason) {
+  return WatchdogVictim{e.pod_uid, e.ns, e.name, reason, e.used, DeclaredBytes(e), e.priority};
+}
+
+// Chooses the victim on GPU `p->gpu` of `node`, or says why there is none.
+void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
+  const Entry* victim = nullptr;        // best designated victim so far
+  const Entry* offender = nullptr;      // most over budget so far
+  int64_t offender_over = 0;
+  int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
+  for (const Entry& e : node.entries) {
+    if (!HoldsGpu(e, p->gpu)) continue;
+    ++holders;
+    if (e.state == EntryState::kTerminating) {
+      ++terminating;
+      continue;
+    }
+    if (IsProtected(e.priority_class, e.priority, policy.protected_classes)) {
+      ++protected_count;
+      continue;
+    }
+    if (!UsageFresh(e.used_ts_ms, now_ms, policy.usage_max_age_ms)) {
+      ++stale;
+      continue;
+    }
+    if (e.victim && e.used <= 0) ++idle_victims;
+    if (e.victim && e.used > 0) {
+      if (victim == nullptr || e.priority < victim->priority ||
+          (e.priority == victim->priority &&
+           (e.used > victim->used || (e.used == victim->used && e.pod_uid < victim->pod_uid)))) {
+        victim = &e;
+      }
+    }
+    const int64_t over = OverBudgetBytes(e, now_ms, policy.usage_max_age_ms);
+    if (over > 0) {
+      if (offender == nullptr || over > offender_over ||
+          (over == offender_over &&
+           (e.priority < offender->priority || (e.priority == offender->priority && e.pod_uid < offender->pod_uid)))) {
+        offender = &e;
+        offender_over = over;
+      }
+    }
+  }
+  if (victim != nullptr) {
+    p->victim = VictimOf(*victim, VictimReason::kDesignatedVictim);
+    return;
+  }
+  if (offender != nullptr) {
+    p->victim = VictimOf(*offender, VictimReason::kOverBudget);
+    return;
+  }
+  std::string counts = std::to_string(protected_count) + " protected, " + std::to_string(stale) + " stale";
+  if (terminating > 0) counts += ", " + std::to_string(terminating) + " terminating";
+  if (holders == 0) {
+    p->no_victim = "no pod holds this GPU";
+  } else if (terminating == holders) {
+    p->no_victim = "every pod on this GPU is already terminating";
+  } else if (protected_count + stale + terminating == holders) {
+    p->no_victim = "every pod on this GPU is protected or its usage is stale (" + counts + ")";
+  } else {
+    p->no_victim = idle_victims > 0 ? "no designated victim that uses memory and no pod over its budget"
+                                    : "no designated victim and no pod over its budget";
+    if (protected_count + stale + terminating > 0) p->no_victim += " (skipped: " + counts + ")";
+  }
+}
+
+}  // namespace
+
+std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms) {
+  std::vector<GpuPressure> out;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const Gpu& g : node.gpus) {
+      if (!UsageFresh(g.used_ts_ms, now_ms, policy.usage_max_age_ms)) continue;
+      const int64_t total = g.total > 0 ? g.total : g.capacity;
+      const int64_t floor = WatchdogFloor(total, policy);
+      const int64_t free = total - g.used;
+      if (free >= floor) continue;
+      GpuPressure p;
+      p.node = name;
+      p.gpu = g.index;
+      p.total = total;
+      p.used = g.used;
+      p.free = free;
+      p.floor = floor;
+      ChooseVictim(node, policy, now_ms, &p);
+      out.push_back(std::move(p));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const GpuPressure& a, const GpuPressure& b) {
+    return a.node != b.node ? a.node < b.node : a.gpu < b.gpu;
+  });
+  return out;
+}
+
+// ---- Idle tracking --------------------------------------------------------
+
+IdleTracker::IdleTracker(int64_t usage_change_bytes) : usage_change_bytes_(usage_change_bytes) {}
+
+void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
+  if (e.idle_ttl_ms <= 0) return;
+  auto [it, first] = seen_.try_emplace(e.pod_uid);
+  IdleObservation& o = it->second;
+  o.observed_ms = now_ms;
+  int64_t active = 0;
+  if (first) {
+    active = now_ms;
+  } else {
+    // |used - ref| in unsigned arithmetic: exact for any two int64 values.
+    const uint64_t a = static_cast<uint64_t>(e.used), b = static_cast<uint64_t>(o.ref_used);
+    const uint64_t change = e.used > o.ref_used ? a - b : b - a;
+    if (usage_change_bytes_ < 0 || change > static_cast<uint64_t>(usage_change_bytes_)) active = now_ms;
+  }
+  if (lock_ms > 0 && lock_ms > o.last_active_ms) active = std::max(active, lock_ms);
+  if (active == 0) return;
+  o.ref_used = e.used;
+  o.last_active_ms = std::max(o.last_active_ms, active);
+}
+
+void IdleTracker::Forget(const std::set<std::string>& keep_uids) {
+  std::erase_if(seen_, [&](const auto& kv) { return !keep_uids.contains(kv.first); });
+}
+
+void IdleTracker::ForgetUnobserved(int64_t since_ms) {
+  std::erase_if(seen_, [&](const auto& kv) { return kv.second.observed_ms < since_ms; });
+}
+
+int64_t IdleTracker::LastActive(const std::string& uid) const {
+  const IdleObservation* o = Find(uid);
+  return o != nullptr ? o->last_active_ms : 0;
+}
+
+const IdleObservation* IdleTracker::Find(const std::string& uid) const {
+  auto it = seen_.find(uid);
+  return it != seen_.end() ? &it->second : nullptr;
+}
+
+int64_t IdleFor(const Entry& e, const IdleTracker& tracker, int64_t now_ms) {
+  if (e.idle_ttl_ms <= 0 || e.state == EntryState::kTerminating) return -1;
+  const int64_t last = tracker.LastActive(e.pod_uid);
+  if (last == 0) return -1;
+  const int64_t idle = now_ms - last;
+  return idle >= e.idle_ttl_ms ? idle : -1;
+}
+
+const char* IdleModeName(IdleMode m) { return m == IdleMode::kAlways ? "always" : "on-demand"; }
+
+bool ParseIdleMode(std::string_view s, IdleMode* out) {
+  if (s == "on-demand") *out = IdleMode::kOnDemand;
+  else if (s == "always") *out = IdleMode::kAlways;
+  else return false;
+  return true;
+}
+
+namespace {
+
+struct IdleCandidate {
+  const Entry* entry = nullptr;
+  int64_t idle_ms = 0;
+};
+
+// Longest idle first, ties by uid.
+bool IdleOrder(const IdleCandidate& a, const IdleCandidate& b) {
+  return a.idle_ms != b.idle_ms ? a.idle_ms > b.idle_ms : a.entry->pod_uid < b.entry->pod_uid;
+}
+
+// The pod's figure in the GPU's usage report (0 when the report names it nowhere).
+int64_t ReportedShare(const Gpu& g, const std::string& uid) {
+  for (const PodUsage& u : g.pods) {
+    if (u.uid == uid) return u.used;
+  }
+  return 0;
+}
+
+// Position of GPU `index` among node.gpus, or -1.
+int GpuPos(const Node& node, int index) {
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (node.gpus[i].index == index) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Takes `e` off `node`: its entry, and its share of each of its GPUs' reported usage.
+void RemoveFromNode(Node* node, const std::string& uid) {
+  auto it = std::find_if(node->entries.begin(), node->entries.end(),
+                         [&](const Entry& e) { return e.pod_uid == uid; });
+  if (it == node->entries.end()) return;
+  for (int index : it->gpus) {
+    const int pos = GpuPos(*node, index);
+    if (pos < 0) continue;
+    Gpu& g = node->gpus[static_cast<size_t>(pos)];
+    g.used = std::max<int64_t>(0, g.used - ReportedShare(g, uid));
+  }
+  node->entries.erase(it);
+}
+
+// A copy of one node on which DecideNode is tried without subsets of its
+// idle candidates. The candidates' entries live apart and are moved back in
+// for a trial (no copying per trial); the GPUs' reported usage is lowered by
+// the removed candidates' shares and restored afterwards.
+class NodeTrial {
+ public:
+  NodeTrial(const Node& base, const std::vector<IdleCandidate>& cands) {
+    node_.name = base.name;
+    node_.gpus = base.gpus;
+    node_.models = base.models;
+    std::unordered_set<const Entry*> is_cand;
+    for (const IdleCandidate& c : cands) is_cand.insert(c.entry);
+    node_.entries.reserve(base.entries.size());
+    for (const Entry& e : base.entries) {
+      if (!is_cand.contains(&e)) node_.entries.push_back(e);
+    }
+    for (const IdleCandidate& c : cands) {
+      cands_.push_back(*c.entry);
+      std::vector<std::pair<size_t, int64_t>> share;
+      for (int index : c.entry->gpus) {
+        const int pos = GpuPos(base, index);
+        if (pos >= 0) share.emplace_back(pos, ReportedShare(base.gpus[static_cast<size_t>(pos)], c.entry->pod_uid));
+      }
+      shares_.push_back(std::move(share));
+    }
+    for (const Gpu& g : node_.gpus) base_used_.push_back(g.used);
+  }
+
+  // Whether the pod fits once the candidates at `removed` (positions in the
+  // candidate list, ascending) are gone.
+  bool FitsWithout(const std::vector<size_t>& removed, const VramRequest& req, const Policy& policy,
+                   int64_t now_ms) {
+    ++trials_;
+    size_t r = 0;
+    std::vector<size_t> moved;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (r < removed.size() && removed[r] == i) {
+        ++r;
+        for (const auto& [pos, bytes] : shares_[i]) {
+          node_.gpus[pos].used = std::max<int64_t>(0, node_.gpus[pos].used - bytes);
+        }
+      } else {
+        node_.entries.push_back(std::move(cands_[i]));
+        moved.push_back(i);
+      }
+    }
+    const bool fits = DecideNode(&node_, node_.name, req, policy, now_ms).verdict == Verdict::kFits;
+    for (size_t k = moved.size(); k-- > 0;) {
+      cands_[moved[k]] = std::move(node_.entries.back());
+      node_.entries.pop_back();
+    }
+    for (size_t i = 0; i < node_.gpus.size(); ++i) node_.gpus[i].used = base_used_[i];
+    return fits;
+  }
+
+  int trials() const { return trials_; }
+
+ private:
+  Node node_;
+  std::vector<Entry> cands_;
+  std::vector<std::vector<std::pair<size_t, int64_t>>> shares_;
+  std::vector<int64_t> base_used_;
+  int trials_ = 0;
+};
+
+// The fewest candidates (positions, ascending; at most max_k) whose removal
+// makes `req` fit, preferring the longest idle (combinations in
+// lexicographic order of idle rank); empty when none does. Beyond
+// kMaxIdleTrialsPerNode trials, a greedy set (longest idle first until it
+// fits, then each member dropped again when the rest still suffice).
+std::vector<size_t> FewestToEvict(NodeTrial& trial, size_t n, size_t max_k, const VramRequest& req,
+                                  const Policy& policy, int64_t now_ms) {
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  if (!trial.FitsWithout(all, req, policy, now_ms)) return {};
+  const size_t top = std::min(max_k, n);
+  bool exhausted = false;
+  for (size_t k = 1; k <= top && !exhausted; ++k) {
+    std::vector<size_t> c(k);
+    for (size_t i = 0; i < k; ++i) c[i] = i;
+    while (true) {
+      if (k == n) return c;  // every candidate: known to fit
+      if (trial.trials() >= kMaxIdleTrialsPerNode) {
+        exhausted = true;
+        break;
+      }
+      if (trial.FitsWithout(c, req, policy, now_ms)) return c;
+      // The next combination in lexicographic order.
+      size_t i = k;
+      while (i > 0 && c[i - 1] == n - k + (i - 1)) --i;
+      if (i == 0) break;
+      ++c[i - 1];
+      for (size_t j = i; j < k; ++j) c[j] = c[j - 1] + 1;
+    }
+  }
+  if (!exhausted) return {};
+  std::vector<size_t> set;
+  for (size_t i = 0; i < n; ++i) {
+    set.push_back(i);
+    if (trial.FitsWithout(set, req, policy, now_ms)) break;
+  }
+  for (size_t k = set.size(); k-- > 0;) {
+    std::vector<size_t> less = set;
+    less.erase(less.begin() + static_cast<std::ptrdiff_t>(k));
+    if (!less.empty() && trial.FitsWithout(less, req, policy, now_ms)) set = std::move(less);
+  }
+  if (set.size() > max_k) return {};
+  return set;
+}
+
+// The nodes as earlier decisions of one PlanIdle call left them: changed
+// copies over the snapshot.
+class NodeView {
+ public:
+  explicit NodeView(const Snapshot& snap) : snap_(snap) {}
+  const Node* Get(const std::string& name) const {
+    auto it = changed_.find(name);
+    return it != changed_.end() ? &it->second : snap_.Find(name);
+  }
+  bool Changed(const std::string& name) const { return changed_.contains(name); }
+  Node* Mutable(const std::string& name) {
+    auto it = changed_.find(name);
+    if (it != changed_.end()) return &it->second;
+    const Node* n = snap_.Find(name);
+    if (n == nullptr) return nullptr;
+    return &changed_.emplace(name, *n).first->second;
+  }
+
+ private:
+  const Snapshot& snap_;
+  std::unordered_map<std::string, Node> changed_;
+};
+
+std::vector<IdleEviction> PlanAlways(const Snapshot& snap, const IdleTracker& tracker, int64_t now_ms) {
+  struct Idle {
+    int64_t idle_ms;
+    const std::string* node;
+    const Entry* entry;
+  };
+  std::vector<Idle> idle;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const Entry& e : node.entries) {
+      const int64_t ms = IdleFor(e, tracker, now_ms);
+      if (ms >= 0) idle.push_back(Idle{ms, &name, &e});
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
+    if (a.idle_ms != b.idle_ms) return a.idle_ms > b.idle_ms;
+    if (*a.node != *b.node) return *a.node < *b.node;
+    return a.entry->pod_uid < b.entry->pod_uid;
+  });
+  std::vector<IdleEviction> out(idle.size());
+  for (size_t i = 0; i < idle.size(); ++i) {
+    out[i].node = *idle[i].node;
+    out[i].pod_uid = idle[i].entry->pod_uid;
+    out[i].ns = idle[i].entry->ns;
+    out[i].name = idle[i].entry->name;
+    out[i].idle_ms = idle[i].idle_ms;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& tracker,
+                                   const std::vector<PendingPod>& pending, IdleMode mode, const Policy& policy,
+                                   int64_t now_ms) {
+  if (mode == IdleMode::kAlways) return PlanAlways(snap, tracker, now_ms);
+
+  std::vector<const PendingPod*> order;
+  for (const PendingPod& p : pending) {
+    if (p.demand.wants_vram() && p.demand.per_gpu > 0 && p.demand.gpu_count >= 1) order.push_back(&p);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const PendingPod* a, const PendingPod* b) {
+    return a->refused_ms != b->refused_ms ? a->refused_ms < b->refused_ms : a->uid < b->uid;
+  });
+
+  std::vector<IdleEviction> out;
+  std::unordered_set<std::string> taken;  // idle pods already given to a pending pod
+  NodeView view(snap);
+  for (const PendingPod* p : order) {
+    std::vector<std::string> names = p->nodes;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+
+    // Whether it fits as things are: DecideNode on the nodes earlier
+    // decisions changed, Filter (the same rule, through the snapshot's index)
+    // on the others.
+    bool fits = false;
+    std::vector<std::string_view> unchanged;
+    for (const std::string& name : names) {
+      if (!view.Changed(name)) {
+        unchanged.push_back(name);
+      } else if (DecideNode(view.Get(name), name, p->demand, policy, now_ms).verdict == Verdict::kFits) {
+        fits = true;
+        break;
+      }
+    }
+    if (!fits && !unchanged.empty()) fits = !Filter(snap, unchanged, p->demand, policy, now_ms).fits.empty();
+    if (fits) continue;
+
+    const std::string* best_node = nullptr;
+    std::vector<IdleCandidate> best;
+    size_t best_k = SIZE_MAX;
+    bool placed = false;  // holds an entry already: bound since its refusal
+    for (const std::string& name : names) {
+      if (best_k <= 1) break;  // names ascend: a later node would need fewer than one
+      const Node* node = view.Get(name);
+      if (node == nullptr) continue;
+      std::vector<IdleCandidate> cands;
+      for (const Entry& e : node->entries) {
+        if (e.pod_uid == p->uid) placed = true;
+        if (taken.contains(e.pod_uid)) continue;
+        const int64_t idle = IdleFor(e, tracker, now_ms);
+        if (idle >= 0) cands.push_back(IdleCandidate{&e, idle});
+      }
+      if (placed) break;
+      if (cands.empty()) continue;
+      std::sort(cands.begin(), cands.end(), IdleOrder);
+      if (cands.size() > kMaxIdleCandidatesPerNode) cands.resize(kMaxIdleCandidatesPerNode);
+      const size_t max_k = best_k == SIZE_MAX ? cands.size() : best_k - 1;
+      NodeTrial trial(*node, cands);
+      std::vector<size_t> chosen = FewestToEvict(trial, cands.size(), max_k, p->demand, policy, now_ms);
+      if (chosen.empty()) continue;
+      best_k = chosen.size();
+      best_node = &name;
+      best.clear();
+      for (size_t k : chosen) best.push_back(cands[k]);
+    }
+    if (placed) continue;
+    if (best_node == nullptr) continue;
+
+    // The evictions, then the node as they and the pending pod leave it.
+    for (const IdleCandidate& c : best) {
+      IdleEviction ev;
+      ev.node = *best_node;
+      ev.pod_uid = c.entry->pod_uid;
+      ev.ns = c.entry->ns;
+      ev.name = c.entry->name;
+      ev.idle_ms = c.idle_ms;
+      ev.for_uid = p->uid;
+      ev.for_ns = p->ns;
+      ev.for_name = p->name;
+      taken.insert(ev.pod_uid);
+      out.push_back(std::move(ev));
+    }
+    Node* w = view.Mutable(*best_node);
+    for (const IdleEviction* ev = &out[out.size() - best.size()]; ev != out.data() + out.size(); ++ev) {
+      RemoveFromNode(w, ev->pod_uid);
+    }
+    const NodeDecision d = DecideNode(w, *best_node, p->demand, policy, now_ms);
+    if (d.verdict == Verdict::kFits) {
+      Entry e;
+      e.pod_uid = p->uid;
+      e.ns = p->ns;
+      e.name = p->name;
+      e.gpus = d.choice.gpus;
+      e.per_gpu = d.choice.per_gpu;
+      e.state = EntryState::kReserved;
+      e.created_ms = now_ms;
+      RecordDemand(p->demand, &e);
+      w->entries.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+// ---- Rate limits ----------------------------------------------------------
+
+namespace {
+constexpr int64_t kMinuteMs = 60'000;
+}  // namespace
+
+ActionGate::ActionGate(int64_t cooldown_ms, int max_per_minute)
+    : cooldown_ms_(cooldown_ms), max_per_minute_(max_per_minute) {}
+
+bool ActionGate::Allowed(const std::string& key, int64_t now_ms) const {
+  if (max_per_minute_ <= 0) return false;
+  auto it = last_.find(key);
+  if (it != last_.end() && now_ms - it->second < cooldown_ms_) return false;
+  int in_window = 0;
+  for (int64_t t : recent_) {
+    if (now_ms - t < kMinuteMs) ++in_window;
+  }
+  return in_window < max_per_minute_;
+}
+
+void ActionGate::Record(const std::string& key, int64_t now_ms) {
+  int64_t& last = last_[key];
+  last = std::max(last, now_ms);
+  recent_.push_back(now_ms);
+  // Forget what can no longer limit anything: actions out of every window
+  // that `now_ms` or a later time can see, keys past their cooldown.
+  while (!recent_.empty() && now_ms - recent_.front() >= kMinuteMs) recent_.pop_front();
+  std::erase_if(last_, [&](const auto& kv) { return now_ms - kv.second >= cooldown_ms_ && kv.first != key; });
+}
+
+}  // namespace vramd::ledger

@@ -1,0 +1,1049 @@
+// Issue 15's pure decisions: the pressure watchdog's victim, over-budget
+// bytes, idle tracking, the idle-eviction set and the action gate. Tables of
+// named cases, including both ADRs' scenarios as written
+// (shared/background/adr-*.txt).
+#include "vramd/ledger/protection.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace vramd::ledger {
+namespace {
+
+constexpr int64_t kMi = int64_t{1} << 20;
+constexpr int64_t kGi = int64_t{1} << 30;
+constexpr int64_t kMinMs = 60'000;
+constexpr int64_t kNow = 1'000'000'000;
+constexpr int64_t kFresh = kNow - 5'000;       // a report 5 s old
+constexpr int64_t kStale = kNow - 10 * kMinMs;  // older than the 60 s default
+
+// ---- Builders -------------------------------------------------------------
+
+// A bound pod holding `per_gpu` on `gpus`, using `used` per GPU (fresh).
+Entry Pod(const std::string& uid, int64_t per_gpu, int64_t used = 0, std::vector<int> gpus = {0}) {
+  Entry e;
+  e.pod_uid = uid;
+  e.ns = "ns-" + uid;
+  e.name = uid;
+  e.gpus = std::move(gpus);
+  e.per_gpu = per_gpu;
+  e.state = EntryState::kBound;
+  e.used = used;
+  e.used_ts_ms = kFresh;
+  return e;
+}
+Entry Peak(Entry e, int64_t peak) {
+  e.peak_per_gpu = peak;
+  return e;
+}
+Entry Class(Entry e, std::string cls, int32_t priority) {
+  e.priority_class = std::move(cls);
+  e.priority = priority;
+  return e;
+}
+// A designated victim (the default victim class).
+Entry Disposable(Entry e, int32_t priority = -1000) {
+  e = Class(std::move(e), "vramd-disposable", priority);
+  e.victim = true;
+  return e;
+}
+Entry StaleUsage(Entry e) {
+  e.used_ts_ms = kStale;
+  return e;
+}
+Entry NeverReported(Entry e) {
+  e.used_ts_ms = 0;
+  return e;
+}
+Entry Terminating(Entry e) {
+  e.state = EntryState::kTerminating;
+  return e;
+}
+Entry Ttl(Entry e, int64_t ttl_ms = 10 * kMinMs) {
+  e.idle_ttl_ms = ttl_ms;
+  return e;
+}
+
+struct GpuSpec {
+  int64_t total = 0;     // physical (Gpu::total); 0 = not reported
+  int64_t capacity = 0;  // C
+  int64_t outside = 0;   // processes outside pods
+  std::vector<PodUsage> untracked = {};  // pods vramd does not account
+  int64_t report_ms = kFresh;            // 0: never reported
+};
+
+// A node whose GPUs report, as the agent would, their physical total and a
+// used figure that is the sum of every pod's usage (its entries' and the
+// untracked pods') plus what is outside pods, with the per-pod figures.
+Node MakeNode(const std::string& name, const std::vector<GpuSpec>& gpus, std::vector<Entry> entries) {
+  Node n;
+  n.name = name;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const GpuSpec& s = gpus[i];
+    Gpu g;
+    g.index = static_cast<int>(i);
+    g.capacity = s.capacity;
+    g.total = s.total;
+    g.used_ts_ms = s.report_ms;
+    g.outside_pods = s.outside;
+    g.used = s.outside;
+    for (const PodUsage& u : s.untracked) {
+      g.used += u.used;
+      g.pods.push_back(u);
+      g.untracked += u.used;
+    }
+    for (const Entry& e : entries) {
+      if (std::find(e.gpus.begin(), e.gpus.end(), g.index) == e.gpus.end()) continue;
+      g.used += e.used;
+      g.pods.push_back(PodUsage{e.pod_uid, e.used});
+    }
+    std::sort(g.pods.begin(), g.pods.end(), [](const PodUsage& a, const PodUsage& b) { return a.uid < b.uid; });
+    n.gpus.push_back(std::move(g));
+  }
+  n.entries = std::move(entries);
+  return n;
+}
+
+// GPUs with capacity only (no usage report).
+std::vector<GpuSpec> Unreported(std::vector<int64_t> caps) {
+  std::vector<GpuSpec> out;
+  for (int64_t c : caps) out.push_back(GpuSpec{0, c, 0, {}, 0});
+  return out;
+}
+
+Snapshot Snap(std::vector<Node> nodes) {
+  Snapshot s;
+  s.epoch = 1;
+  for (Node& n : nodes) {
+    std::string name = n.name;
+    s.nodes.emplace(std::move(name), std::move(n));
+  }
+  return s;
+}
+
+// ---- The ADRs' scenarios ----------------------------------------------------
+
+// The gpumem ADR: k8s-node1's Tesla T4 (16 GB, 15360 MiB usable, 14000 MiB
+// advertised), time-sliced between nine tenants. The five residents carry
+// budgets (immich-ml 3000 MiB, llama-swap 5000, frigate 2000, immich-server
+// 1800, portal-stt 1500) and the gpu-workload class Kyverno stamps on every
+// GPU pod, so priority cannot tell them apart; tts, ebook2audiobook, ytdlp
+// and android-emulator are unbudgeted (no entry) and use a little. frigate,
+// immich-server and portal-stt at their measured steady state (1.9, 1.2 and
+// 1.5 GiB: portal-stt 36 MiB over its 1500 MiB budget).
+Node T4(int64_t immich_ml_used, int64_t llama_swap_used) {
+  auto tenant = [](const std::string& uid, int64_t budget_mib, int64_t used) {
+    return Class(Pod(uid, budget_mib * kMi, used), "gpu-workload", 1'200'000);
+  };
+  GpuSpec t4{15360 * kMi, 14000 * kMi, 0,
+             {{"android-emulator", 150 * kMi}, {"ebook2audiobook", 0}, {"tts", 0}, {"ytdlp", 64 * kMi}}};
+  return MakeNode("k8s-node1", {t4},
+                  {tenant("immich-ml", 3000, immich_ml_used), tenant("llama-swap", 5000, llama_swap_used),
+                   tenant("frigate", 2000, 1946 * kMi), tenant("immich-server", 1800, 1229 * kMi),
+                   tenant("portal-stt", 1500, 1536 * kMi)});
+}
+constexpr int64_t kImmichArena = 10'700'000'000;  // 10.7 GB: the 2026-06-02 runaway
+
+// The burstable ADR's node-4, as one 48 GiB GPU (46 GiB capacity): inference
+// reserves its steady state (8Gi) and may burst to 32Gi, in the protected
+// homelab-critical class (100000); ClickHouse and embeddings reserve 5Gi and
+// sit near it; the disposable agent microVMs (homelab-disposable, -1000) are
+// the designated victims.
+WatchdogPolicy Node4Policy() {
+  WatchdogPolicy p;
+  p.protected_classes = {"homelab-critical"};
+  return p;
+}
+Entry Inference(int64_t used) {
+  return Class(Peak(Pod("inference", 8 * kGi, used), 32 * kGi), "homelab-critical", 100'000);
+}
+Entry MicroVm(const std::string& uid, int64_t used) {
+  Entry e = Class(Pod(uid, 2 * kGi, used), "homelab-disposable", -1000);
+  e.victim = true;
+  return e;
+}
+const GpuSpec kNode4Gpu{48 * kGi, 46 * kGi};
+
+// ---- The watchdog ---------------------------------------------------------
+
+struct WantPressure {
+  std::string node;
+  int gpu = 0;
+  std::string victim;  // empty: none
+  VictimReason reason = VictimReason::kOverBudget;
+  std::string no_victim;
+};
+
+struct WatchdogCase {
+  const char* name;
+  std::function<std::vector<Node>()> nodes;
+  WatchdogPolicy policy;
+  std::vector<WantPressure> want;
+};
+
+const WatchdogPolicy kDefaults{};
+
+WatchdogPolicy FloorPercent(double pct) {
+  WatchdogPolicy p;
+  p.floor_percent = pct;
+  return p;
+}
+
+WatchdogPolicy Protecting(std::vector<std::string> classes) {
+  WatchdogPolicy p;
+  p.protected_classes = std::move(classes);
+  return p;
+}
+
+// One 24 GiB GPU (physical total 24 GiB, capacity 23 GiB).
+const GpuSpec kGpu24{24 * kGi, 23 * kGi};
+// The same with `outside` bytes used outside pods.
+GpuSpec Gpu24(int64_t outside, int64_t report_ms = kFresh) { return GpuSpec{24 * kGi, 23 * kGi, outside, {}, report_ms}; }
+
+const std::vector<WatchdogCase>& WatchdogCases() {
+  static const std::vector<WatchdogCase> cases = {
+      {"GpumemAdr_ImmichMlArenaAt10_7GB_IsRecycled",
+       [] { return std::vector<Node>{T4(kImmichArena, 100 * kMi)}; },
+       kDefaults,
+       {{"k8s-node1", 0, "immich-ml", VictimReason::kOverBudget, ""}}},
+      {"GpumemAdr_SteadyStateWithoutPressure_Nothing",
+       [] { return std::vector<Node>{T4(2150 * kMi, 4454 * kMi)}; },
+       kDefaults,
+       {}},
+      {"GpumemAdr_OverBudgetIntoGenuineSlack_LeftAlone",
+       [] { return std::vector<Node>{T4(5 * kGi, 100 * kMi)}; },
+       kDefaults,
+       {}},
+      {"BurstableAdr_CoincidentPeak_PicksADisposableMicroVmNeverInference",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "node-4", {kNode4Gpu},
+             {Inference(31 * kGi), Pod("clickhouse", 5 * kGi, 6 * kGi + 512 * kMi), Pod("embeddings", 5 * kGi, 5 * kGi),
+              MicroVm("agent-a", 1536 * kMi), MicroVm("agent-b", 2560 * kMi), MicroVm("agent-c", 1 * kGi)})};
+       },
+       Node4Policy(),
+       {{"node-4", 0, "agent-b", VictimReason::kDesignatedVictim, ""}}},
+      {"BurstableAdr_NoMicroVmOnTheGpu_MostOverBudgetNeighbourNotInferenceAtItsPeak",
+       [] {
+         return std::vector<Node>{MakeNode("node-4", {kNode4Gpu},
+                                           {Inference(32 * kGi), Pod("clickhouse", 5 * kGi, 7 * kGi),
+                                            Pod("embeddings", 5 * kGi, 8 * kGi)})};
+       },
+       Node4Policy(),
+       {{"node-4", 0, "embeddings", VictimReason::kOverBudget, ""}}},
+      {"BurstableAdr_InferenceAboveItsPeakButProtected_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("node-4", {GpuSpec{48 * kGi, 46 * kGi, 3584 * kMi}},
+                                           {Inference(34 * kGi), Pod("clickhouse", 5 * kGi, 5 * kGi),
+                                            Pod("embeddings", 5 * kGi, 5 * kGi)})};
+       },
+       Node4Policy(),
+       {{"node-4", 0, "", VictimReason::kOverBudget,
+         "no designated victim and no pod over its budget (skipped: 1 protected, 0 stale)"}}},
+      {"BurstableAdr_InferenceAboveItsPeakUnprotected_IsOverBudget",
+       [] {
+         return std::vector<Node>{MakeNode("node-4", {GpuSpec{48 * kGi, 46 * kGi, 3584 * kMi}},
+                                           {Inference(34 * kGi), Pod("clickhouse", 5 * kGi, 5 * kGi),
+                                            Pod("embeddings", 5 * kGi, 5 * kGi)})};
+       },
+       kDefaults,
+       {{"node-4", 0, "inference", VictimReason::kOverBudget, ""}}},
+      {"StaleUsageIsNeverChosen_TheNextOffenderIs",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {StaleUsage(Pod("big", 4 * kGi, 14 * kGi)), Pod("small", 4 * kGi, 5 * kGi),
+                                            Pod("ok", 4 * kGi, 4 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "small", VictimReason::kOverBudget, ""}}},
+      {"NeverReportedUsageIsNeverChosen",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(0)}, {NeverReported(Pod("big", 4 * kGi, 23 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "every pod on this GPU is protected or its usage is stale (0 protected, 1 stale)"}}},
+      {"StaleDesignatedVictimIsNeverChosen",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "n1", {Gpu24(0)}, {StaleUsage(Disposable(Pod("vm", 2 * kGi, 3 * kGi))), Pod("hog", 4 * kGi, 20 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "hog", VictimReason::kOverBudget, ""}}},
+      {"SystemClassesAndSystemPrioritiesAreNeverChosen",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Class(Pod("dns", 1 * kGi, 9 * kGi), "system-cluster-critical", 0),
+                                            Class(Pod("csi", 1 * kGi, 8 * kGi), "system-node-critical", 0),
+                                            Class(Pod("unnamed-2e9", 1 * kGi, 5 * kGi), "", 2'000'000'000),
+                                            Pod("app", 1 * kGi, 1 * kGi + 1)})};
+       },
+       kDefaults,
+       {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      {"SystemPriorityIsProtectedEvenAsADesignatedVictim",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(0)}, {Disposable(Pod("dns", 1 * kGi, 23 * kGi), 2'000'000'000)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "every pod on this GPU is protected or its usage is stale (1 protected, 0 stale)"}}},
+      {"ConfiguredProtectedClassIsNeverChosen",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Class(Pod("db", 4 * kGi, 20 * kGi), "homelab-critical", 100'000),
+                                            Pod("app", 2 * kGi, 3 * kGi)})};
+       },
+       Protecting({"homelab-critical"}),
+       {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      {"TerminatingEntriesAreSkipped",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Terminating(Pod("going", 4 * kGi, 19 * kGi)), Pod("app", 2 * kGi, 3 * kGi),
+                                            Terminating(Disposable(Pod("vm", 1 * kGi, 1 * kGi)))})};
+       },
+       kDefaults,
+       {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      {"ProtectedAndTerminating_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Terminating(Pod("going", 4 * kGi, 13 * kGi)),
+                                            Class(Pod("dns", 1 * kGi, 10 * kGi), "system-cluster-critical", 0)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "every pod on this GPU is protected or its usage is stale (1 protected, 0 stale, 1 terminating)"}}},
+      {"WithinBudgetBesideATerminatingPod_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Terminating(Pod("going", 4 * kGi, 19 * kGi)), Pod("app", 4 * kGi, 4 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "no designated victim and no pod over its budget (skipped: 0 protected, 0 stale, 1 terminating)"}}},
+      {"OnlyADesignatedVictimUsingNothing_NoVictim",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(23 * kGi)}, {Disposable(Pod("vm", 2 * kGi, 0)), Pod("app", 4 * kGi, 0)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "no designated victim that uses memory and no pod over its budget"}}},
+      {"EveryPodTerminating_NoVictim",
+       [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Terminating(Pod("going", 4 * kGi, 23 * kGi))})}; },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget, "every pod on this GPU is already terminating"}}},
+      {"PressureFromOutsidePods_NoPodHoldsTheGpu",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(23 * kGi), kGpu24}, {Pod("elsewhere", 4 * kGi, 9 * kGi, {1})})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget, "no pod holds this GPU"}}},
+      {"EveryoneWithinBudget_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(14 * kGi)}, {Pod("a", 4 * kGi, 4 * kGi), Pod("b", 6 * kGi, 5 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget, "no designated victim and no pod over its budget"}}},
+      {"UsageWithinItsDeclaredPeakIsNotOverBudget",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(2 * kGi)},
+                                           {Peak(Pod("bursty", 4 * kGi, 20 * kGi), 20 * kGi), Pod("app", 1 * kGi, 1 * kGi + 1)})};
+       },
+       kDefaults,
+       {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      {"DesignatedVictimBeforeABiggerOffender",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(0)}, {Pod("hog", 4 * kGi, 22 * kGi), Disposable(Pod("vm", 2 * kGi, 1 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "vm", VictimReason::kDesignatedVictim, ""}}},
+      {"DesignatedVictimUsingNothingIsPassedOver",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(0)}, {Pod("hog", 4 * kGi, 23 * kGi), Disposable(Pod("vm", 2 * kGi, 0))})};
+       },
+       kDefaults,
+       {{"n1", 0, "hog", VictimReason::kOverBudget, ""}}},
+      {"VictimTie_LowestPriorityFirst",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Disposable(Pod("vm-big", 2 * kGi, 12 * kGi), -500),
+                                            Disposable(Pod("vm-low", 2 * kGi, 11 * kGi), -2000)})};
+       },
+       kDefaults,
+       {{"n1", 0, "vm-low", VictimReason::kDesignatedVictim, ""}}},
+      {"VictimTie_SamePriorityLargestUsedFirst",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "n1", {Gpu24(0)}, {Disposable(Pod("vm-a", 2 * kGi, 11 * kGi)), Disposable(Pod("vm-b", 2 * kGi, 12 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "vm-b", VictimReason::kDesignatedVictim, ""}}},
+      {"VictimTie_SamePriorityAndUsedLowestUid",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "n1", {Gpu24(0)}, {Disposable(Pod("vm-b", 2 * kGi, 12 * kGi)), Disposable(Pod("vm-a", 2 * kGi, 12 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "vm-a", VictimReason::kDesignatedVictim, ""}}},
+      {"OverBudgetTie_LowerPriorityFirst",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Class(Pod("a", 4 * kGi, 12 * kGi), "", 10), Class(Pod("b", 4 * kGi, 12 * kGi), "", 5)})};
+       },
+       kDefaults,
+       {{"n1", 0, "b", VictimReason::kOverBudget, ""}}},
+      {"OverBudgetTie_SamePriorityLowestUid",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", {Gpu24(0)}, {Pod("b", 4 * kGi, 12 * kGi), Pod("a", 4 * kGi, 12 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "a", VictimReason::kOverBudget, ""}}},
+      {"MostOverBudgetWinsOverLowerPriority",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Class(Pod("low", 4 * kGi, 9 * kGi), "", -100), Pod("worse", 4 * kGi, 14 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "worse", VictimReason::kOverBudget, ""}}},
+      {"OnlyPodsOfThePressedGpu",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0), kGpu24},
+                                           {Pod("on-0", 10 * kGi, 11 * kGi, {0}), Disposable(Pod("vm-on-1", 1 * kGi, 1 * kGi, {1})),
+                                            Pod("hog-on-1", 1 * kGi, 2 * kGi, {1}), Pod("two", 1 * kGi, 12 * kGi, {0, 1})})};
+       },
+       kDefaults,
+       {{"n1", 0, "two", VictimReason::kOverBudget, ""}}},
+      {"FloorBytes_FreeExactlyAtTheFloorIsNoPressure",
+       [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Pod("a", 4 * kGi, 24 * kGi - 1536 * kMi)})}; },
+       kDefaults,
+       {}},
+      {"FloorBytes_OneByteBelowTheFloorIsPressure",
+       [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Pod("a", 4 * kGi, 24 * kGi - 1536 * kMi + 1)})}; },
+       kDefaults,
+       {{"n1", 0, "a", VictimReason::kOverBudget, ""}}},
+      {"FloorPercent_OfThePhysicalTotal",
+       // 20 % of 24Gi = 4.8Gi: 4Gi free is pressure (the 1.5Gi byte floor would not be).
+       [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Pod("a", 4 * kGi, 20 * kGi)})}; },
+       FloorPercent(20),
+       {{"n1", 0, "a", VictimReason::kOverBudget, ""}}},
+      {"FloorPercent_AboveItIsNoPressure",
+       [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Pod("a", 4 * kGi, 20 * kGi)})}; },
+       FloorPercent(10),
+       {}},
+      {"TotalNotReported_CapacityIsTheTotal",
+       // total 0: 23Gi capacity - 22Gi used = 1Gi free < 1.5Gi.
+       [] { return std::vector<Node>{MakeNode("n1", {GpuSpec{0, 23 * kGi}}, {Pod("a", 4 * kGi, 22 * kGi)})}; },
+       kDefaults,
+       {{"n1", 0, "a", VictimReason::kOverBudget, ""}}},
+      {"GpuWithoutAFreshReportIsIgnored",
+       [] {
+         return std::vector<Node>{MakeNode("stale", {Gpu24(0, kStale)}, {Pod("a", 4 * kGi, 24 * kGi)}),
+                                  MakeNode("never", {Gpu24(0, 0)}, {Pod("b", 4 * kGi, 24 * kGi)})};
+       },
+       kDefaults,
+       {}},
+      {"SeveralGpusUnderPressure_SortedByNodeThenGpu",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n2", {Gpu24(23 * kGi), Gpu24(0)}, {Pod("x", 1 * kGi, 23 * kGi, {1})}),
+             MakeNode("n1", {kGpu24, Gpu24(0)}, {Pod("y", 1 * kGi, 23 * kGi, {1})})};
+       },
+       kDefaults,
+       {{"n1", 1, "y", VictimReason::kOverBudget, ""},
+        {"n2", 0, "", VictimReason::kOverBudget, "no pod holds this GPU"},
+        {"n2", 1, "x", VictimReason::kOverBudget, ""}}},
+  };
+  return cases;
+}
+
+TEST(Watchdog, Table) {
+  for (const WatchdogCase& c : WatchdogCases()) {
+    SCOPED_TRACE(c.name);
+    const Snapshot snap = Snap(c.nodes());
+    const std::vector<GpuPressure> got = PlanWatchdog(snap, c.policy, kNow);
+    ASSERT_EQ(got.size(), c.want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const GpuPressure& g = got[i];
+      const WantPressure& w = c.want[i];
+      EXPECT_EQ(g.node, w.node);
+      EXPECT_EQ(g.gpu, w.gpu);
+      EXPECT_LT(g.free, g.floor);
+      EXPECT_EQ(g.free, g.total - g.used);
+      if (w.victim.empty()) {
+        EXPECT_FALSE(g.victim.has_value()) << g.victim->pod_uid;
+        EXPECT_EQ(g.no_victim, w.no_victim);
+      } else {
+        ASSERT_TRUE(g.victim.has_value()) << g.no_victim;
+        EXPECT_EQ(g.victim->pod_uid, w.victim);
+        EXPECT_EQ(g.victim->reason, w.reason);
+        EXPECT_EQ(g.no_victim, "");
+      }
+    }
+  }
+}
+
+TEST(Watchdog, GpumemAdrVictimCarriesWhatTheEventSays) {
+  const Snapshot snap = Snap({T4(kImmichArena, 100 * kMi)});
+  const std::vector<GpuPressure> got = PlanWatchdog(snap, WatchdogPolicy{}, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  const GpuPressure& p = got[0];
+  EXPECT_EQ(p.total, 15360 * kMi);
+  // immich-ml 10.7 GB + llama-swap 100 MiB + frigate, immich-server, portal-stt,
+  // android-emulator and ytdlp at their steady state.
+  EXPECT_EQ(p.used, kImmichArena + (100 + 1946 + 1229 + 1536 + 150 + 64) * kMi);
+  EXPECT_EQ(p.floor, 1536 * kMi);
+  EXPECT_LT(p.free, p.floor);
+  ASSERT_TRUE(p.victim);
+  EXPECT_EQ(p.victim->ns, "ns-immich-ml");
+  EXPECT_EQ(p.victim->name, "immich-ml");
+  EXPECT_EQ(p.victim->used, kImmichArena);
+  EXPECT_EQ(p.victim->declared, 3000 * kMi);
+  EXPECT_EQ(p.victim->priority, 1'200'000);
+  EXPECT_STREQ(VictimReasonName(p.victim->reason), "over-budget");
+}
+
+TEST(Watchdog, BurstableAdrVictimDeclaresItsRequestAndInferenceDeclaresItsPeak) {
+  EXPECT_EQ(DeclaredBytes(Inference(0)), 32 * kGi);
+  EXPECT_EQ(DeclaredBytes(MicroVm("vm", 0)), 2 * kGi);
+  const Snapshot snap = Snap({MakeNode("node-4", {kNode4Gpu},
+                                       {Inference(40 * kGi), MicroVm("agent-a", 7 * kGi)})});
+  const std::vector<GpuPressure> got = PlanWatchdog(snap, Node4Policy(), kNow);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].victim);
+  EXPECT_EQ(got[0].victim->pod_uid, "agent-a");
+  EXPECT_EQ(got[0].victim->declared, 2 * kGi);
+  EXPECT_EQ(got[0].victim->priority, -1000);
+  EXPECT_STREQ(VictimReasonName(got[0].victim->reason), "designated-victim");
+}
+
+TEST(Watchdog, FloorOfAPercentRoundsDown) {
+  EXPECT_EQ(WatchdogFloor(1001, FloorPercent(10)), 100);
+  EXPECT_EQ(WatchdogFloor(16 * kGi, FloorPercent(12.5)), 2 * kGi);
+  EXPECT_EQ(WatchdogFloor(16 * kGi, WatchdogPolicy{}), 1536 * kMi);
+}
+
+TEST(Watchdog, ProtectedClasses) {
+  const std::vector<std::string> none;
+  const std::vector<std::string> mine = {"homelab-critical"};
+  struct Case {
+    const char* name;
+    std::string cls;
+    int32_t priority;
+    const std::vector<std::string>& configured;
+    bool want;
+  };
+  const Case cases[] = {
+      {"NoClass", "", 0, none, false},
+      {"SystemClusterCritical", "system-cluster-critical", 0, none, true},
+      {"SystemNodeCritical", "system-node-critical", 0, none, true},
+      {"PriorityAtTheSystemFloor", "", 2'000'000'000, none, true},
+      {"PriorityJustBelowTheSystemFloor", "", 1'999'999'999, none, false},
+      {"ConfiguredClass", "homelab-critical", 100'000, mine, true},
+      {"ConfiguredClassNotConfigured", "homelab-critical", 100'000, none, false},
+      {"OtherClass", "gpu-workload", 1'200'000, mine, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(IsProtected(c.cls, c.priority, c.configured), c.want);
+  }
+}
+
+// ---- Over budget ----------------------------------------------------------
+
+TEST(OverBudget, Table) {
+  struct Case {
+    const char* name;
+    Entry e;
+    int64_t want;
+  };
+  const Case cases[] = {
+      {"AboveItsRequest", Pod("a", 3000 * kMi, kImmichArena), kImmichArena - 3000 * kMi},
+      {"AtItsRequest", Pod("a", 4 * kGi, 4 * kGi), 0},
+      {"BelowItsRequest", Pod("a", 4 * kGi, 1 * kGi), 0},
+      {"AboveItsRequestWithinItsPeak", Peak(Pod("a", 8 * kGi, 20 * kGi), 32 * kGi), 0},
+      {"AboveItsPeak", Peak(Pod("a", 8 * kGi, 34 * kGi), 32 * kGi), 2 * kGi},
+      {"PeakZeroMeansTheRequest", Peak(Pod("a", 8 * kGi, 9 * kGi), 0), 1 * kGi},
+      {"StaleUsage", StaleUsage(Pod("a", 1 * kGi, 9 * kGi)), 0},
+      {"NeverReported", NeverReported(Pod("a", 1 * kGi, 9 * kGi)), 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(OverBudgetBytes(c.e, kNow, 60'000), c.want);
+  }
+  // Exactly usage_max_age_ms old is still fresh; one ms more is stale.
+  Entry e = Pod("a", 1 * kGi, 2 * kGi);
+  e.used_ts_ms = kNow - 60'000;
+  EXPECT_EQ(OverBudgetBytes(e, kNow, 60'000), 1 * kGi);
+  EXPECT_EQ(OverBudgetBytes(e, kNow + 1, 60'000), 0);
+}
+
+// ---- Idle tracking --------------------------------------------------------
+
+constexpr int64_t kJitter = 64 * kMi;  // usage changes up to this are not activity
+
+TEST(IdleTracker, FirstSightingIsActivityNow) {
+  IdleTracker t(kJitter);
+  EXPECT_EQ(t.LastActive("a"), 0);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  EXPECT_EQ(t.LastActive("a"), kNow);
+  ASSERT_NE(t.Find("a"), nullptr);
+  EXPECT_EQ(t.Find("a")->ref_used, 3 * kGi);
+}
+
+TEST(IdleTracker, EntriesWithoutTtlAreNotTracked) {
+  IdleTracker t(kJitter);
+  t.Observe(Pod("a", 4 * kGi, 3 * kGi), kNow, kNow);
+  EXPECT_EQ(t.LastActive("a"), 0);
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(IdleTracker, UsageJitterUpToTheThresholdIsNotActivity) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter)), 0, kNow + kMinMs);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi - kJitter)), 0, kNow + 2 * kMinMs);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 3 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow);
+}
+
+TEST(IdleTracker, UsageChangeAboveTheThresholdIsActivity) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter + 1)), 0, kNow + kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + kMinMs);
+  // Down counts too, measured against the new reference.
+  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 2 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 2 * kMinMs);
+}
+
+TEST(IdleTracker, SlowDriftIsMeasuredFromTheLastActivity) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
+  for (int i = 1; i <= 3; ++i) {  // +40 MiB a pass: the second is 80 MiB from the reference
+    t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi + i * 40 * kMi)), 0, kNow + i * kMinMs);
+  }
+  EXPECT_EQ(t.LastActive("a"), kNow + 2 * kMinMs);
+}
+
+TEST(IdleTracker, LockActivityLaterThanTheLastActivityCounts) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 30'000, kNow + kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
+  // An older lock time says nothing new.
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 10'000, kNow + 2 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
+  // No lock activity (0) neither.
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow + 3 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
+}
+
+TEST(IdleTracker, LockAtFirstSightingLaterThanNowWins) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 500, kNow);
+  EXPECT_EQ(t.LastActive("a"), kNow + 500);
+}
+
+TEST(IdleTracker, ForgetDropsTheUidsNotKept) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 1, 0)), 0, kNow);
+  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow);
+  t.Forget({"b", "c"});
+  EXPECT_EQ(t.LastActive("a"), 0);
+  EXPECT_EQ(t.LastActive("b"), kNow);
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(IdleTracker, ForgetUnobservedDropsWhatTheLastPassDidNotSee) {
+  IdleTracker t(kJitter);
+  t.Observe(Ttl(Pod("a", 1, 0)), 0, kNow);
+  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow);
+  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow + kMinMs);  // the next pass sees only b
+  t.ForgetUnobserved(kNow + kMinMs);
+  EXPECT_EQ(t.LastActive("a"), 0);
+  EXPECT_EQ(t.LastActive("b"), kNow);
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(IdleTracker, IdleForNeedsTheTtlToHavePassed) {
+  IdleTracker t(kJitter);
+  const Entry e = Ttl(Pod("a", 1 * kGi, 0), 10 * kMinMs);
+  EXPECT_EQ(IdleFor(e, t, kNow), -1);  // never observed
+  t.Observe(e, 0, kNow);
+  EXPECT_EQ(IdleFor(e, t, kNow + 10 * kMinMs - 1), -1);
+  EXPECT_EQ(IdleFor(e, t, kNow + 10 * kMinMs), 10 * kMinMs);
+  EXPECT_EQ(IdleFor(Terminating(e), t, kNow + 20 * kMinMs), -1);
+  EXPECT_EQ(IdleFor(Pod("a", 1 * kGi, 0), t, kNow + 20 * kMinMs), -1);  // no TTL
+}
+
+// ---- The idle-eviction set ------------------------------------------------
+
+struct WantEviction {
+  std::string node, uid, for_uid;
+};
+
+struct IdleCase {
+  const char* name;
+  std::function<std::vector<Node>()> nodes;
+  std::map<std::string, int> idle_min;  // uid -> minutes since last seen active (unlisted: never seen)
+  std::vector<PendingPod> pending;
+  IdleMode mode = IdleMode::kOnDemand;
+  std::vector<WantEviction> want;
+};
+
+VramRequest Demand(int64_t per_gpu, int gpus = 1) {
+  VramRequest r;
+  r.gpu_count = gpus;
+  r.per_gpu = per_gpu;
+  r.total = per_gpu * gpus;
+  r.peak_per_gpu = per_gpu;
+  return r;
+}
+
+PendingPod Waiting(const std::string& uid, int64_t per_gpu, std::vector<std::string> nodes, int refused_min_ago = 1,
+                   int gpus = 1) {
+  PendingPod p;
+  p.uid = uid;
+  p.ns = "ns-" + uid;
+  p.name = uid;
+  p.demand = Demand(per_gpu, gpus);
+  p.demand.ns = p.ns;
+  p.nodes = std::move(nodes);
+  p.refused_ms = kNow - refused_min_ago * kMinMs;
+  return p;
+}
+
+// An idle-evictable pod without usage figures.
+Entry IdlePod(const std::string& uid, int64_t per_gpu, std::vector<int> gpus = {0}) {
+  return Ttl(Pod(uid, per_gpu, 0, std::move(gpus)));
+}
+
+// n1: one 80Gi GPU, full: busy 20Gi, a 10Gi (idle 60 min), b 10Gi (50), c 10Gi (40), d 30Gi (15).
+std::vector<Node> FourIdle() {
+  return {MakeNode("n1", Unreported({80 * kGi}),
+                   {Pod("busy", 20 * kGi), IdlePod("a", 10 * kGi), IdlePod("b", 10 * kGi), IdlePod("c", 10 * kGi),
+                    IdlePod("d", 30 * kGi)})};
+}
+const std::map<std::string, int> kFourIdle = {{"a", 60}, {"b", 50}, {"c", 40}, {"d", 15}};
+
+const std::vector<IdleCase>& IdleCases() {
+  static const std::vector<IdleCase> cases = {
+      {"Always_EveryPodPastItsTtl_LongestIdleFirst",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", Unreported({80 * kGi}),
+                      {IdlePod("past", 1 * kGi), IdlePod("young", 1 * kGi), Pod("no-ttl", 1 * kGi),
+                       Terminating(IdlePod("going", 1 * kGi)), IdlePod("unseen", 1 * kGi)}),
+             MakeNode("n2", Unreported({80 * kGi}), {IdlePod("older", 1 * kGi)})};
+       },
+       {{"past", 30}, {"young", 5}, {"no-ttl", 90}, {"going", 60}, {"older", 45}},
+       {},
+       IdleMode::kAlways,
+       {{"n2", "older", ""}, {"n1", "past", ""}}},
+      {"Always_IgnoresPendingPods",
+       [] { return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}), {IdlePod("young", 1 * kGi)})}; },
+       {{"young", 5}},
+       {Waiting("p", 80 * kGi, {"n1"})},
+       IdleMode::kAlways,
+       {}},
+      {"OnDemand_SinglePodSuffices_LongestIdleAmongThoseThatSuffice",
+       // a (idle longest) is too small; b and c each suffice: b, idle longer.
+       [] {
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}),
+                                           {Pod("busy", 20 * kGi), IdlePod("a", 8 * kGi), IdlePod("c", 26 * kGi),
+                                            IdlePod("b", 26 * kGi)})};
+       },
+       {{"a", 90}, {"b", 60}, {"c", 45}},
+       {Waiting("p", 24 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "b", "p"}}},
+      {"OnDemand_FewestBeforeLongestIdle",
+       // d alone (idle 15 min) frees 30Gi; a+b+c (idle longer) would take three.
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 30 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "d", "p"}}},
+      {"OnDemand_SeveralNeeded_FewestThenLongestIdle",
+       // 40Gi: no single pod; two: a+d (a idle longest) before b+d and c+d.
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 40 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p"}, {"n1", "d", "p"}}},
+      {"OnDemand_EveryIdlePodNeeded",
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 60 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p"}, {"n1", "b", "p"}, {"n1", "c", "p"}, {"n1", "d", "p"}}},
+      {"OnDemand_EvenEveryIdlePodGoneItDoesNotFit",
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 61 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_PodsNotIdleForTheirTtlAreNotEvicted",
+       FourIdle,
+       {{"a", 9}, {"b", 9}, {"c", 9}, {"d", 9}},
+       {Waiting("p", 10 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_APodThatFitsAlreadyGetsNothing",
+       [] {
+         std::vector<Node> n = FourIdle();
+         n.push_back(MakeNode("n2", Unreported({80 * kGi}), {}));
+         return n;
+       },
+       kFourIdle,
+       {Waiting("p", 30 * kGi, {"n1", "n2"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_UnknownNodeInTheListIsSkipped",
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 30 * kGi, {"ghost", "n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "d", "p"}}},
+      {"OnDemand_OnlyUnknownNodes_Nothing",
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 30 * kGi, {"ghost"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_NodeNeedingFewestEvictionsWins",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", Unreported({80 * kGi}), {Pod("busy1", 60 * kGi), IdlePod("x", 10 * kGi), IdlePod("y", 10 * kGi)}),
+             MakeNode("n2", Unreported({80 * kGi}), {Pod("busy2", 60 * kGi), IdlePod("z", 20 * kGi)})};
+       },
+       {{"x", 60}, {"y", 60}, {"z", 20}},
+       {Waiting("p", 20 * kGi, {"n1", "n2"})},
+       IdleMode::kOnDemand,
+       {{"n2", "z", "p"}}},
+      {"OnDemand_EqualEvictions_NodeNameBreaksTheTie",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n2", Unreported({80 * kGi}), {Pod("busy2", 60 * kGi), IdlePod("z", 20 * kGi)}),
+             MakeNode("n1", Unreported({80 * kGi}), {Pod("busy1", 60 * kGi), IdlePod("x", 20 * kGi)})};
+       },
+       {{"x", 20}, {"z", 60}},
+       {Waiting("p", 20 * kGi, {"n2", "n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "x", "p"}}},
+      {"OnDemand_AnIdlePodIsUsedOnce_OldestRefusalFirst",
+       // p-young is listed first but p-old was refused earlier: it gets a.
+       [] {
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}), {Pod("busy", 60 * kGi), IdlePod("a", 20 * kGi)})};
+       },
+       {{"a", 30}},
+       {Waiting("p-young", 20 * kGi, {"n1"}, 1), Waiting("p-old", 20 * kGi, {"n1"}, 5)},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p-old"}}},
+      {"OnDemand_LaterPendingPodSeesTheEarlierOnePlaced",
+       // p1 takes a's room; p2 would fit in it too, but p1 is there: b goes for p2.
+       [] {
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}),
+                                           {Pod("busy", 40 * kGi), IdlePod("a", 20 * kGi), IdlePod("b", 20 * kGi)})};
+       },
+       {{"a", 60}, {"b", 30}},
+       {Waiting("p1", 20 * kGi, {"n1"}, 5), Waiting("p2", 10 * kGi, {"n1"}, 2)},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p1"}, {"n1", "b", "p2"}}},
+      {"OnDemand_LaterPendingPodFitsInWhatTheEarlierEvictionsLeft",
+       // a and b go for p1 (30Gi); 10Gi remain, where p2 fits: nothing more.
+       [] {
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}),
+                                           {Pod("busy", 40 * kGi), IdlePod("a", 20 * kGi), IdlePod("b", 20 * kGi)})};
+       },
+       {{"a", 60}, {"b", 30}},
+       {Waiting("p1", 30 * kGi, {"n1"}, 5), Waiting("p2", 10 * kGi, {"n1"}, 2)},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p1"}, {"n1", "b", "p1"}}},
+      {"OnDemand_TheIdlePodsReportedUsageGoesWithIt",
+       // a reserved 10Gi but uses 40Gi: only without its usage does 40Gi fit.
+       [] {
+         Entry a = Ttl(Pod("a", 10 * kGi, 40 * kGi));
+         return std::vector<Node>{
+             MakeNode("n1", {GpuSpec{81 * kGi, 80 * kGi, 2 * kGi}}, {Pod("busy", 20 * kGi, 20 * kGi), a})};
+       },
+       {{"a", 30}},
+       {Waiting("p", 40 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p"}}},
+      {"OnDemand_TwoGpuPodNeedsAnIdlePodOnEachGpu",
+       [] {
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi, 80 * kGi}),
+                                           {Pod("busy0", 40 * kGi, 0, {0}), Pod("busy1", 40 * kGi, 0, {1}),
+                                            IdlePod("a", 40 * kGi, {0}), IdlePod("b", 40 * kGi, {1})})};
+       },
+       {{"a", 30}, {"b", 20}},
+       {Waiting("p", 40 * kGi, {"n1"}, 1, 2)},
+       IdleMode::kOnDemand,
+       {{"n1", "a", "p"}, {"n1", "b", "p"}}},
+      {"OnDemand_TerminatingIdlePodIsNotACandidate",
+       [] {
+         return std::vector<Node>{
+             MakeNode("n1", Unreported({80 * kGi}), {Pod("busy", 60 * kGi), Terminating(IdlePod("a", 20 * kGi))})};
+       },
+       {{"a", 30}},
+       {Waiting("p", 20 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_PendingPodBoundSinceItsRefusal_Nothing",
+       [] {
+         std::vector<Node> n = FourIdle();
+         n[0].entries.push_back(Pod("p", 10 * kGi));  // capacity shrank below allocation: no room
+         return n;
+       },
+       kFourIdle,
+       {Waiting("p", 10 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_PendingPodWithoutVramDemand_Nothing",
+       FourIdle,
+       kFourIdle,
+       {Waiting("p", 0, {"n1"})},
+       IdleMode::kOnDemand,
+       {}},
+      {"OnDemand_ManyIdlePods_SearchGivesWayToGreedyLongestIdle",
+       // 20 idle 4Gi pods fill the GPU; 40Gi needs ten. Only the 16 longest
+       // idle are considered; the bounded search cannot reach ten of them, so
+       // the ten longest idle go.
+       [] {
+         std::vector<Entry> e;
+         for (int i = 0; i < 20; ++i) e.push_back(IdlePod("i" + std::to_string(100 + i), 4 * kGi));
+         return std::vector<Node>{MakeNode("n1", Unreported({80 * kGi}), e)};
+       },
+       [] {
+         std::map<std::string, int> m;
+         for (int i = 0; i < 20; ++i) m["i" + std::to_string(100 + i)] = 200 - i;  // i100 idle longest
+         return m;
+       }(),
+       {Waiting("p", 40 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       [] {
+         std::vector<WantEviction> w;
+         for (int i = 0; i < 10; ++i) w.push_back({"n1", "i" + std::to_string(100 + i), "p"});
+         return w;
+       }()},
+  };
+  return cases;
+}
+
+// A tracker that last saw each listed uid active `idle_min` minutes ago.
+IdleTracker TrackerFor(const Snapshot& snap, const std::map<std::string, int>& idle_min) {
+  IdleTracker t(kJitter);
+  for (const auto& [name, node] : snap.nodes) {
+    for (const Entry& e : node.entries) {
+      auto it = idle_min.find(e.pod_uid);
+      if (it != idle_min.end()) t.Observe(e, 0, kNow - it->second * kMinMs);
+    }
+  }
+  return t;
+}
+
+// Each case with a hand-built snapshot and with one indexed as the store
+// publishes it (Filter's fast path answers whether a pod fits already).
+TEST(PlanIdle, Table) {
+  for (const IdleCase& c : IdleCases()) {
+    for (bool indexed : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (indexed ? " (indexed)" : ""));
+      Snapshot snap = Snap(c.nodes());
+      if (indexed) IndexSnapshot(&snap);
+      const IdleTracker tracker = TrackerFor(snap, c.idle_min);
+      const std::vector<IdleEviction> got = PlanIdle(snap, tracker, c.pending, c.mode, Policy{}, kNow);
+      std::vector<std::string> got_text, want_text;
+      for (const IdleEviction& e : got) got_text.push_back(e.node + "/" + e.pod_uid + " for " + e.for_uid);
+      for (const WantEviction& w : c.want) want_text.push_back(w.node + "/" + w.uid + " for " + w.for_uid);
+      EXPECT_EQ(got_text, want_text);
+      for (const IdleEviction& e : got) {
+        EXPECT_EQ(e.ns, "ns-" + e.pod_uid);
+        EXPECT_EQ(e.name, e.pod_uid);
+        EXPECT_EQ(e.idle_ms, c.idle_min.at(e.pod_uid) * kMinMs);
+        if (!e.for_uid.empty()) {
+          EXPECT_EQ(e.for_ns, "ns-" + e.for_uid);
+          EXPECT_EQ(e.for_name, e.for_uid);
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanIdle, ModeNames) {
+  IdleMode m = IdleMode::kAlways;
+  ASSERT_TRUE(ParseIdleMode("on-demand", &m));
+  EXPECT_EQ(m, IdleMode::kOnDemand);
+  ASSERT_TRUE(ParseIdleMode("always", &m));
+  EXPECT_EQ(m, IdleMode::kAlways);
+  EXPECT_FALSE(ParseIdleMode("sometimes", &m));
+  EXPECT_STREQ(IdleModeName(IdleMode::kOnDemand), "on-demand");
+  EXPECT_STREQ(IdleModeName(IdleMode::kAlways), "always");
+}
+
+TEST(PlanIdle, DoesNotChangeTheSnapshot) {
+  const Snapshot snap = Snap(FourIdle());
+  const IdleTracker tracker = TrackerFor(snap, kFourIdle);
+  const Node before = *snap.Find("n1");
+  const std::vector<IdleEviction> got =
+      PlanIdle(snap, tracker, {Waiting("p", 40 * kGi, {"n1"})}, IdleMode::kOnDemand, Policy{}, kNow);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(snap.Find("n1")->entries, before.entries);
+}
+
+// ---- The action gate ------------------------------------------------------
+
+TEST(ActionGate, OneActionPerKeyPerCooldown) {
+  ActionGate g(5 * kMinMs, 100);
+  EXPECT_TRUE(g.Allowed("n1/0", kNow));
+  g.Record("n1/0", kNow);
+  EXPECT_FALSE(g.Allowed("n1/0", kNow));
+  EXPECT_FALSE(g.Allowed("n1/0", kNow + 5 * kMinMs - 1));
+  EXPECT_TRUE(g.Allowed("n1/1", kNow));  // another key
+  EXPECT_TRUE(g.Allowed("n1/0", kNow + 5 * kMinMs));
+}
+
+TEST(ActionGate, GlobalCapOverASlidingMinute) {
+  ActionGate g(0, 3);
+  g.Record("a", kNow);
+  g.Record("b", kNow + 20'000);
+  EXPECT_TRUE(g.Allowed("c", kNow + 30'000));
+  g.Record("c", kNow + 30'000);
+  EXPECT_FALSE(g.Allowed("d", kNow + 30'000));
+  EXPECT_FALSE(g.Allowed("d", kNow + 59'999));  // a is still within the minute
+  EXPECT_TRUE(g.Allowed("d", kNow + 60'000));   // a has left it
+  g.Record("d", kNow + 60'000);
+  EXPECT_FALSE(g.Allowed("e", kNow + 79'999));  // b, c, d
+  EXPECT_TRUE(g.Allowed("e", kNow + 80'000));
+}
+
+TEST(ActionGate, CooldownAndCapTogether) {
+  ActionGate g(5 * kMinMs, 1);
+  g.Record("n1/0", kNow);
+  EXPECT_FALSE(g.Allowed("n2/0", kNow + 1'000));     // the cap
+  EXPECT_TRUE(g.Allowed("n2/0", kNow + kMinMs));     // the cap has passed
+  EXPECT_FALSE(g.Allowed("n1/0", kNow + kMinMs));    // the cooldown has not
+}
+
+TEST(ActionGate, ClockSteppingBackAllowsNothingEarly) {
+  ActionGate g(5 * kMinMs, 10);
+  g.Record("n1/0", kNow);
+  EXPECT_FALSE(g.Allowed("n1/0", kNow - 10 * kMinMs));
+}
+
+TEST(ActionGate, ZeroPerMinuteAllowsNothing) {
+  ActionGate g(0, 0);
+  EXPECT_FALSE(g.Allowed("n1/0", kNow));
+}
+
+}  // namespace
+}  // namespace vramd::ledger
