@@ -354,6 +354,7 @@ Result<int> LockService::ReapLocksOfMissingPods(const std::function<bool(const s
     Count("reap", "error");
     return s;
   }
+  return freed;
 }
 
 }  // namespace vramd::gpulock
