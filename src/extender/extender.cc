@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <set>
 
 #include "vramd/extender/wire.h"
@@ -50,7 +51,7 @@ ledger::FilterResult AllUnresolvable(const std::vector<std::string_view>& names,
 
 Extender::Extender(Options opts, store::LedgerStore* store, kube::KubeClient* kube, const Clock* clock,
                    metrics::Registry* registry)
-    : opts_(std::move(opts)), store_(store), kube_(kube), clock_(clock) {
+    : opts_(std::move(opts)), store_(store), kube_(kube), clock_(clock), refusals_(store, clock) {
   bind_results_ = &registry->AddCounter("vramd_bind_total",
                                         "Bind requests by result (bound, already_bound, rejected, failed).",
                                         {"result"});
@@ -122,7 +123,26 @@ Response Extender::Filter(std::string_view body) {
   }
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteFilterResult(result, args, &resp.body);
+  if (result.fits.empty() && !result.failed.empty()) NoteRefusal(args.pod, *req, result);
   return resp;
+}
+
+void Extender::NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req,
+                           const ledger::FilterResult& r) {
+  store::Refusal ref;
+  ref.uid = pod.uid;
+  ref.ns = pod.ns;
+  ref.name = pod.name;
+  ref.per_gpu = req.per_gpu;
+  ref.peak_per_gpu = req.peak_per_gpu;
+  ref.gpu_count = req.gpu_count;
+  ref.victim = req.victim;
+  ref.priority = req.priority;
+  ref.idle_ttl_ms = req.idle_ttl_ms;
+  const size_t n = std::min(r.failed.size(), store::kMaxRefusalNodes);
+  ref.nodes.reserve(n);
+  for (size_t i = 0; i < n; ++i) ref.nodes.emplace_back(r.failed[i].first);
+  (void)refusals_.Record(std::move(ref));
 }
 
 Response Extender::Prioritize(std::string_view body) {
@@ -150,6 +170,9 @@ Response Extender::Bind(std::string_view body) {
   const BindOutcome out = BindPod({args->pod_namespace, args->pod_name, args->pod_uid, args->node});
   static constexpr const char* kLabels[] = {"bound", "already_bound", "rejected", "failed"};
   bind_results_->With({kLabels[static_cast<int>(out.result)]}).Inc();
+  if (out.result == BindResult::kBound || out.result == BindResult::kAlreadyBound) {
+    (void)refusals_.Forget(args->pod_uid);
+  }
   if (!out.error.empty()) {
     spdlog::warn("bind {}/{} to {} failed: {}", args->pod_namespace, args->pod_name, args->node, out.error);
   }

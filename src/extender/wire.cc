@@ -143,7 +143,7 @@ Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
         std::string_view akey;
         if (auto e = a.unescaped_key().get(akey)) return Bad("Pod.metadata.annotations", e);
         if (akey != "vramd.io/gpu-count" && akey != "vramd.io/vram-peak" && akey != "vramd.io/model" &&
-            akey != ledger::kDisposableAnnotation) {
+            akey != ledger::kDisposableAnnotation && akey != ledger::kIdleTtlAnnotation) {
           continue;
         }
         std::string_view val;
@@ -153,6 +153,7 @@ Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
         if (akey == "vramd.io/gpu-count") pod->gpu_count = std::string(val);
         else if (akey == "vramd.io/vram-peak") pod->vram_peak = std::string(val);
         else if (akey == "vramd.io/model") pod->model = std::string(val);
+        else if (akey == ledger::kIdleTtlAnnotation) pod->idle_ttl = std::string(val);
         else pod->disposable = std::string(val);
       }
     }

@@ -336,6 +336,24 @@ Result<int> LockService::ReapLocksOfMissingPods(const std::function<bool(const s
     if (r->waiters_removed > 0) Count("reap", "waiters_removed");
   }
   if (freed > 0) Wake();
+  // The lock activity of gone pods, on every node that has locks.
+  std::vector<std::string> nodes;
+  for (const LockInfo& l : *locks) {
+    if (nodes.empty() || nodes.back() != l.node) nodes.push_back(l.node);  // List is sorted by node
+  }
+  Result<std::map<std::string, int64_t>> active = store_->ReadActivity(nodes);
+  if (!active.ok()) {
+    Count("reap", "error");
+    return active.status();
+  }
+  std::vector<std::string> gone_pods;
+  for (const auto& [pod, ms] : *active) {
+    if (gone(pod)) gone_pods.push_back(pod);
+  }
+  if (Status s = store_->ForgetActivity(nodes, gone_pods); !s.ok()) {
+    Count("reap", "error");
+    return s;
+  }
   return freed;
 }
 

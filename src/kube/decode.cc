@@ -217,6 +217,7 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
   pod.spec.vram_peak = Annotation(pod.annotations, kVramPeakAnnotation);
   pod.spec.model = Annotation(pod.annotations, kModelAnnotation).value_or("");
   pod.spec.disposable = Annotation(pod.annotations, ledger::kDisposableAnnotation);
+  pod.spec.idle_ttl = Annotation(pod.annotations, ledger::kIdleTtlAnnotation);
   return pod;
 }
 

@@ -31,7 +31,64 @@ Status AddChecked(int64_t& acc, int64_t v) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Milliseconds in one `unit` of a duration; 0 for a unit not accepted.
+int64_t UnitMs(std::string_view unit) {
+  if (unit == "h") return 3'600'000;
+  if (unit == "m") return 60'000;
+  if (unit == "s") return 1'000;
+  if (unit == "ms") return 1;
+  return 0;
+}
+
 }  // namespace
+
+Result<int64_t> ParseIdleTtl(std::string_view text) {
+  const auto malformed = [] {
+    return InvalidArgument("not a duration: expected parts like 90s, 10m, 1h30m, 1.5h or 500ms (units h, m, s, ms)");
+  };
+  const auto too_long = [] { return InvalidArgument("longer than the maximum of 30 days (720h)"); };
+  if (text.empty()) return InvalidArgument("empty: expected a duration such as 90s, 10m or 1h30m");
+  if (text[0] == '-') return InvalidArgument("negative: the TTL must be greater than zero");
+  if (text == "0") return InvalidArgument("zero: the TTL must be greater than zero");
+  int64_t total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    // <digits>[.<digits>]: the whole part bounded before it can overflow,
+    // the fraction kept to 9 digits (finer than a millisecond of an hour).
+    int64_t whole = 0;
+    int64_t frac = 0;
+    int64_t frac_scale = 1;
+    size_t digits = 0;
+    for (; i < text.size() && IsDigit(text[i]); ++i, ++digits) {
+      if (whole <= kMaxIdleTtlMs) whole = whole * 10 + (text[i] - '0');
+    }
+    if (i < text.size() && text[i] == '.') {
+      for (++i; i < text.size() && IsDigit(text[i]); ++i, ++digits) {
+        if (frac_scale < 1'000'000'000) {
+          frac = frac * 10 + (text[i] - '0');
+          frac_scale *= 10;
+        }
+      }
+    }
+    if (digits == 0) return malformed();
+    const size_t unit_start = i;
+    while (i < text.size() && !IsDigit(text[i]) && text[i] != '.') ++i;
+    const std::string_view unit = text.substr(unit_start, i - unit_start);
+    if (unit.empty()) return InvalidArgument("missing unit after \"" + std::string(text.substr(0, i)) + "\" (units h, m, s, ms)");
+    const int64_t unit_ms = UnitMs(unit);
+    if (unit_ms == 0) {
+      if (unit.size() > 8 || unit.find_first_of(" \t\n\r\"") != std::string_view::npos) return malformed();
+      return InvalidArgument("unknown unit \"" + std::string(unit) + "\" (units h, m, s, ms)");
+    }
+    if (whole > kMaxIdleTtlMs) return too_long();
+    total += whole * unit_ms + frac * unit_ms / frac_scale;  // <= 30 days + 2^53: no overflow
+    if (total > kMaxIdleTtlMs) return too_long();
+  }
+  if (total == 0) return InvalidArgument("zero: the TTL must be greater than zero");
+  return total;
+}
 
 Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   // Sum of app containers.
@@ -95,6 +152,14 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
                              " is below the pod's VRAM request of " + FormatBytes(total));
     }
     req.peak_per_gpu = CeilDiv(*p, req.gpu_count);
+  }
+  if (pod.idle_ttl) {
+    Result<int64_t> ttl = ParseIdleTtl(*pod.idle_ttl);
+    if (!ttl.ok()) {
+      return InvalidArgument(std::string("annotation ") + kIdleTtlAnnotation + "=\"" + *pod.idle_ttl +
+                             "\": " + ttl.status().message());
+    }
+    req.idle_ttl_ms = *ttl;
   }
   return req;
 }

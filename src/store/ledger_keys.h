@@ -22,6 +22,9 @@
 //                          source; also nodes not yet in the ledger)
 //   P:inflight       hash  pod uid -> expiry of its bind in flight (server ms)
 //   P:reconciled     str   server ms of the last completed reconcile
+//   P:refused        hash  pod uid -> filter refusal JSON (refusal_codec.h)
+//   P:refused:ts     zset  pod uid -> server ms of that refusal (the oldest go
+//                          first beyond kMaxRefusals)
 // Private to src/store.
 #pragma once
 
@@ -56,6 +59,8 @@ struct LedgerKeys {
   const std::string sealed = prefix + ":sealed";
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";
+  const std::string refused = prefix + ":refused";
+  const std::string refused_ts = prefix + ":refused:ts";
 };
 
 }  // namespace vramd::store

@@ -24,6 +24,7 @@
 #include "store/ledger_checks.h"
 #include "store/ledger_decode.h"
 #include "store/ledger_keys.h"
+#include "store/refusal_codec.h"
 #include "store/lua_scripts.h"  // generated from src/store/lua/*.lua
 #include "store/snapshot_cache.h"
 
@@ -328,6 +329,64 @@ class ValkeyLedgerStore final : public LedgerStore {
     return out;
   }
 
+  Status RecordRefusals(const std::vector<Refusal>& refusals) override {
+    if (refusals.empty()) return Status::Ok();
+    std::vector<std::string> args{std::to_string(kMaxRefusals)};
+    args.reserve(1 + 2 * refusals.size());
+    for (const Refusal& r : refusals) {
+      if (r.uid.empty()) continue;
+      args.push_back(r.uid);
+      args.push_back(EncodeRefusalBody(r));
+    }
+    auto r = client_->Eval(record_refusals_, {keys_.refused, keys_.refused_ts}, args);
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("recording filter refusals failed: " + r->str);
+    return Status::Ok();
+  }
+
+  Result<std::vector<Refusal>> ReadRefusals(int64_t max_age_ms) override {
+    auto r = client_->Eval(read_refusals_, {keys_.refused, keys_.refused_ts}, {std::to_string(max_age_ms)});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return Internal("reading filter refusals failed: " + r->str);
+    if (r->type != Reply::Type::kArray || r->elements.empty() || r->elements[0].type != Reply::Type::kInteger) {
+      return Internal("reading filter refusals: unexpected reply");
+    }
+    const int64_t cutoff = r->elements[0].integer - max_age_ms;
+    simdjson::ondemand::parser parser;
+    std::vector<Refusal> out;
+    std::vector<std::string> drop;
+    for (size_t i = 1; i + 1 < r->elements.size(); i += 2) {
+      Refusal ref;
+      ref.uid = r->elements[i].str;
+      std::string why;
+      if (!DecodeRefusal(parser, r->elements[i + 1].str, &ref, &why)) {
+        spdlog::warn("filter refusal of pod {} in {} is malformed ({}); deleting it", ref.uid, keys_.refused, why);
+        drop.push_back(ref.uid);
+      } else if (ref.ts_ms < cutoff) {
+        drop.push_back(ref.uid);
+      } else {
+        out.push_back(std::move(ref));
+      }
+    }
+    if (!drop.empty()) {
+      if (Status s = ForgetRefusals(drop); !s.ok()) return s;
+    }
+    return out;
+  }
+
+  Status ForgetRefusals(const std::vector<std::string>& uids) override {
+    if (uids.empty()) return Status::Ok();
+    std::vector<std::string> hdel{"HDEL", keys_.refused}, zrem{"ZREM", keys_.refused_ts};
+    hdel.insert(hdel.end(), uids.begin(), uids.end());
+    zrem.insert(zrem.end(), uids.begin(), uids.end());
+    Result<std::vector<Reply>> rs = client_->Pipeline({hdel, zrem});
+    if (!rs.ok()) return rs.status();
+    for (const Reply& x : *rs) {
+      if (x.is_error()) return Internal("forgetting filter refusals failed: " + x.str);
+    }
+    return Status::Ok();
+  }
+
   Result<SealState> ReadSeal() override {
     auto r = client_->Eval(read_seal_, {keys_.sealed, keys_.rebuilding, keys_.epoch, keys_.changes},
                            {std::to_string(snapshots_.MaxEpochSeen())});
@@ -498,6 +557,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script begin_bind_{std::string(lua::kBeginBind)};
   const Script binds_in_flight_{std::string(lua::kBindsInFlight)};
   const Script mark_reconciled_{std::string(lua::kMarkReconciled)};
+  const Script record_refusals_{std::string(lua::kRecordRefusals)};
+  const Script read_refusals_{std::string(lua::kReadRefusals)};
 
   SnapshotCache snapshots_;  // the read side
 };

@@ -11,6 +11,8 @@
 //   P:lock:gpu:{N}:G:last       HASH owner, token, ttl_ms, granted_ms of the
 //                               current grant; deleted on release, so finding it
 //                               on a free lock means its holder expired
+//   P:{N}:active                HASH pod part of an owner -> server ms of its
+//                               last lock activity on node N (lock_now.lua)
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -64,8 +66,12 @@ std::map<std::string, std::string> HashOf(const Reply& r) {
 }
 
 struct Keys {
-  std::string holder, fence, queue, queue_exp, last;
+  std::string holder, fence, queue, queue_exp, last, active;
 };
+
+// Times before 2001 or after 2255 are not a server's clock.
+constexpr int64_t kMinPlausibleMs = 1'000'000'000'000;
+constexpr int64_t kMaxPlausibleMs = 9'000'000'000'000;
 
 class ValkeyLockStore final : public LockStore {
  public:
@@ -75,7 +81,7 @@ class ValkeyLockStore final : public LockStore {
                                    int max_queue, bool may_join) override {
     const Keys k = KeysFor(node, gpu);
     Result<std::vector<Reply>> r = ScriptArray(
-        client_->Eval(acquire_, {k.holder, k.fence, k.queue, k.queue_exp, k.last},
+        client_->Eval(acquire_, {k.holder, k.fence, k.queue, k.queue_exp, k.last, k.active},
                       {owner, std::to_string(ttl_ms), std::to_string(max_queue), may_join ? "1" : "0"}),
         "acquire");
     if (!r.ok()) return r.status();
@@ -106,7 +112,7 @@ class ValkeyLockStore final : public LockStore {
                                        int64_t default_ttl_ms) override {
     const Keys k = KeysFor(node, gpu);
     Result<std::vector<Reply>> r =
-        ScriptArray(client_->Eval(heartbeat_, {k.holder, k.fence, k.last},
+        ScriptArray(client_->Eval(heartbeat_, {k.holder, k.fence, k.last, k.active},
                                   {owner, std::to_string(ttl_ms), std::to_string(default_ttl_ms)}),
                     "heartbeat");
     if (!r.ok()) return r.status();
@@ -120,7 +126,7 @@ class ValkeyLockStore final : public LockStore {
   Result<LockReleaseReply> Release(const std::string& node, int gpu, const std::string& owner) override {
     const Keys k = KeysFor(node, gpu);
     Result<std::vector<Reply>> r =
-        ScriptArray(client_->Eval(release_, {k.holder, k.last, k.queue, k.queue_exp}, {owner}), "release");
+        ScriptArray(client_->Eval(release_, {k.holder, k.last, k.queue, k.queue_exp, k.active}, {owner}), "release");
     if (!r.ok()) return r.status();
     const std::string& label = (*r)[0].str;
     LockReleaseReply out;
@@ -228,7 +234,47 @@ class ValkeyLockStore final : public LockStore {
     return out;
   }
 
+  Result<std::map<std::string, int64_t>> ReadActivity(const std::vector<std::string>& nodes) override {
+    std::map<std::string, int64_t> out;
+    if (nodes.empty()) return out;
+    std::vector<std::vector<std::string>> cmds;
+    cmds.reserve(nodes.size());
+    for (const std::string& node : nodes) cmds.push_back({"HGETALL", ActiveKey(node)});
+    Result<std::vector<Reply>> replies = client_->Pipeline(cmds);
+    if (!replies.ok()) return replies.status();
+    if (replies->size() != cmds.size()) return Internal("read activity: unexpected replies");
+    for (const Reply& r : *replies) {
+      if (r.is_error()) return Internal("read activity: " + r.str);
+      for (size_t j = 0; j + 1 < r.elements.size(); j += 2) {
+        std::optional<int64_t> ms = ParseInt64(r.elements[j + 1].str, kMinPlausibleMs, kMaxPlausibleMs);
+        if (!ms || r.elements[j].str.empty()) continue;
+        int64_t& slot = out[r.elements[j].str];
+        slot = std::max(slot, *ms);
+      }
+    }
+    return out;
+  }
+
+  Status ForgetActivity(const std::vector<std::string>& nodes, const std::vector<std::string>& pods) override {
+    if (nodes.empty() || pods.empty()) return Status::Ok();
+    std::vector<std::vector<std::string>> cmds;
+    cmds.reserve(nodes.size());
+    for (const std::string& node : nodes) {
+      std::vector<std::string> cmd{"HDEL", ActiveKey(node)};
+      cmd.insert(cmd.end(), pods.begin(), pods.end());
+      cmds.push_back(std::move(cmd));
+    }
+    Result<std::vector<Reply>> replies = client_->Pipeline(cmds);
+    if (!replies.ok()) return replies.status();
+    for (const Reply& r : *replies) {
+      if (r.is_error()) return Internal("forget activity: " + r.str);
+    }
+    return Status::Ok();
+  }
+
  private:
+  std::string ActiveKey(const std::string& node) const { return client_->prefix() + ":{" + node + "}:active"; }
+
   Keys KeysFor(const std::string& node, int gpu) const {
     Keys k;
     k.holder = client_->prefix() + ":lock:gpu:{" + node + "}:" + std::to_string(gpu);
@@ -236,13 +282,14 @@ class ValkeyLockStore final : public LockStore {
     k.queue = k.holder + ":queue";
     k.queue_exp = k.holder + ":queue:exp";
     k.last = k.holder + ":last";
+    k.active = ActiveKey(node);
     return k;
   }
 
   const std::shared_ptr<ValkeyClient> client_;
   const Script acquire_{std::string(lua::kLockNow).append(lua::kLockAcquire)};
-  const Script heartbeat_{std::string(lua::kLockNotOwner).append(lua::kLockHeartbeat)};
-  const Script release_{std::string(lua::kLockNotOwner).append(lua::kLockRelease)};
+  const Script heartbeat_{std::string(lua::kLockNow).append(lua::kLockNotOwner).append(lua::kLockHeartbeat)};
+  const Script release_{std::string(lua::kLockNow).append(lua::kLockNotOwner).append(lua::kLockRelease)};
   const Script reap_{std::string(lua::kLockReap)};
 };
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <latch>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -318,6 +319,81 @@ TEST_F(GpuLockTest, ReapFreesLocksOfMissingPodsOnly) {
   EXPECT_EQ((*list)[2].holder, "local/dev-box");   // n2/0: never reaped
   EXPECT_EQ(MustAcquire("n1", 0, "pod-x/next", 1000).outcome, AcquireOutcome::kGranted);
   EXPECT_EQ(Expirations(), 0) << "a reaped lock did not expire";
+}
+
+int64_t ServerMs(store::ValkeyClient& c) {
+  auto t = c.Command({"TIME"});
+  EXPECT_TRUE(t.ok() && t->elements.size() == 2);
+  if (!t.ok() || t->elements.size() != 2) return 0;
+  return std::stoll(t->elements[0].str) * 1000 + std::stoll(t->elements[1].str) / 1000;
+}
+
+TEST_F(GpuLockTest, LockCallsStampTheirPodsActivityWithTheServersTime) {
+  std::shared_ptr<store::LockStore> s = store::NewValkeyLockStore(client_);
+  auto activity = [&](std::vector<std::string> nodes) {
+    auto a = s->ReadActivity(nodes);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? *a : std::map<std::string, int64_t>{};
+  };
+  EXPECT_TRUE(activity({"n1", "n2"}).empty());
+  const int64_t t0 = ServerMs(*client_);
+  ASSERT_EQ(s->Acquire("n1", 0, "pod-a/x", 60'000, 8, true)->state, store::LockAcquireState::kGranted);
+  ASSERT_EQ(s->Acquire("n1", 0, "pod-b/y", 60'000, 8, true)->state, store::LockAcquireState::kQueued);
+  ASSERT_EQ(s->Acquire("n2", 1, "pod-c/z", 60'000, 8, true)->state, store::LockAcquireState::kGranted);
+  const int64_t t1 = ServerMs(*client_);
+  std::map<std::string, int64_t> a = activity({"n1"});
+  ASSERT_EQ(a.size(), 2u);
+  for (const auto& [pod, ms] : a) {
+    EXPECT_GE(ms, t0) << pod;
+    EXPECT_LE(ms, t1) << pod;
+  }
+  EXPECT_EQ(activity({"n1", "n2"}).size(), 3u);
+  EXPECT_TRUE(activity({"n3"}).empty());
+
+  // Each later call moves its pod's time on; a refused one does not.
+  auto later = [&](const std::string& pod, const std::function<void()>& call) {
+    const int64_t before = activity({"n1"})[pod];
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the server's clock must move
+    call();
+    EXPECT_GT(activity({"n1"})[pod], before) << pod;
+  };
+  later("pod-a", [&] { EXPECT_EQ(s->Acquire("n1", 0, "pod-a/x", 60'000, 8, true)->state,
+                                 store::LockAcquireState::kRefreshed); });
+  later("pod-a", [&] { EXPECT_EQ(s->Heartbeat("n1", 0, "pod-a/x", 0, 60'000)->ownership, store::LockOwnership::kHolder); });
+  later("pod-b", [&] { EXPECT_EQ(s->Acquire("n1", 0, "pod-b/y", 60'000, 8, true)->state,
+                                 store::LockAcquireState::kQueued); });
+  later("pod-a", [&] { EXPECT_TRUE(s->Release("n1", 0, "pod-a/x")->released); });
+  later("pod-b", [&] { EXPECT_TRUE(s->Release("n1", 0, "pod-b/y")->left_queue); });
+  const int64_t b = activity({"n1"})["pod-b"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  EXPECT_EQ(s->Heartbeat("n1", 0, "pod-b/y", 0, 60'000)->ownership, store::LockOwnership::kFree);
+  EXPECT_EQ(activity({"n1"})["pod-b"], b) << "a refused heartbeat is no activity";
+
+  // Values that are not times are skipped; forgetting removes only the pods named.
+  ASSERT_TRUE(client_->Command({"HSET", client_->prefix() + ":{n1}:active", "pod-x", "soon", "pod-y", "-5"}).ok());
+  a = activity({"n1", "n2"});
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_FALSE(a.contains("pod-x"));
+  ASSERT_TRUE(s->ForgetActivity({"n1", "n2"}, {"pod-a", "pod-c"}).ok());
+  a = activity({"n1", "n2"});
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_TRUE(a.contains("pod-b"));
+}
+
+TEST_F(GpuLockTest, ReapForgetsTheActivityOfMissingPodsOnly) {
+  const std::string gone = "0b6f2c7e-1a2b-4c3d-8e9f-0123456789ab";
+  const std::string alive = "11111111-2222-4333-8444-555555555555";
+  ASSERT_EQ(MustAcquire("n1", 0, gone + "/w", 60'000).outcome, AcquireOutcome::kGranted);
+  ASSERT_TRUE(locks_->Release("n1", 0, gone + "/w").ok());
+  ASSERT_EQ(MustAcquire("n1", 1, alive + "/w", 60'000).outcome, AcquireOutcome::kGranted);
+  ASSERT_EQ(MustAcquire("n1", 1, "local/dev-box", 60'000).position, 1);
+  auto freed = locks_->ReapLocksOfMissingPods([&](const std::string& uid) { return uid == alive; });
+  ASSERT_TRUE(freed.ok()) << freed.status().ToString();
+  auto a = store::NewValkeyLockStore(client_)->ReadActivity({"n1"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(a->contains(gone));
+  EXPECT_TRUE(a->contains(alive));
+  EXPECT_TRUE(a->contains("local"));
 }
 
 TEST_F(GpuLockTest, ReacquireByTheHolderKeepsTheTokenAndResetsTheTtl) {

@@ -92,6 +92,16 @@ TEST(LockStoreParity, TheFakeAnswersLikeValkeyOverARandomSequence) {
       ASSERT_TRUE(r.ok() && f.ok()) << at;
       ASSERT_EQ(r->size(), f->size()) << at;
       for (size_t i = 0; i < r->size(); ++i) EXPECT_EQ(Describe((*r)[i]), Describe((*f)[i])) << at;
+      // The same pods have lock activity on each node (times differ: the fake's clock stands still).
+      for (const char* n : {"n1", "n2"}) {
+        auto ra = real->ReadActivity({n});
+        auto fa = fake.ReadActivity({n});
+        ASSERT_TRUE(ra.ok() && fa.ok()) << at;
+        std::vector<std::string> rp, fp;
+        for (const auto& [pod, ms] : *ra) rp.push_back(pod);
+        for (const auto& [pod, ms] : *fa) fp.push_back(pod);
+        EXPECT_EQ(rp, fp) << at << " activity on " << n;
+      }
     }
     if (::testing::Test::HasFailure()) break;
   }

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "vramd/clock.h"
+#include "vramd/extender/refusal_recorder.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/metrics/registry.h"
@@ -40,6 +41,9 @@ struct Response {
   std::string body;
 };
 
+// Filter also records, off its path (RefusalRecorder), each VRAM pod that no
+// node fits while some node failed for room now (not unresolvable); a bound
+// pod's refusal is forgotten. The recorder's thread stops with the Extender.
 class Extender {
  public:
   // `kube` may be null (standalone): bind then only reserves, using the pod's
@@ -112,6 +116,9 @@ class Extender {
   BindOutcome CreateBinding(const BindTarget& t, const ledger::VramRequest& req, const Reserved& r,
                             InFlightMark* in_flight);
 
+  // Queues the pod's refusal when no node fits and some failed for room.
+  void NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req, const ledger::FilterResult& r);
+
   Options opts_;
   store::LedgerStore* store_;
   kube::KubeClient* kube_;
@@ -123,6 +130,8 @@ class Extender {
   std::list<std::string> lru_ GUARDED_BY(cache_mu_);
   std::unordered_map<std::string, std::pair<Cached, std::list<std::string>::iterator>> cache_
       GUARDED_BY(cache_mu_);
+
+  RefusalRecorder refusals_;  // last: its thread stops before anything else goes
 };
 
 }  // namespace vramd::extender

@@ -127,7 +127,8 @@ class LockService {
   // Every GPU that has or had a lock, sorted by node and GPU.
   Result<std::vector<LockInfo>> List();
   // For the leader: frees locks whose holder's pod is gone, and removes the
-  // pod's waiters. `exists(pod_uid)` is asked only for owners whose pod part
+  // pod's waiters, and forgets the lock activity of such pods on the nodes
+  // that have locks. `exists(pod_uid)` is asked only for owners whose pod part
   // looks like a Kubernetes UID; it must answer true when unsure. Returns the
   // number of locks freed.
   Result<int> ReapLocksOfMissingPods(const std::function<bool(const std::string& pod_uid)>& exists);

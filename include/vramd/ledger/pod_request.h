@@ -18,6 +18,8 @@ namespace vramd::ledger {
 // Pod annotation that makes a pod a designated victim where no priority
 // class says so (DESIGN.md §7); the value "true" (any case) does.
 inline constexpr const char* kDisposableAnnotation = "vramd.io/disposable";
+// Pod annotation giving the pod's idle TTL (ParseIdleTtl), read by idle eviction.
+inline constexpr const char* kIdleTtlAnnotation = "vramd.io/idle-ttl";
 // Priority classes whose pods are designated victims unless configured
 // otherwise (DESIGN.md §7).
 inline constexpr std::string_view kDefaultVictimClasses[] = {"vramd-disposable"};
@@ -73,6 +75,15 @@ using Demand = VramRequest;
 // Longest vramd.io/idle-ttl accepted: 30 days.
 inline constexpr int64_t kMaxIdleTtlMs = 30LL * 24 * 3600 * 1000;
 
+// Parses a vramd.io/idle-ttl value: a Go-style duration, one or more
+// <number><unit> parts with the units h, m, s and ms ("90s", "10m", "1h30m",
+// "1.5h", "500ms"); a number may have a decimal fraction. The result is in
+// whole milliseconds (a fraction of a millisecond is dropped) and must be
+// > 0 and <= kMaxIdleTtlMs. A sign, whitespace, another unit (ns, us, d),
+// a missing unit or number, zero and anything longer than 30 days are errors
+// whose message says why (without the annotation's name). Pure.
+Result<int64_t> ParseIdleTtl(std::string_view text);
+
 // Largest gpu-count accepted; more is an error, not a silent clamp.
 inline constexpr int kMaxGpuCount = 64;
 
@@ -80,8 +91,8 @@ inline constexpr int kMaxGpuCount = 64;
 // the sidecars declared before it) + overhead. For each container, the request
 // defaults to the limit when absent. Quantity errors name the container.
 // The demand also carries the pod's namespace, priority, priority class,
-// model, idle TTL and whether it is a designated victim (kDefaultVictimClasses); none
-// of these can make it an error.
+// model, idle TTL and whether it is a designated victim (kDefaultVictimClasses).
+// A malformed idle TTL is an error: annotation vramd.io/idle-ttl="<value>": <why>.
 Result<VramRequest> ComputeVramRequest(const PodSpecView& pod);
 
 // Whether the pod is a designated victim: its priority class is one of

@@ -63,6 +63,24 @@ struct ReportedGpu {
   bool operator==(const ReportedGpu&) const = default;
 };
 
+// A pod vramd's filter refused for room (some node failed for VRAM now,
+// none fit): the pending pods idle eviction makes room for.
+struct Refusal {
+  std::string uid, ns, name;
+  int64_t per_gpu = 0;       // the demand (ledger::VramRequest)
+  int64_t peak_per_gpu = 0;
+  int gpu_count = 1;
+  bool victim = false;
+  int32_t priority = 0;
+  int64_t idle_ttl_ms = 0;
+  std::vector<std::string> nodes;  // at most kMaxRefusalNodes of those that failed for room
+  int64_t ts_ms = 0;               // when it was recorded (the store's clock); set by RecordRefusals
+  bool operator==(const Refusal&) const = default;
+};
+inline constexpr size_t kMaxRefusalNodes = 64;
+// The store keeps at most this many refusals; the oldest go first.
+inline constexpr size_t kMaxRefusals = 10'000;
+
 enum class ReserveOutcome {
   kReserved,        // a new entry was written
   kAlreadyHeld,     // the same pod already holds an entry on this node (idempotent)
@@ -198,6 +216,16 @@ class LedgerStore {
   // readiness of every replica looks at it.
   virtual Status MarkReconciled() = 0;
   virtual Result<int64_t> LastReconciled() = 0;
+
+  // Filter refusals (Refusal), one per pod UID: RecordRefusals writes each
+  // with ts_ms = the store's time now (replacing the pod's earlier one;
+  // nodes beyond kMaxRefusalNodes are dropped), then drops the oldest beyond
+  // kMaxRefusals. ReadRefusals returns those recorded within max_age_ms, in
+  // no particular order, and deletes older and unreadable ones.
+  // ForgetRefusals deletes the pods' refusals (a bind succeeded).
+  virtual Status RecordRefusals(const std::vector<Refusal>& refusals) = 0;
+  virtual Result<std::vector<Refusal>> ReadRefusals(int64_t max_age_ms) = 0;
+  virtual Status ForgetRefusals(const std::vector<std::string>& uids) = 0;
 
   // Liveness of the store (one round trip).
   virtual Status Ping() = 0;

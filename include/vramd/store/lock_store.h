@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,11 @@ struct LockReapReply {
   int waiters_removed = 0;
 };
 
+// GPU-lock activity (read by idle eviction): Acquire (granted, refreshed or
+// queued), a holder's Heartbeat, and Release (released or left the queue)
+// record, per node, the owner's pod part (before the first '/', the whole
+// owner when there is none) -> the store's time in ms. Nothing else records.
+
 // Thread-safe. Transport failures are kUnavailable; an answer the
 // implementation cannot read is kInternal.
 class LockStore {
@@ -100,6 +106,12 @@ class LockStore {
   // Every GPU that has or had a lock, sorted by node and GPU. Names are not
   // validated here (the caller skips what it would not accept).
   virtual Result<std::vector<LockRecord>> List() = 0;
+  // Pod part -> last lock activity (store ms) on any of `nodes` (the latest
+  // where a pod part has some on several). Recorded values that are not
+  // plausible times are left out.
+  virtual Result<std::map<std::string, int64_t>> ReadActivity(const std::vector<std::string>& nodes) = 0;
+  // Forgets the activity of `pods` (pod parts) on each of `nodes`.
+  virtual Status ForgetActivity(const std::vector<std::string>& nodes, const std::vector<std::string>& pods) = 0;
 };
 
 // Locks under client->prefix() (keys in docs/architecture.md and

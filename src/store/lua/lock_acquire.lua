@@ -1,5 +1,5 @@
 -- Acquire a GPU lock (run after lock_now.lua).
--- KEYS: 1 holder, 2 fence, 3 queue, 4 queue_exp, 5 last
+-- KEYS: 1 holder, 2 fence, 3 queue, 4 queue_exp, 5 last, 6 the node's activity hash
 -- ARGV: 1 owner, 2 ttl_ms, 3 max_queue, 4 may_join ('0' on the retries of a
 --       waiting call: a caller no longer queued, because it released or was
 --       reaped meanwhile, is not queued again)
@@ -11,11 +11,13 @@
 -- holder re-acquiring keeps its token (TTL reset). A queued caller keeps its
 -- place and its deadline moves to now + ttl; arrivals are unique and
 -- increasing (FIFO). The queue keys expire 1 s after the last deadline.
+-- A held, granted or queued answer stamps the owner's pod as active now.
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
 local cur = redis.call('GET', KEYS[1])
 if cur == owner then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('HSET', KEYS[5], 'ttl_ms', ttl)
+  stamp_active(KEYS[6], owner)
   return {'held', tonumber(redis.call('GET', KEYS[2]) or '0'), 0, 0}
 end
 local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
@@ -38,6 +40,7 @@ if not cur then
     local token = redis.call('INCR', KEYS[2])
     redis.call('DEL', KEYS[5])
     redis.call('HSET', KEYS[5], 'owner', owner, 'token', token, 'ttl_ms', ttl, 'granted_ms', now)
+    stamp_active(KEYS[6], owner)
     return {'granted', token, expired, waited}
   end
 end
@@ -52,4 +55,5 @@ redis.call('ZADD', KEYS[4], now + ttl, owner)
 local last = tonumber(redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2])
 redis.call('PEXPIREAT', KEYS[3], last + 1000)
 redis.call('PEXPIREAT', KEYS[4], last + 1000)
+stamp_active(KEYS[6], owner)
 return {'queued', redis.call('ZRANK', KEYS[3], owner) + 1}

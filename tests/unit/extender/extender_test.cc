@@ -101,6 +101,83 @@ TEST_F(StandaloneExtender, BindRecordsThePodsPriorityClassPeakAndVictimInItsEntr
   EXPECT_EQ(e.last_active_ms, 0);
 }
 
+TEST_F(StandaloneExtender, BindRecordsThePodsIdleTtlAndABadOneIsRefusedAtFilter) {
+  ASSERT_EQ(ext.Filter(FilterBody("u1", "10Gi", {"big"}, R"({"vramd.io/idle-ttl":"10m"})")).status, 200);
+  EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+  ASSERT_EQ(store.Entries("big").size(), 1u);
+  EXPECT_EQ(store.Entries("big")[0].idle_ttl_ms, 600'000);
+
+  json j = json::parse(ext.Filter(FilterBody("u2", "10Gi", {"big"}, R"({"vramd.io/idle-ttl":"-5m"})")).body);
+  EXPECT_TRUE(j["NodeNames"].empty());
+  EXPECT_EQ(j["FailedAndUnresolvableNodes"]["big"],
+            "invalid VRAM request: annotation vramd.io/idle-ttl=\"-5m\": negative: the TTL must be greater than zero");
+}
+
+std::vector<store::Refusal> Refusals(FakeLedgerStore& store) {
+  Result<std::vector<store::Refusal>> rs = store.ReadRefusals(60'000);
+  EXPECT_TRUE(rs.ok());
+  return rs.ok() ? *rs : std::vector<store::Refusal>{};
+}
+
+TEST(ExtenderRefusals, APodRefusedForRoomIsRecordedWithItsDemandAndTheNodes) {
+  FakeLedgerStore store;
+  store.AddNode("full", {8 * kGi});
+  store.AddNode("big", {16 * kGi});
+  FixedClock clock;
+  metrics::Registry registry;
+  {
+    Extender ext{Options{}, &store, nullptr, &clock, &registry};
+    ASSERT_EQ(ext.Filter(FilterBody("u0", "6Gi", {"full"})).status, 200);
+    ASSERT_EQ(json::parse(ext.Bind(BindBody("u0", "full")).body)["Error"], "");
+    ASSERT_EQ(ext.Filter(FilterBody("u1", "12Gi", {"big"})).status, 200);
+    ASSERT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+    // u2 fits on neither now; "tiny" does not exist (unresolvable); the GPU of "full" could hold it later.
+    json body = json::parse(FilterBody("u2", "8Gi", {"full", "big", "tiny"},
+                                       R"({"vramd.io/idle-ttl":"1h"})"));
+    body["Pod"]["spec"]["priority"] = 7;
+    json j = json::parse(ext.Filter(body.dump()).body);
+    ASSERT_TRUE(j["NodeNames"].empty());
+    // A pod that fits somewhere, and one no node could ever hold, are not recorded.
+    ASSERT_EQ(json::parse(ext.Filter(FilterBody("u3", "1Gi", {"full", "big"})).body)["NodeNames"].size(), 2u);
+    ASSERT_TRUE(json::parse(ext.Filter(FilterBody("u4", "64Gi", {"full", "big"})).body)["NodeNames"].empty());
+  }  // the recorder writes what is queued as the extender goes
+  std::vector<store::Refusal> rs = Refusals(store);
+  ASSERT_EQ(rs.size(), 1u);
+  const store::Refusal& r = rs[0];
+  EXPECT_EQ(r.uid, "u2");
+  EXPECT_EQ(r.ns, "default");
+  EXPECT_EQ(r.name, "p-u2");
+  EXPECT_EQ(r.per_gpu, 8 * kGi);
+  EXPECT_EQ(r.peak_per_gpu, 8 * kGi);
+  EXPECT_EQ(r.gpu_count, 1);
+  EXPECT_EQ(r.priority, 7);
+  EXPECT_FALSE(r.victim);
+  EXPECT_EQ(r.idle_ttl_ms, 3'600'000);
+  EXPECT_EQ(r.nodes, (std::vector<std::string>{"full", "big"}));
+  EXPECT_EQ(r.ts_ms, store.now_ms);
+}
+
+TEST(ExtenderRefusals, ASuccessfulBindForgetsThePodsRefusal) {
+  FakeLedgerStore store;
+  store.AddNode("n1", {8 * kGi});
+  FixedClock clock;
+  metrics::Registry registry;
+  {
+    Extender ext{Options{}, &store, nullptr, &clock, &registry};
+    ASSERT_EQ(ext.Filter(FilterBody("u0", "6Gi", {"n1"})).status, 200);
+    ASSERT_EQ(json::parse(ext.Bind(BindBody("u0", "n1")).body)["Error"], "");
+    ASSERT_TRUE(json::parse(ext.Filter(FilterBody("u1", "4Gi", {"n1"})).body)["NodeNames"].empty());
+  }
+  ASSERT_EQ(Refusals(store).size(), 1u);
+  ASSERT_TRUE(store.Release("n1", "u0").ok());
+  {
+    Extender ext{Options{}, &store, nullptr, &clock, &registry};
+    ASSERT_EQ(json::parse(ext.Filter(FilterBody("u1", "4Gi", {"n1"})).body)["NodeNames"].size(), 1u);
+    ASSERT_EQ(json::parse(ext.Bind(BindBody("u1", "n1")).body)["Error"], "");
+  }
+  EXPECT_TRUE(Refusals(store).empty());
+}
+
 TEST_F(StandaloneExtender, BindOfUnknownPodIsRefusedInStandaloneMode) {
   std::string err = json::parse(ext.Bind(BindBody("never-filtered", "big")).body)["Error"];
   EXPECT_NE(err.find("was not seen by filter"), std::string::npos);

@@ -85,6 +85,21 @@ TEST(Wire, DecodesPriorityClassNameAndTheDisposableAnnotation) {
   EXPECT_EQ(a.pod.priority_class, "");
 }
 
+TEST(Wire, DecodesTheIdleTtlAnnotation) {
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(Fixture("filter-priorityclass.json"), "vramd.io/vram", &a).ok());
+  EXPECT_FALSE(a.pod.idle_ttl.has_value());
+  ASSERT_TRUE(d.Decode(R"({"Pod":{"metadata":{"annotations":{"vramd.io/idle-ttl":"10m"}}},"NodeNames":[]})",
+                       "vramd.io/vram", &a)
+                  .ok());
+  EXPECT_EQ(a.pod.idle_ttl, "10m");
+  Status s = d.Decode(R"({"Pod":{"metadata":{"annotations":{"vramd.io/idle-ttl":600}}},"NodeNames":[]})",
+                      "vramd.io/vram", &a);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("vramd.io/idle-ttl"), std::string::npos) << s.message();
+}
+
 TEST(Wire, APriorityClassNameLongerThanKubernetesAllowsIsRejected) {
   ArgsDecoder d;
   ExtenderArgs a;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
@@ -251,6 +252,43 @@ class FakeLedgerStore : public store::LedgerStore {
 
   Status Ping() override { return unavailable ? Unavailable("fake store down") : Status::Ok(); }
 
+  // Filter refusals, stamped with now_ms; the oldest (then the smallest uid)
+  // go beyond store::kMaxRefusals.
+  Status RecordRefusals(const std::vector<store::Refusal>& refusals) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    for (store::Refusal r : refusals) {
+      if (r.uid.empty()) continue;
+      if (r.nodes.size() > store::kMaxRefusalNodes) r.nodes.resize(store::kMaxRefusalNodes);
+      r.ts_ms = now_ms;
+      refused_[r.uid] = std::move(r);
+    }
+    while (refused_.size() > store::kMaxRefusals) {
+      auto oldest = std::min_element(refused_.begin(), refused_.end(), [](const auto& a, const auto& b) {
+        return a.second.ts_ms < b.second.ts_ms;
+      });
+      refused_.erase(oldest);
+    }
+    ++refusal_writes;
+    return Status::Ok();
+  }
+  Result<std::vector<store::Refusal>> ReadRefusals(int64_t max_age_ms) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    std::erase_if(refused_, [&](const auto& kv) { return kv.second.ts_ms < now_ms - max_age_ms; });
+    std::vector<store::Refusal> out;
+    for (const auto& [uid, r] : refused_) out.push_back(r);
+    return out;
+  }
+  Status ForgetRefusals(const std::vector<std::string>& uids) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    for (const std::string& uid : uids) refused_.erase(uid);
+    ++refusal_writes;
+    return Status::Ok();
+  }
+  std::atomic<int> refusal_writes = 0;  // RecordRefusals and ForgetRefusals calls that succeeded
+
   // Test helpers.
   void AddNode(const std::string& name, std::vector<int64_t> caps) {
     std::vector<store::GpuCapacity> gpus;
@@ -305,6 +343,7 @@ class FakeLedgerStore : public store::LedgerStore {
   std::string rebuild_token_ GUARDED_BY(mu_);
   int64_t rebuild_since_ms_ GUARDED_BY(mu_) = 0;
   ledger::Snapshot snap_ GUARDED_BY(mu_);
+  std::map<std::string, store::Refusal> refused_ GUARDED_BY(mu_);  // uid -> its refusal
 };
 
 }  // namespace vramd::testing

@@ -1,5 +1,6 @@
 // An in-memory store::LockStore with the semantics of src/store/lua/lock_*.lua
-// (the grant rule, FIFO queue with deadlines, fencing, grant records), on an
+// (the grant rule, FIFO queue with deadlines, fencing, grant records, lock
+// activity per node), on an
 // injected clock standing for the server's. The Valkey store is tested
 // against a real server in tests/integration/gpulock_test.cc.
 #pragma once
@@ -35,6 +36,7 @@ class FakeLockStore : public store::LockStore {
     if (cur == owner) {
       g.expires_ms = now + ttl_ms;
       g.EnsureLast().ttl_ms = ttl_ms;
+      Stamp(node, owner, now);
       out.state = store::LockAcquireState::kRefreshed;
       out.token = g.fence;
       return out;
@@ -57,6 +59,7 @@ class FakeLockStore : public store::LockStore {
       g.expires_ms = now + ttl_ms;
       out.token = ++g.fence;
       g.last = Grant{owner, out.token, ttl_ms, now};
+      Stamp(node, owner, now);
       out.state = store::LockAcquireState::kGranted;
       return out;
     }
@@ -72,6 +75,7 @@ class FakeLockStore : public store::LockStore {
       it = g.queue.end() - 1;
     }
     it->deadline_ms = now + ttl_ms;
+    Stamp(node, owner, now);
     out.state = store::LockAcquireState::kQueued;
     out.position = static_cast<int>(it - g.queue.begin()) + 1;
     return out;
@@ -93,6 +97,7 @@ class FakeLockStore : public store::LockStore {
       g.EnsureLast().ttl_ms = ttl_ms;
     }
     g.expires_ms = now + ttl_ms;
+    Stamp(node, owner, now);
     return store::LockHeartbeatReply{store::LockOwnership::kHolder, g.fence, ttl_ms};
   }
 
@@ -107,11 +112,13 @@ class FakeLockStore : public store::LockStore {
     if (cur == owner) {
       g.holder.clear();
       g.last.reset();
+      Stamp(node, owner, clock_->NowMs());
       out.released = true;
       out.ownership = store::LockOwnership::kHolder;
       return out;
     }
     if (std::erase_if(g.queue, [&](const Waiter& w) { return w.owner == owner; }) > 0) {
+      Stamp(node, owner, clock_->NowMs());
       out.left_queue = true;
       return out;
     }
@@ -163,6 +170,36 @@ class FakeLockStore : public store::LockStore {
     return out;
   }
 
+  Result<std::map<std::string, int64_t>> ReadActivity(const std::vector<std::string>& nodes) override {
+    MutexLock l(&mu_);
+    if (Status s = Enter(); !s.ok()) return s;
+    std::map<std::string, int64_t> out;
+    for (const std::string& node : nodes) {
+      auto it = active_.find(node);
+      if (it == active_.end()) continue;
+      for (const auto& [pod, ms] : it->second) out[pod] = std::max(out[pod], ms);
+    }
+    return out;
+  }
+
+  Status ForgetActivity(const std::vector<std::string>& nodes, const std::vector<std::string>& pods) override {
+    MutexLock l(&mu_);
+    if (Status s = Enter(); !s.ok()) return s;
+    for (const std::string& node : nodes) {
+      auto it = active_.find(node);
+      if (it == active_.end()) continue;
+      for (const std::string& pod : pods) it->second.erase(pod);
+      if (it->second.empty()) active_.erase(it);
+    }
+    return Status::Ok();
+  }
+
+  // Test setup: records activity as the lock calls would.
+  void SetActivity(const std::string& node, const std::string& pod, int64_t ms) {
+    MutexLock l(&mu_);
+    active_[node][pod] = ms;
+  }
+
  private:
   struct Waiter {
     std::string owner;
@@ -199,6 +236,11 @@ class FakeLockStore : public store::LockStore {
     return store::LockOwnership::kFree;
   }
 
+  // lock_now.lua's stamp_active: the owner's pod part -> now, per node.
+  void Stamp(const std::string& node, const std::string& owner, int64_t now) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    active_[node][owner.substr(0, owner.find('/'))] = now;
+  }
+
   Status Enter() EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++calls;
     return unavailable ? Unavailable("fake lock store down") : Status::Ok();
@@ -207,6 +249,7 @@ class FakeLockStore : public store::LockStore {
   const Clock* clock_;
   Mutex mu_;
   std::map<std::pair<std::string, int>, Gpu> gpus_ GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, int64_t>> active_ GUARDED_BY(mu_);  // node -> pod part -> ms
 };
 
 }  // namespace vramd::testing

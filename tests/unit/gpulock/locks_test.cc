@@ -242,6 +242,50 @@ TEST_F(Locks, ReapFreesOnlyLocksAndPlacesOfPodsThatAreGone) {
   EXPECT_EQ(Counter("vramd_lock_operations_total", {"reap", "freed"}, {"op", "result"}), 1);
 }
 
+TEST_F(Locks, LockCallsRecordTheirPodsActivityPerNode) {
+  Service();
+  const int64_t t0 = clock_.NowMs();
+  ASSERT_TRUE(Acquire(kA).ok());  // granted
+  clock_.Advance(10);
+  ASSERT_TRUE(Acquire(kB).ok());  // queued
+  clock_.Advance(10);
+  ASSERT_TRUE(service_->Heartbeat("node-1", 0, kA).ok());
+  ASSERT_TRUE(service_->Acquire("node-2", 3, "pod-c/x", kTtl).ok());
+  Result<std::map<std::string, int64_t>> a = store_->ReadActivity({"node-1"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::map<std::string, int64_t>{{"pod-a", t0 + 20}, {"pod-b", t0 + 10}}));
+  clock_.Advance(10);
+  ASSERT_TRUE(service_->Release("node-1", 0, kB).ok());  // leaves the queue
+  a = store_->ReadActivity({"node-1", "node-2"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::map<std::string, int64_t>{{"pod-a", t0 + 20}, {"pod-b", t0 + 30}, {"pod-c", t0 + 20}}));
+  EXPECT_TRUE(store_->ReadActivity({"node-3"})->empty());
+}
+
+TEST_F(Locks, ReapForgetsTheActivityOfPodsThatAreGone) {
+  Service();
+  const std::string gone_pod = "0b6f2c7e-1a2b-4c3d-8e9f-0123456789ab";
+  const std::string live_pod = "1c7a3d8f-2b3c-4d4e-9fa0-123456789abc";
+  ASSERT_TRUE(service_->Acquire("node-1", 0, gone_pod + "/a", kTtl).ok());
+  ASSERT_TRUE(service_->Release("node-1", 0, gone_pod + "/a").ok());  // no lock left, activity kept
+  ASSERT_TRUE(service_->Acquire("node-1", 1, live_pod + "/a", kTtl).ok());
+  ASSERT_TRUE(service_->Acquire("node-1", 1, "local/dev", kTtl).ok());
+  std::set<std::string> asked;
+  Result<int> freed = service_->ReapLocksOfMissingPods([&](const std::string& uid) {
+    asked.insert(uid);
+    return uid != gone_pod;
+  });
+  ASSERT_TRUE(freed.ok()) << freed.status().message();
+  EXPECT_EQ(*freed, 0);
+  EXPECT_EQ(asked, (std::set<std::string>{gone_pod, live_pod}));
+  Result<std::map<std::string, int64_t>> a = store_->ReadActivity({"node-1"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->size(), 2u);
+  EXPECT_FALSE(a->contains(gone_pod));
+  EXPECT_TRUE(a->contains(live_pod));
+  EXPECT_TRUE(a->contains("local"));  // not a pod UID: never reaped
+}
+
 TEST_F(Locks, InvalidInputNeverReachesTheStore) {
   Service();
   EXPECT_EQ(service_->Acquire("node 1", 0, kA, kTtl).status().code(), Code::kInvalidArgument);

@@ -68,6 +68,20 @@ TEST(DecodePod, FixturePodSpecViewHasContainersInitAndAnnotations) {
   EXPECT_EQ(req->total, int64_t{32} << 30);
 }
 
+TEST(DecodePod, IdleTtlAnnotationReachesTheDemand) {
+  Result<PodInfo> pod = DecodePod(FixturePod(), kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_FALSE(pod->spec.idle_ttl.has_value());
+  pod = DecodePod(R"({"metadata":{"name":"p","namespace":"ml","annotations":{"vramd.io/idle-ttl":"1h30m"}},
+                      "spec":{"containers":[{"resources":{"limits":{"vramd.io/vram":"1Gi"}}}]}})",
+                  kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->spec.idle_ttl, "1h30m");
+  Result<ledger::Demand> d = ledger::ComputeVramRequest(pod->spec);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->idle_ttl_ms, 5'400'000);
+}
+
 TEST(DecodePod, PriorityClassAndDisposableAnnotationReachTheDemand) {
   Result<PodInfo> pod = DecodePod(FixturePod(), kRes);
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();

@@ -110,6 +110,83 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"PeakGarbage", WithPeak(Pod({Req("8Gi")}), "big"), "vram-peak"}),
     [](const auto& info) { return info.param.name; });
 
+struct IdleTtlCase {
+  const char* name;
+  const char* text;
+  int64_t ms;  // 0: an error whose message contains `why`
+  const char* why;
+};
+
+class IdleTtlTable : public ::testing::TestWithParam<IdleTtlCase> {};
+
+TEST_P(IdleTtlTable, ParsesGoStyleDurations) {
+  const IdleTtlCase& c = GetParam();
+  Result<int64_t> r = ParseIdleTtl(c.text);
+  if (c.ms > 0) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, c.ms);
+  } else {
+    ASSERT_FALSE(r.ok()) << *r;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.why), std::string::npos) << r.status().message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PodRequest, IdleTtlTable,
+    ::testing::Values(IdleTtlCase{"Seconds", "90s", 90'000, ""}, IdleTtlCase{"Minutes", "10m", 600'000, ""},
+                      IdleTtlCase{"Hours", "2h", 7'200'000, ""},
+                      IdleTtlCase{"HoursAndMinutes", "1h30m", 5'400'000, ""},
+                      IdleTtlCase{"AllUnits", "1h1m1s1ms", 3'661'001, ""},
+                      IdleTtlCase{"Milliseconds", "500ms", 500, ""},
+                      IdleTtlCase{"FractionOfAnHour", "1.5h", 5'400'000, ""},
+                      IdleTtlCase{"FractionWithoutWholePart", ".5m", 30'000, ""},
+                      IdleTtlCase{"SubMillisecondFractionIsDropped", "1.9ms", 1, ""},
+                      IdleTtlCase{"ExactlyThirtyDays", "720h", kMaxIdleTtlMs, ""},
+                      IdleTtlCase{"ThirtyDaysInParts", "719h60m", kMaxIdleTtlMs, ""},
+                      IdleTtlCase{"LongFractionIsBounded", "1.00000000000000000001h", 3'600'000, ""},
+                      IdleTtlCase{"Empty", "", 0, "empty"}, IdleTtlCase{"Negative", "-5m", 0, "negative"},
+                      IdleTtlCase{"Zero", "0", 0, "zero"}, IdleTtlCase{"ZeroSeconds", "0s", 0, "zero"},
+                      IdleTtlCase{"LessThanAMillisecond", "0.5ms", 0, "zero"},
+                      IdleTtlCase{"OneMillisecondPastThirtyDays", "720h1ms", 0, "30 days"},
+                      IdleTtlCase{"Days", "31d", 0, "unknown unit \"d\""},
+                      IdleTtlCase{"Microseconds", "500us", 0, "unknown unit \"us\""},
+                      IdleTtlCase{"Nanoseconds", "5ns", 0, "unknown unit"},
+                      IdleTtlCase{"NoUnit", "90", 0, "missing unit"},
+                      IdleTtlCase{"TrailingNumber", "1h30", 0, "missing unit"},
+                      IdleTtlCase{"NoNumber", "m", 0, "not a duration"},
+                      IdleTtlCase{"LonelyDot", ".s", 0, "not a duration"},
+                      IdleTtlCase{"Plus", "+5m", 0, "not a duration"},
+                      IdleTtlCase{"Space", "5 m", 0, "not a duration"},
+                      IdleTtlCase{"UpperCaseUnit", "5M", 0, "unknown unit"},
+                      // Hostile shapes: no overflow on the way to the error.
+                      IdleTtlCase{"TwentyDigits", "99999999999999999999ms", 0, "30 days"},
+                      IdleTtlCase{"ManyParts", "700h700h700h", 0, "30 days"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PodRequest, IdleTtlReachesTheDemandAndTheEntry) {
+  PodSpecView p = Pod({Req("8Gi")});
+  Result<Demand> d = ComputeVramRequest(p);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->idle_ttl_ms, 0);  // no annotation: none
+  p.idle_ttl = "10m";
+  d = ComputeVramRequest(p);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->idle_ttl_ms, 600'000);
+  Entry e;
+  RecordDemand(*d, &e);
+  EXPECT_EQ(e.idle_ttl_ms, 600'000);
+}
+
+TEST(PodRequest, ABadIdleTtlIsAnErrorNamingTheAnnotationAndValue) {
+  PodSpecView p = Pod({Req("8Gi")});
+  p.idle_ttl = "-5m";
+  Result<Demand> d = ComputeVramRequest(p);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(d.status().message(), "annotation vramd.io/idle-ttl=\"-5m\": negative: the TTL must be greater than zero");
+}
+
 TEST(PodRequest, PeakSpreadsOverGpus) {
   PodSpecView p = Pod({Req("8Gi")}, {}, std::nullopt, "2");
   p.vram_peak = "12Gi";
