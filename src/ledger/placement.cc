@@ -35,6 +35,8 @@ struct PlacementIndex {
     uint32_t name_off = 0, name_len = 0;  // in `names`
     uint32_t gpu_begin = 0, gpu_count = 0;  // in `gpus` and `gpu_index`
     uint32_t usage_begin = kNone;  // in `usage` (gpu_count records); kNone: no report on any GPU
+    uint32_t peak_begin = kNone;   // in `peaks` (gpu_count records); kNone: no entry adds burst
+                                   // (fit.h's AddsBurst): P = A, V = 0 on every GPU
     uint32_t models_begin = 0, models_count = 0;  // in `models`
     // Without usage reports a node's vectors do not depend on the time, so
     // whether a one-GPU pod fits is known in advance from what its GPUs
@@ -68,11 +70,12 @@ struct PlacementIndex {
   std::vector<GpuRec> gpus;
   std::vector<int> gpu_index;  // Gpu::index, parallel to `gpus`
   std::vector<UsageRec> usage;
+  std::vector<GpuPeak> peaks;
   std::vector<std::pair<uint32_t, uint32_t>> models;  // (offset, length) in `names`
   std::vector<Slot> slots;
   uint64_t mask = 0;
   std::string names;  // node names and model names
-  size_t dead = 0;    // usage and model records left behind by ReindexSnapshot
+  size_t dead = 0;    // usage, peak and model records left behind by ReindexSnapshot
 
   std::string_view Str(uint32_t off, uint32_t len) const { return std::string_view(names).substr(off, len); }
 
@@ -103,8 +106,10 @@ constexpr size_t kInlineGpus = 16;
 // A node's per-GPU vectors: on the stack for up to kInlineGpus GPUs.
 class NodeVectors {
  public:
-  // From the node itself (fit.h's GpuVectors without allocating).
-  NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit) {
+  // From the node itself (fit.h's GpuVectors and GpuPeaks without
+  // allocating). The peaks are kept when an entry adds burst or
+  // `want_peaks` (a demand that bursts).
+  NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit, bool want_peaks) {
     const size_t n = Init(node.gpus.size());
     // Same sums as AllocatedPerGpu: an entry's GPU index is looked up among
     // node.gpus (sorted by index); unknown indices count nowhere. Indices
@@ -112,19 +117,29 @@ class NodeVectors {
     bool dense = true;
     for (size_t i = 0; i < n; ++i) {
       v_[i] = Vectors{node.gpus[i].capacity, 0, 0};
+      p_[i] = GpuPeak{};
       dense = dense && node.gpus[i].index == static_cast<int>(i);
     }
+    bool burst = false;
     for (const Entry& e : node.entries) {
+      burst = burst || AddsBurst(e);
       for (int g : e.gpus) {
         if (dense) {
-          if (g >= 0 && static_cast<size_t>(g) < n) v_[g].allocated += e.per_gpu;
+          if (g >= 0 && static_cast<size_t>(g) < n) {
+            v_[g].allocated += e.per_gpu;
+            AddToPeak(&p_[g], e);
+          }
           continue;
         }
         auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
                                    [](const Gpu& gpu, int idx) { return gpu.index < idx; });
-        if (it != node.gpus.end() && it->index == g) v_[it - node.gpus.begin()].allocated += e.per_gpu;
+        if (it != node.gpus.end() && it->index == g) {
+          v_[it - node.gpus.begin()].allocated += e.per_gpu;
+          AddToPeak(&p_[it - node.gpus.begin()], e);
+        }
       }
     }
+    has_peaks_ = burst || want_peaks;
     for (size_t i = 0; i < n; ++i) {
       const Gpu& g = node.gpus[i];
       v_[i] = GpuVectorsOf(v_[i].capacity, v_[i].allocated, g.used, g.used_ts_ms, now_ms, fit);
@@ -132,7 +147,8 @@ class NodeVectors {
   }
 
   // From a snapshot index (see PlacementIndex below).
-  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms, const FitPolicy& fit);
+  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms, const FitPolicy& fit,
+              bool want_peaks);
 
   NodeVectors(const NodeVectors&) = delete;
   NodeVectors& operator=(const NodeVectors&) = delete;
@@ -140,6 +156,11 @@ class NodeVectors {
   size_t size() const { return size_; }
   const Vectors& operator[](size_t i) const { return v_[i]; }
   std::span<const Vectors> span() const { return {v_, size_}; }
+  // The GPUs' P and V (fit.h), present when an entry adds burst or they were
+  // asked for; else the peak rule follows from the fit rule for a demand
+  // that does not burst.
+  bool has_peaks() const { return has_peaks_; }
+  std::span<const GpuPeak> peaks() const { return {p_, size_}; }
   Vectors Sum() const {
     Vectors sum;
     for (size_t i = 0; i < size_; ++i) {
@@ -154,9 +175,12 @@ class NodeVectors {
   size_t Init(size_t n) {
     if (n > kInlineGpus) {
       heap_.resize(n);
+      heap_peaks_.resize(n);
       v_ = heap_.data();
+      p_ = heap_peaks_.data();
     } else {
       v_ = inline_.v;
+      p_ = inline_peaks_.p;
     }
     size_ = n;
     return n;
@@ -168,16 +192,30 @@ class NodeVectors {
     InlineBuffer() {}
     Vectors v[kInlineGpus];
   } inline_;
+  union InlinePeaks {
+    InlinePeaks() {}
+    GpuPeak p[kInlineGpus];
+  } inline_peaks_;  // written only when has_peaks_ (or by the node path)
   std::vector<Vectors> heap_;
+  std::vector<GpuPeak> heap_peaks_;
   Vectors* v_ = nullptr;
+  GpuPeak* p_ = nullptr;
   size_t size_ = 0;
+  bool has_peaks_ = false;
 };
 
 NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
-                         const FitPolicy& fit) {
+                         const FitPolicy& fit, bool want_peaks) {
   const size_t n = Init(rec.gpu_count);
   const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
   for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
+  if (rec.peak_begin != PlacementIndex::kNone) {
+    std::copy_n(ix.peaks.data() + rec.peak_begin, n, p_);
+    has_peaks_ = true;
+  } else if (want_peaks) {  // no burst on the node: P = A, V = 0
+    for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{g[i].allocated, 0};
+    has_peaks_ = true;
+  }
   if (rec.usage_begin != PlacementIndex::kNone) {
     const PlacementIndex::UsageRec* u = ix.usage.data() + rec.usage_begin;
     for (size_t i = 0; i < n; ++i) {
@@ -289,7 +327,12 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
   const size_t n = vec.size();
-  const NodeFit fit = FitNode(vec.span(), req.per_gpu, want);
+  // The peak rule only where it can bind (fit.h): a node with burst or a
+  // demand that bursts; elsewhere it follows from the fit rule.
+  const bool peak_rule = vec.has_peaks();
+  const PeakDemand pd = PeakDemandOf(req.per_gpu, req.peak_per_gpu, req.victim, pc.policy.max_peak_ratio);
+  const NodeFit fit = peak_rule ? FitNodeWithPeak(vec.span(), vec.peaks(), req.per_gpu, want, pd)
+                                : FitNode(vec.span(), req.per_gpu, want);
   d->verdict = fit.verdict();
   switch (fit.miss) {
     case FitMiss::kNone:
@@ -319,6 +362,28 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       *why = pc.Reason(key, 112, [&](std::string& r) { AppendMissReason(fit, want, n, gpu, lf, &r); });
       return;
     }
+    case FitMiss::kAboveCeiling: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.offer.largest);
+      const ReasonMemo::Key key{3, gpu, want > 1 ? fit.within_ceiling : 0, fit.offer.max_capacity, 0, 0};
+      *why = pc.Reason(key, 96, [&](std::string& r) {
+        AppendPeakMissReason(fit, want, gpu, vec[fit.offer.largest], GpuPeak{}, pd.ratio, &r);
+      });
+      return;
+    }
+    case FitMiss::kPeakShort: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.peak_short);
+      const Vectors& v = vec[fit.peak_short];
+      GpuPeak after = vec.peaks()[fit.peak_short];
+      after.peak += pd.peak;
+      after.victim += pd.cover;
+      const ReasonMemo::Key key{4, gpu, want > 1 ? fit.with_peak : 0, v.capacity, after.peak, after.victim};
+      *why = pc.Reason(key, 128, [&](std::string& r) {
+        AppendPeakMissReason(fit, want, gpu, v, after, pd.ratio, &r);
+      });
+      return;
+    }
   }
   if (!choose) return;
 
@@ -331,8 +396,9 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     heap_order.resize(n);
     order = heap_order.data();
   }
-  RankGpus(vec.span(), req.per_gpu,
-           pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree, order);
+  const GpuOrder gpu_order = pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree;
+  if (peak_rule) RankGpus(vec.span(), vec.peaks(), req.per_gpu, pd, gpu_order, order);
+  else RankGpus(vec.span(), req.per_gpu, gpu_order, order);
   d->choice.per_gpu = req.per_gpu;
   d->choice.gpus.reserve(static_cast<size_t>(want));
   for (int k = 0; k < want; ++k) d->choice.gpus.push_back(gpu_index(order[k]));
@@ -398,7 +464,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     ix->gpu_index.resize(ix->gpu_index.size() + n);
   }
   // Allocation sums exactly as the node path computes them (usage aside).
-  NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0});
+  NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0}, /*want_peaks=*/false);
   bool reported = false;
   for (uint32_t i = 0; i < n; ++i) {
     ix->gpus[rec->gpu_begin + i] = {vec[i].capacity, vec[i].allocated};
@@ -408,6 +474,18 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   *sums = PlacementIndex::NodeSums{};
   rec->settled = false;
   rec->offer = GpuOffer{};
+  // Peak records only for a node with burst (overwritten when it had them).
+  const bool had_peaks = in_place && rec->peak_begin != PlacementIndex::kNone;
+  if (vec.has_peaks()) {
+    if (!had_peaks) {
+      rec->peak_begin = static_cast<uint32_t>(ix->peaks.size());
+      ix->peaks.resize(ix->peaks.size() + n);
+    }
+    std::copy_n(vec.peaks().data(), n, ix->peaks.data() + rec->peak_begin);
+  } else {
+    if (had_peaks) ix->dead += n;
+    rec->peak_begin = PlacementIndex::kNone;
+  }
   const bool had_usage = in_place && rec->usage_begin != PlacementIndex::kNone;
   if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
     if (!had_usage) {
@@ -419,7 +497,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   }
   if (had_usage) ix->dead += n;
   rec->usage_begin = PlacementIndex::kNone;
-  if (n == 0) return;
+  if (n == 0 || vec.has_peaks()) return;  // with burst the peak rule may bind: not settled
   rec->settled = true;
   rec->offer = FirstOffer(vec[0]);
   for (uint32_t i = 0; i < n; ++i) {
@@ -549,8 +627,9 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
     return d;
   }
   std::deque<std::string> store;
-  PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &store};
-  NodeVectors vec(*node, now_ms, policy.fit());
+  PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu), /*reasons=*/true,
+                &store};
+  NodeVectors vec(*node, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
   std::string_view why;
   Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
   if (d.verdict != Verdict::kFits) d.reason = why;
@@ -623,11 +702,13 @@ class IndexLookup {
   const PlacementIndex::NodeRec* recs_[kBlock];
 };
 
-// Whether a one-GPU request fits a settled node, known without its vectors
-// (FitOneGpu on what its GPUs offer: what Decide concludes for such a node).
+// Whether a one-GPU request that does not burst fits a settled node (no
+// usage reports, no burst), known without its vectors (FitOneGpu on what its
+// GPUs offer: what Decide concludes for such a node; the peak rule follows).
 // False means "decide the long way", not "no".
 bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
-  return req.gpu_count == 1 && rec.settled && FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
+  return req.gpu_count == 1 && rec.settled && !Bursts(req.per_gpu, req.peak_per_gpu) &&
+         FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
 }
 
 // The reason a one-GPU pod does not fit a settled node (`verdict`, from
@@ -657,7 +738,9 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
-  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &out.reasons};
+  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu),
+                      /*reasons=*/true, &out.reasons};
+  const bool bursts = Bursts(req.per_gpu, req.peak_per_gpu);
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -669,7 +752,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
         out.unresolvable.emplace_back(name, kUnknownNodeReason);
         continue;
       }
-      NodeVectors vec(*node, now_ms, policy.fit());
+      NodeVectors vec(*node, now_ms, policy.fit(), bursts);
       NodeDecision d;
       std::string_view why;
       Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &why);
@@ -695,7 +778,9 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
-    if (req.gpu_count == 1 && rec->settled) {  // known from the node's offer (FitOneGpu)
+    // Known from the node's offer (FitOneGpu): a settled node has no burst,
+    // so for a demand that does not burst the peak rule follows.
+    if (req.gpu_count == 1 && rec->settled && !bursts) {
       const Verdict verdict = FitOneGpu(rec->offer, req.per_gpu);
       if (verdict == Verdict::kFits) {
         out.fits.push_back(names[i]);
@@ -706,7 +791,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
         continue;
       }
     }
-    NodeVectors vec(*ix, *rec, now_ms, policy.fit());
+    NodeVectors vec(*ix, *rec, now_ms, policy.fit(), bursts);
     NodeDecision d;
     std::string_view why;
     Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &why);
@@ -770,12 +855,12 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
         accept(sums.free_sum, sums.sum, warm);
         continue;
       }
-      NodeVectors vec(*ix, *rec, now_ms, policy.fit());
+      NodeVectors vec(*ix, *rec, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
       decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, warm);
     } else {
       const Node* node = FindNode(snap, names[i], &key);
       if (node == nullptr) continue;
-      NodeVectors vec(*node, now_ms, policy.fit());
+      NodeVectors vec(*node, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
       decide(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
     }
   }
