@@ -35,8 +35,6 @@ struct PlacementIndex {
     uint32_t name_off = 0, name_len = 0;  // in `names`
     uint32_t gpu_begin = 0, gpu_count = 0;  // in `gpus` and `gpu_index`
     uint32_t usage_begin = kNone;  // in `usage` (gpu_count records); kNone: no report on any GPU
-    uint32_t peak_begin = kNone;   // in `peaks` (gpu_count records); kNone: no entry adds burst
-                                   // (fit.h's AddsBurst): P = A, V = 0 on every GPU
     uint32_t models_begin = 0, models_count = 0;  // in `models`
     // Without usage reports a node's vectors do not depend on the time, so
     // whether a one-GPU pod fits is known in advance from what its GPUs
@@ -44,6 +42,10 @@ struct PlacementIndex {
     // not fit, the reason names the offer's largest GPU or the one with the
     // most free memory, as Decide does.
     bool settled = false;
+    // Some entry adds burst (fit.h's AddsBurst): the GPUs' P and V are in
+    // `peaks` at gpu_begin; else P = A, V = 0 on every GPU. (A flag in the
+    // padding, so that a record stays within one cache line.)
+    bool burst = false;
     GpuOffer offer;
   };
   // Prioritize's inputs of a settled node (parallel to `nodes`).
@@ -70,12 +72,12 @@ struct PlacementIndex {
   std::vector<GpuRec> gpus;
   std::vector<int> gpu_index;  // Gpu::index, parallel to `gpus`
   std::vector<UsageRec> usage;
-  std::vector<GpuPeak> peaks;
+  std::vector<GpuPeak> peaks;  // parallel to `gpus`; read only for nodes with `burst`
   std::vector<std::pair<uint32_t, uint32_t>> models;  // (offset, length) in `names`
   std::vector<Slot> slots;
   uint64_t mask = 0;
   std::string names;  // node names and model names
-  size_t dead = 0;    // usage, peak and model records left behind by ReindexSnapshot
+  size_t dead = 0;    // usage and model records left behind by ReindexSnapshot
 
   std::string_view Str(uint32_t off, uint32_t len) const { return std::string_view(names).substr(off, len); }
 
@@ -204,13 +206,16 @@ class NodeVectors {
   bool has_peaks_ = false;
 };
 
+// Filter reads one record per candidate node: keep it within a cache line.
+static_assert(sizeof(PlacementIndex::NodeRec) <= 64);
+
 NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
                          const FitPolicy& fit, bool want_peaks) {
   const size_t n = Init(rec.gpu_count);
   const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
   for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
-  if (rec.peak_begin != PlacementIndex::kNone) {
-    std::copy_n(ix.peaks.data() + rec.peak_begin, n, p_);
+  if (rec.burst) {
+    std::copy_n(ix.peaks.data() + rec.gpu_begin, n, p_);
     has_peaks_ = true;
   } else if (want_peaks) {  // no burst on the node: P = A, V = 0
     for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{g[i].allocated, 0};
@@ -462,6 +467,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     rec->gpu_count = n;
     ix->gpus.resize(ix->gpus.size() + n);
     ix->gpu_index.resize(ix->gpu_index.size() + n);
+    ix->peaks.resize(ix->peaks.size() + n);
   }
   // Allocation sums exactly as the node path computes them (usage aside).
   NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0}, /*want_peaks=*/false);
@@ -474,18 +480,8 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   *sums = PlacementIndex::NodeSums{};
   rec->settled = false;
   rec->offer = GpuOffer{};
-  // Peak records only for a node with burst (overwritten when it had them).
-  const bool had_peaks = in_place && rec->peak_begin != PlacementIndex::kNone;
-  if (vec.has_peaks()) {
-    if (!had_peaks) {
-      rec->peak_begin = static_cast<uint32_t>(ix->peaks.size());
-      ix->peaks.resize(ix->peaks.size() + n);
-    }
-    std::copy_n(vec.peaks().data(), n, ix->peaks.data() + rec->peak_begin);
-  } else {
-    if (had_peaks) ix->dead += n;
-    rec->peak_begin = PlacementIndex::kNone;
-  }
+  rec->burst = vec.has_peaks();
+  if (rec->burst) std::copy_n(vec.peaks().data(), n, ix->peaks.data() + rec->gpu_begin);
   const bool had_usage = in_place && rec->usage_begin != PlacementIndex::kNone;
   if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
     if (!had_usage) {
@@ -552,6 +548,7 @@ void IndexSnapshot(Snapshot* snap) {
   for (const auto& [name, node] : snap->nodes) total_gpus += node.gpus.size();
   ix->gpus.reserve(total_gpus);
   ix->gpu_index.reserve(total_gpus);
+  ix->peaks.reserve(total_gpus);
   size_t cap = 16;
   while (cap < n * 2) cap <<= 1;
   ix->slots.assign(cap, PlacementIndex::Slot{});
