@@ -119,7 +119,6 @@ class NodeVectors {
     bool dense = true;
     for (size_t i = 0; i < n; ++i) {
       v_[i] = Vectors{node.gpus[i].capacity, 0, 0};
-      p_[i] = GpuPeak{};
       dense = dense && node.gpus[i].index == static_cast<int>(i);
     }
     bool burst = false;
@@ -127,21 +126,27 @@ class NodeVectors {
       burst = burst || AddsBurst(e);
       for (int g : e.gpus) {
         if (dense) {
-          if (g >= 0 && static_cast<size_t>(g) < n) {
-            v_[g].allocated += e.per_gpu;
-            AddToPeak(&p_[g], e);
-          }
+          if (g >= 0 && static_cast<size_t>(g) < n) v_[g].allocated += e.per_gpu;
           continue;
         }
         auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
                                    [](const Gpu& gpu, int idx) { return gpu.index < idx; });
-        if (it != node.gpus.end() && it->index == g) {
-          v_[it - node.gpus.begin()].allocated += e.per_gpu;
-          AddToPeak(&p_[it - node.gpus.begin()], e);
-        }
+        if (it != node.gpus.end() && it->index == g) v_[it - node.gpus.begin()].allocated += e.per_gpu;
       }
     }
     has_peaks_ = burst || want_peaks;
+    if (burst) {  // rare: a second pass for P and V (fit.h's GpuPeaks)
+      for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{};
+      for (const Entry& e : node.entries) {
+        for (int g : e.gpus) {
+          auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
+                                     [](const Gpu& gpu, int idx) { return gpu.index < idx; });
+          if (it != node.gpus.end() && it->index == g) AddToPeak(&p_[it - node.gpus.begin()], e);
+        }
+      }
+    } else if (want_peaks) {  // no burst on the node: P = A, V = 0
+      for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{v_[i].allocated, 0};
+    }
     for (size_t i = 0; i < n; ++i) {
       const Gpu& g = node.gpus[i];
       v_[i] = GpuVectorsOf(v_[i].capacity, v_[i].allocated, g.used, g.used_ts_ms, now_ms, fit);
@@ -699,26 +704,50 @@ class IndexLookup {
   const PlacementIndex::NodeRec* recs_[kBlock];
 };
 
-// Whether a one-GPU request that does not burst fits a settled node (no
-// usage reports, no burst), known without its vectors (FitOneGpu on what its
-// GPUs offer: what Decide concludes for such a node; the peak rule follows).
-// False means "decide the long way", not "no".
-bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
-  return req.gpu_count == 1 && rec.settled && !Bursts(req.per_gpu, req.peak_per_gpu) &&
-         FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
+// Whether Decide's answer for `req` on the settled node `rec` is known from
+// what its GPUs offer: a one-GPU demand that is no designated victim. On a
+// settled node (no usage reports, no burst) U = A, P = A and V = 0 on every
+// GPU, so the demand (request r, peak p = max(r, peak_per_gpu)) fits a GPU
+// exactly when p <= C - A (room, and P + p <= C): when p fits the offer's
+// most free GPU (FitOneGpu with p; without burst p = r).
+bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
+  return req.gpu_count == 1 && rec.settled && !req.victim;
 }
 
-// The reason a one-GPU pod does not fit a settled node (`verdict`, from
-// FitOneGpu, is not kFits), when this call has already written it for an
-// alike node (the key Decide would use); null means "decide the long way".
-const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, Verdict verdict,
-                                    const PodContext& pc) {
+// For SettledKnown when `peak` (max(r, peak_per_gpu)) does not fit the
+// offer: the verdict Decide reaches and the memo key of its reason
+// (FitNodeWithPeak's misses in their order: too small, peak above every
+// ceiling, no room, the peak rule on every GPU with room). False when the key
+// is not known this way ("decide the long way").
+bool SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const VramRequest& req, int64_t peak,
+                 double ratio, Verdict* verdict, ReasonMemo::Key* key) {
+  const GpuOffer& o = rec.offer;
   const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
-  if (verdict == Verdict::kUnresolvable) {
-    return pc.memo.Find({1, gpu_index[rec.offer.largest], 0, rec.offer.max_capacity, 0, 0});
+  if (!FitsIn(req.per_gpu, o.max_capacity)) {
+    *verdict = Verdict::kUnresolvable;
+    *key = {1, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
+    return true;
   }
-  const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.offer.most_free];
-  return pc.memo.Find({2, gpu_index[rec.offer.most_free], 0, g.capacity, g.allocated, g.allocated});
+  if (!FitsIn(peak, o.max_capacity) && !FitsIn(peak, PeakCeiling(o.max_capacity, ratio))) {  // grows with C
+    *verdict = Verdict::kUnresolvable;
+    *key = {3, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
+    return true;
+  }
+  *verdict = Verdict::kNoRoomNow;
+  if (!FitsIn(req.per_gpu, o.max_free)) {
+    const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + o.most_free];
+    *key = {2, gpu_index[o.most_free], 0, g.capacity, g.allocated, g.allocated};
+    return true;
+  }
+  // Room for r somewhere, for p nowhere: the first GPU with room names it.
+  const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
+  for (uint32_t i = 0; i < rec.gpu_count; ++i) {
+    if (FitsIn(req.per_gpu, g[i].capacity - g[i].allocated)) {
+      *key = {4, gpu_index[i], 0, g[i].capacity, g[i].allocated + peak, 0};
+      return true;
+    }
+  }
+  return false;
 }
 
 void AddDecision(std::string_view name, Verdict verdict, std::string_view why, FilterResult* out) {
@@ -738,6 +767,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
   const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu),
                       /*reasons=*/true, &out.reasons};
   const bool bursts = Bursts(req.per_gpu, req.peak_per_gpu);
+  const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -775,17 +805,19 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
-    // Known from the node's offer (FitOneGpu): a settled node has no burst,
-    // so for a demand that does not burst the peak rule follows.
-    if (req.gpu_count == 1 && rec->settled && !bursts) {
-      const Verdict verdict = FitOneGpu(rec->offer, req.per_gpu);
-      if (verdict == Verdict::kFits) {
+    if (SettledKnown(*rec, req)) {  // known from the node's offer
+      if (FitOneGpu(rec->offer, peak) == Verdict::kFits) {
         out.fits.push_back(names[i]);
         continue;
       }
-      if (const std::string_view* why = SettledMiss(*ix, *rec, verdict, pc)) {
-        (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
-        continue;
+      // The reason, when this call has already written it for an alike node.
+      Verdict verdict;
+      ReasonMemo::Key key;
+      if (SettledMiss(*ix, *rec, req, peak, policy.max_peak_ratio, &verdict, &key)) {
+        if (const std::string_view* why = pc.memo.Find(key)) {
+          (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
+          continue;
+        }
       }
     }
     NodeVectors vec(*ix, *rec, now_ms, policy.fit(), bursts);
@@ -847,7 +879,8 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
       const PlacementIndex::NodeRec* rec = lookup->Get(i);
       if (rec == nullptr) continue;
       auto warm = [&] { return IsWarm(*ix, *rec, req.model); };
-      if (SettledFit(*rec, req)) {
+      if (SettledKnown(*rec, req) &&
+          FitOneGpu(rec->offer, std::max(req.per_gpu, req.peak_per_gpu)) == Verdict::kFits) {
         const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
         accept(sums.free_sum, sums.sum, warm);
         continue;

@@ -97,7 +97,8 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
   for (const auto& [l, v] : peak) w.Sample("vramd_gpu_peak_bytes", l, v);
   w.Header("vramd_gpu_burst_unsafe",
            "1 when the GPU's peak demand exceeds its capacity by more than designated victims cover, or exceeds "
-           "burst.max_peak_ratio x capacity (a victim left it); new placements there must restore the rule.",
+           "burst.max_peak_ratio x capacity (its capacity shrank, the ratio was lowered, or running pods were "
+           "re-added); its entries stay, new placements there need the rule to hold.",
            "gauge");
   for (const auto& [l, v] : unsafe) w.Sample("vramd_gpu_burst_unsafe", l, v);
 

@@ -186,9 +186,10 @@ inline bool PeakRoom(const Vectors& v, const GpuPeak& g, const PeakDemand& d) {
   return PeakOk(v.capacity, g.peak + d.peak, g.victim + d.cover, d.ratio);
 }
 
-// Whether the GPU's ceiling could ever hold the demand's own peak.
+// Whether the GPU's ceiling could ever hold the demand's own peak (the
+// ceiling is at least C: ratio >= 1).
 inline bool WithinCeiling(const Vectors& v, const PeakDemand& d) {
-  return FitsIn(d.peak, PeakCeiling(v.capacity, d.ratio));
+  return FitsIn(d.peak, v.capacity) || FitsIn(d.peak, PeakCeiling(v.capacity, d.ratio));
 }
 
 // The whole rule on one GPU: room now and the peak rule after adding.
@@ -257,6 +258,7 @@ struct NodeFit {
   GpuOffer offer;        // idem
   // FitNodeWithPeak only:
   int within_ceiling = 0;  // GPUs with C >= D whose ceiling holds the peak
+                           // (counted only when the node does not fit)
   int with_peak = 0;       // GPUs with room now where the peak rule holds too
   uint32_t peak_short = 0; // position of the first GPU with room now where
                            // the peak rule does not hold (kPeakShort)
@@ -306,11 +308,9 @@ inline NodeFit FitNodeWithPeak(std::span<const Vectors> gpus, std::span<const Gp
   bool short_found = false;
   for (size_t i = 0; i < n; ++i) {
     const Vectors& v = gpus[i];
-    const bool large = LargeEnough(v, per_gpu);
     const bool room = HasRoom(v, per_gpu);
     const bool peak_ok = room && PeakRoom(v, peaks[i], d);
-    f.large_enough += large;
-    f.within_ceiling += large && WithinCeiling(v, d);
+    f.large_enough += LargeEnough(v, per_gpu);
     f.with_room += room;
     f.with_peak += peak_ok;
     if (room && !peak_ok && !short_found) {
@@ -318,6 +318,15 @@ inline NodeFit FitNodeWithPeak(std::span<const Vectors> gpus, std::span<const Gp
       f.peak_short = static_cast<uint32_t>(i);
     }
     AddToOffer(&f.offer, static_cast<uint32_t>(i), v);
+  }
+  // A GPU where the peak rule holds is within its ceiling (p <= P' <= the
+  // ceiling), so the ceilings are counted only for a miss.
+  if (f.with_peak >= count) {
+    f.miss = FitMiss::kNone;
+    return f;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    f.within_ceiling += LargeEnough(gpus[i], per_gpu) && WithinCeiling(gpus[i], d);
   }
   if (f.large_enough < count) f.miss = FitMiss::kTooSmall;
   else if (f.within_ceiling < count) f.miss = FitMiss::kAboveCeiling;
