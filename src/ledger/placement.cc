@@ -108,10 +108,9 @@ constexpr size_t kInlineGpus = 16;
 // A node's per-GPU vectors: on the stack for up to kInlineGpus GPUs.
 class NodeVectors {
  public:
-  // From the node itself (fit.h's GpuVectors and GpuPeaks without
-  // allocating). The peaks are kept when an entry adds burst or
-  // `want_peaks` (a demand that bursts).
-  NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit, bool want_peaks) {
+  // From the node itself (fit.h's GpuVectors, and GpuPeaks when an entry
+  // adds burst, without allocating).
+  NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit) {
     const size_t n = Init(node.gpus.size());
     // Same sums as AllocatedPerGpu: an entry's GPU index is looked up among
     // node.gpus (sorted by index); unknown indices count nowhere. Indices
@@ -134,7 +133,7 @@ class NodeVectors {
         if (it != node.gpus.end() && it->index == g) v_[it - node.gpus.begin()].allocated += e.per_gpu;
       }
     }
-    has_peaks_ = burst || want_peaks;
+    has_peaks_ = burst;
     if (burst) {  // rare: a second pass for P and V (fit.h's GpuPeaks)
       for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{};
       for (const Entry& e : node.entries) {
@@ -144,8 +143,6 @@ class NodeVectors {
           if (it != node.gpus.end() && it->index == g) AddToPeak(&p_[it - node.gpus.begin()], e);
         }
       }
-    } else if (want_peaks) {  // no burst on the node: P = A, V = 0
-      for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{v_[i].allocated, 0};
     }
     for (size_t i = 0; i < n; ++i) {
       const Gpu& g = node.gpus[i];
@@ -154,8 +151,7 @@ class NodeVectors {
   }
 
   // From a snapshot index (see PlacementIndex below).
-  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms, const FitPolicy& fit,
-              bool want_peaks);
+  NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms, const FitPolicy& fit);
 
   NodeVectors(const NodeVectors&) = delete;
   NodeVectors& operator=(const NodeVectors&) = delete;
@@ -163,11 +159,10 @@ class NodeVectors {
   size_t size() const { return size_; }
   const Vectors& operator[](size_t i) const { return v_[i]; }
   std::span<const Vectors> span() const { return {v_, size_}; }
-  // The GPUs' P and V (fit.h), present when an entry adds burst or they were
-  // asked for; else the peak rule follows from the fit rule for a demand
-  // that does not burst.
+  // The GPUs' P and V (fit.h) when an entry adds burst; empty without (P =
+  // A, V = 0: FitNodeWithPeak's empty span).
   bool has_peaks() const { return has_peaks_; }
-  std::span<const GpuPeak> peaks() const { return {p_, size_}; }
+  std::span<const GpuPeak> peaks() const { return {p_, has_peaks_ ? size_ : 0}; }
   Vectors Sum() const {
     Vectors sum;
     for (size_t i = 0; i < size_; ++i) {
@@ -202,7 +197,7 @@ class NodeVectors {
   union InlinePeaks {
     InlinePeaks() {}
     GpuPeak p[kInlineGpus];
-  } inline_peaks_;  // written only when has_peaks_ (or by the node path)
+  } inline_peaks_;  // written only when has_peaks_
   std::vector<Vectors> heap_;
   std::vector<GpuPeak> heap_peaks_;
   Vectors* v_ = nullptr;
@@ -215,15 +210,12 @@ class NodeVectors {
 static_assert(sizeof(PlacementIndex::NodeRec) <= 64);
 
 NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
-                         const FitPolicy& fit, bool want_peaks) {
+                         const FitPolicy& fit) {
   const size_t n = Init(rec.gpu_count);
   const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
   for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
   if (rec.burst) {
     std::copy_n(ix.peaks.data() + rec.gpu_begin, n, p_);
-    has_peaks_ = true;
-  } else if (want_peaks) {  // no burst on the node: P = A, V = 0
-    for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{g[i].allocated, 0};
     has_peaks_ = true;
   }
   if (rec.usage_begin != PlacementIndex::kNone) {
@@ -339,7 +331,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   const size_t n = vec.size();
   // The peak rule only where it can bind (fit.h): a node with burst or a
   // demand that bursts; elsewhere it follows from the fit rule.
-  const bool peak_rule = vec.has_peaks();
+  const bool peak_rule = vec.has_peaks() || Bursts(req.per_gpu, req.peak_per_gpu);
   const PeakDemand pd = PeakDemandOf(req.per_gpu, req.peak_per_gpu, req.victim, pc.policy.max_peak_ratio);
   const NodeFit fit = peak_rule ? FitNodeWithPeak(vec.span(), vec.peaks(), req.per_gpu, want, pd)
                                 : FitNode(vec.span(), req.per_gpu, want);
@@ -385,7 +377,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       if (!pc.reasons) return;
       const int gpu = gpu_index(fit.peak_short);
       const Vectors& v = vec[fit.peak_short];
-      GpuPeak after = vec.peaks()[fit.peak_short];
+      GpuPeak after = vec.has_peaks() ? vec.peaks()[fit.peak_short] : GpuPeak{v.allocated, 0};
       after.peak += pd.peak;
       after.victim += pd.cover;
       const ReasonMemo::Key key{4, gpu, want > 1 ? fit.with_peak : 0, v.capacity, after.peak, after.victim};
@@ -407,8 +399,16 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     order = heap_order.data();
   }
   const GpuOrder gpu_order = pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree;
-  if (peak_rule) RankGpus(vec.span(), vec.peaks(), req.per_gpu, pd, gpu_order, order);
-  else RankGpus(vec.span(), req.per_gpu, gpu_order, order);
+  if (peak_rule) {
+    std::vector<GpuPeak> implicit;  // P = A, V = 0 (a node without burst)
+    if (!vec.has_peaks()) {
+      for (size_t i = 0; i < n; ++i) implicit.push_back(GpuPeak{vec[i].allocated, 0});
+    }
+    RankGpus(vec.span(), vec.has_peaks() ? vec.peaks() : std::span<const GpuPeak>(implicit), req.per_gpu, pd,
+             gpu_order, order);
+  } else {
+    RankGpus(vec.span(), req.per_gpu, gpu_order, order);
+  }
   d->choice.per_gpu = req.per_gpu;
   d->choice.gpus.reserve(static_cast<size_t>(want));
   for (int k = 0; k < want; ++k) d->choice.gpus.push_back(gpu_index(order[k]));
@@ -475,7 +475,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     ix->peaks.resize(ix->peaks.size() + n);
   }
   // Allocation sums exactly as the node path computes them (usage aside).
-  NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0}, /*want_peaks=*/false);
+  NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0});
   bool reported = false;
   for (uint32_t i = 0; i < n; ++i) {
     ix->gpus[rec->gpu_begin + i] = {vec[i].capacity, vec[i].allocated};
@@ -631,7 +631,7 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
   std::deque<std::string> store;
   PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu), /*reasons=*/true,
                 &store};
-  NodeVectors vec(*node, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
+  NodeVectors vec(*node, now_ms, policy.fit());
   std::string_view why;
   Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
   if (d.verdict != Verdict::kFits) d.reason = why;
@@ -766,7 +766,6 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
   out.fits.reserve(names.size());
   const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu),
                       /*reasons=*/true, &out.reasons};
-  const bool bursts = Bursts(req.per_gpu, req.peak_per_gpu);
   const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
@@ -779,7 +778,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
         out.unresolvable.emplace_back(name, kUnknownNodeReason);
         continue;
       }
-      NodeVectors vec(*node, now_ms, policy.fit(), bursts);
+      NodeVectors vec(*node, now_ms, policy.fit());
       NodeDecision d;
       std::string_view why;
       Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &why);
@@ -820,7 +819,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
         }
       }
     }
-    NodeVectors vec(*ix, *rec, now_ms, policy.fit(), bursts);
+    NodeVectors vec(*ix, *rec, now_ms, policy.fit());
     NodeDecision d;
     std::string_view why;
     Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &why);
@@ -879,18 +878,19 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
       const PlacementIndex::NodeRec* rec = lookup->Get(i);
       if (rec == nullptr) continue;
       auto warm = [&] { return IsWarm(*ix, *rec, req.model); };
-      if (SettledKnown(*rec, req) &&
-          FitOneGpu(rec->offer, std::max(req.per_gpu, req.peak_per_gpu)) == Verdict::kFits) {
-        const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
-        accept(sums.free_sum, sums.sum, warm);
+      if (SettledKnown(*rec, req)) {  // the verdict is known from the offer
+        if (FitOneGpu(rec->offer, std::max(req.per_gpu, req.peak_per_gpu)) == Verdict::kFits) {
+          const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
+          accept(sums.free_sum, sums.sum, warm);
+        }
         continue;
       }
-      NodeVectors vec(*ix, *rec, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
+      NodeVectors vec(*ix, *rec, now_ms, policy.fit());
       decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, warm);
     } else {
       const Node* node = FindNode(snap, names[i], &key);
       if (node == nullptr) continue;
-      NodeVectors vec(*node, now_ms, policy.fit(), Bursts(req.per_gpu, req.peak_per_gpu));
+      NodeVectors vec(*node, now_ms, policy.fit());
       decide(vec, GpuIndices{node->gpus.data()}, [&] { return IsWarm(*node, req.model); });
     }
   }

@@ -293,7 +293,8 @@ inline NodeFit FitNode(std::span<const Vectors> gpus, int64_t per_gpu, int count
 }
 
 // FitNode with the peak rule: `peaks` (parallel to `gpus`) are the GPUs' P
-// and V, `d` the demand's share. Misses in this order: kNoGpus, kTooFewGpus,
+// and V (empty: a node without burst, P = A and V = 0 on every GPU), `d` the
+// demand's share. Misses in this order: kNoGpus, kTooFewGpus,
 // kTooSmall, kAboveCeiling, kNoRoom, kPeakShort.
 inline NodeFit FitNodeWithPeak(std::span<const Vectors> gpus, std::span<const GpuPeak> peaks, int64_t per_gpu,
                                int count, const PeakDemand& d) {
@@ -309,7 +310,7 @@ inline NodeFit FitNodeWithPeak(std::span<const Vectors> gpus, std::span<const Gp
   for (size_t i = 0; i < n; ++i) {
     const Vectors& v = gpus[i];
     const bool room = HasRoom(v, per_gpu);
-    const bool peak_ok = room && PeakRoom(v, peaks[i], d);
+    const bool peak_ok = room && PeakRoom(v, peaks.empty() ? GpuPeak{v.allocated, 0} : peaks[i], d);
     f.large_enough += LargeEnough(v, per_gpu);
     f.with_room += room;
     f.with_peak += peak_ok;
