@@ -61,7 +61,9 @@
 // every GPU with C >= r (no GPU's ceiling can hold its own peak).
 // Without burst on the GPU (P = A, V = 0) and in the demand (p <= r), the
 // peak rule follows from the fit rule (A + r <= C): Filter's fast paths skip
-// it then.
+// it then. On such a GPU with U = A, a demand that bursts but is no
+// designated victim fits exactly when max(r, p) <= C - A, which the
+// placement index answers from what a node's GPUs offer.
 #pragma once
 
 #include <algorithm>
