@@ -20,10 +20,18 @@
 
 namespace vramd::testing {
 
+// One entry holding a GPU (only that GPU).
+struct FitHeld {
+  int64_t per_gpu = 0;
+  int64_t peak_per_gpu = 0;  // 0: none
+  bool victim = false;
+};
+
 struct FitGpuCase {
   int64_t capacity = 0;
-  int64_t allocated = 0;           // held by one entry; 0: none
+  int64_t allocated = 0;           // held by one entry (with `peak`, `victim`); 0: none
   std::optional<int64_t> used;     // the GPU's usage report, when it has one
+  std::vector<FitHeld> held;       // every entry on the GPU: that one, then `also`
 };
 
 enum class FitUsage { kNone, kFresh, kStale };
@@ -34,6 +42,8 @@ struct FitCase {
   FitUsage usage = FitUsage::kNone;
   ledger::FitPolicy policy;
   int64_t per_gpu = 0;
+  int64_t peak_per_gpu = 0;  // the demand's vramd.io/vram-peak per GPU; 0: none
+  bool victim = false;       // the demand is a designated victim
   int count = 1;
   // Expected.
   std::vector<int> room;                 // GPUs where per_gpu fits alone
@@ -73,6 +83,13 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
         gc.capacity = bytes(g.at("capacity"));
         if (g.contains("allocated")) gc.allocated = bytes(g["allocated"]);
         if (g.contains("used")) gc.used = bytes(g["used"]);
+        if (gc.allocated > 0) {
+          gc.held.push_back({gc.allocated, g.contains("peak") ? bytes(g["peak"]) : 0, g.value("victim", false)});
+        }
+        for (const nlohmann::json& h : g.value("also", nlohmann::json::array())) {
+          gc.held.push_back({bytes(h.at("per_gpu")), h.contains("peak") ? bytes(h["peak"]) : 0,
+                             h.value("victim", false)});
+        }
         fc.gpus.push_back(gc);
       }
       const std::string usage = c.value("usage", std::string("none"));
@@ -80,8 +97,11 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
       if (c.contains("policy")) {
         fc.policy.count_usage = c["policy"].value("count_usage", fc.policy.count_usage);
         fc.policy.usage_max_age_ms = c["policy"].value("usage_max_age_ms", fc.policy.usage_max_age_ms);
+        fc.policy.max_peak_ratio = c["policy"].value("max_peak_ratio", fc.policy.max_peak_ratio);
       }
       fc.per_gpu = bytes(c.at("per_gpu"));
+      if (c.contains("peak_per_gpu")) fc.peak_per_gpu = bytes(c["peak_per_gpu"]);
+      fc.victim = c.value("victim", false);
       fc.count = c.at("count").get<int>();
       const nlohmann::json& e = c.at("expect");
       fc.room = e.at("room").get<std::vector<int>>();
@@ -98,10 +118,12 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
       if (e.contains("reserve_all")) fc.reserve_all = e["reserve_all"].get<std::string>();
       // The table's own consistency: every GPU without room has its reason,
       // usage reports only where the node has one, quantities that parse.
-      bool ok = fc.per_gpu > 0 && (usage == "none" || usage == "fresh" || usage == "stale") &&
+      bool ok = fc.per_gpu > 0 && (fc.peak_per_gpu == 0 || fc.peak_per_gpu >= fc.per_gpu) &&
+                fc.policy.max_peak_ratio >= 1 && (usage == "none" || usage == "fresh" || usage == "stale") &&
                 (verdict == "fits" || verdict == "no_room_now" || verdict == "never");
       for (size_t i = 0; i < fc.gpus.size(); ++i) {
         const bool has_room = std::find(fc.room.begin(), fc.room.end(), static_cast<int>(i)) != fc.room.end();
+        for (const FitHeld& h : fc.gpus[i].held) ok = ok && h.per_gpu > 0 && h.peak_per_gpu >= 0;
         ok = ok && fc.gpus[i].capacity >= 0 && fc.gpus[i].allocated >= 0 &&
              (!fc.gpus[i].used || (*fc.gpus[i].used >= 0 && fc.usage != FitUsage::kNone)) &&
              has_room != (fc.refused.count(static_cast<int>(i)) > 0);

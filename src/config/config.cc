@@ -151,6 +151,71 @@ Status CheckIdlePolicy(const std::string& v) {
   return InvalidArgument("expected on-demand or always");
 }
 
+// A DNS subdomain (RFC 1123), as Kubernetes names a PriorityClass: at most
+// 253 characters, dot-separated labels of lowercase letters, digits and '-'
+// that begin and end with a letter or digit.
+bool IsDnsSubdomain(std::string_view v) {
+  if (v.empty() || v.size() > 253) return false;
+  size_t label = 0;
+  char prev = '.';
+  for (char ch : v) {
+    const bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+    if (ch == '.') {
+      if (label == 0 || prev == '-') return false;
+      label = 0;
+    } else if (ch == '-') {
+      if (label == 0) return false;
+      ++label;
+    } else if (alnum) {
+      ++label;
+    } else {
+      return false;
+    }
+    prev = ch;
+  }
+  return label > 0 && prev != '-';
+}
+
+// burst.victim_classes: a comma-separated list of priority class names (a
+// JSON array in the config file is joined with commas first).
+Key VictimClassesKey() {
+  Key k;
+  k.info = {"burst.victim_classes", "--burst-victim-classes", "VRAMD_BURST_VICTIM_CLASSES", "",
+            "priority classes whose pods are designated victims (comma-separated; pods may also say "
+            "vramd.io/disposable: \"true\")"};
+  k.set = [](Config* c, const std::string& v) -> Status {
+    std::vector<std::string> names;
+    size_t begin = 0;
+    while (begin <= v.size()) {
+      size_t end = v.find(',', begin);
+      if (end == std::string::npos) end = v.size();
+      std::string name = v.substr(begin, end - begin);
+      while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+      while (!name.empty() && name.back() == ' ') name.pop_back();
+      if (!v.empty()) {
+        if (!IsDnsSubdomain(name)) {
+          return InvalidArgument("config key burst.victim_classes names nothing: \"" + name +
+                                 "\" is not a priority class name (a DNS subdomain: lowercase letters, digits, "
+                                 "'-' and '.', at most 253 characters)");
+        }
+        names.push_back(std::move(name));
+      }
+      begin = end + 1;
+    }
+    if (names.empty()) {
+      return InvalidArgument("config key burst.victim_classes names nothing: give at least one priority class name");
+    }
+    c->burst_victim_classes = std::move(names);
+    return Status::Ok();
+  };
+  k.get = [](const Config& c) {
+    std::string out;
+    for (const std::string& n : c.burst_victim_classes) out += (out.empty() ? "" : ",") + n;
+    return out;
+  };
+  return k;
+}
+
 std::vector<Key> BuildKeys() {
   std::vector<Key> k;
   k.push_back(StringKey("listen", "--listen", "VRAMD_LISTEN", "address and port of the HTTP(S) server",
@@ -245,6 +310,28 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("usage_max_age_ms", "--usage-max-age-ms", "VRAMD_USAGE_MAX_AGE_MS",
                      "usage reports older than this fall back to allocation", &Config::usage_max_age_ms, 1,
                      86'400'000));
+  {
+    Key p;
+    p.info = {"burst.max_peak_ratio", "--burst-max-peak-ratio", "VRAMD_BURST_MAX_PEAK_RATIO", "",
+              "a GPU's peak demand (vramd.io/vram-peak) may exceed its capacity only while designated victims "
+              "cover the overshoot, and never beyond this times capacity (1 to 10)"};
+    p.set = [](Config* c, const std::string& v) -> Status {
+      char* end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(d) || d < 1 || d > 10) {
+        return BadValue("burst.max_peak_ratio", v, "expected a number from 1 to 10");
+      }
+      c->burst_max_peak_ratio = d;
+      return Status::Ok();
+    };
+    p.get = [](const Config& c) {
+      std::ostringstream o;
+      o << c.burst_max_peak_ratio;
+      return o.str();
+    };
+    k.push_back(p);
+  }
+  k.push_back(VictimClassesKey());
   k.push_back(BoolKey("kube.enabled", "", "VRAMD_KUBE_ENABLED",
                       "talk to Kubernetes (--no-kube sets false: standalone on `nodes`)", &Config::kube_enabled));
   k.push_back(StringKey("kube.api", "--kube-api", "VRAMD_KUBE_API", "API server URL; empty: in-cluster",
@@ -425,6 +512,20 @@ Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config*
     }
     const Key* k = FindJson(key);
     if (k == nullptr) return InvalidArgument("unknown config key: " + key);
+    if (key == "burst.victim_classes" && it->is_array()) {  // the list, as the setter reads it
+      std::string joined;
+      for (const nlohmann::json& n : *it) {
+        if (!n.is_string()) return InvalidArgument("config key burst.victim_classes: expected a list of strings");
+        const std::string name = n.get<std::string>();
+        if (name.empty() || name.find(',') != std::string::npos) {
+          return InvalidArgument("config key burst.victim_classes names nothing: \"" + name +
+                                 "\" is not a priority class name");
+        }
+        joined += (joined.empty() ? "" : ",") + name;
+      }
+      if (Status s = k->set(cfg, joined); !s.ok()) return s;
+      continue;
+    }
     Result<std::string> text = ListKeys().contains(key) && it->is_array() ? ListText(key, *it) : ScalarText(key, *it);
     if (!text.ok()) return text.status();
     if (Status s = k->set(cfg, *text); !s.ok()) return s;

@@ -11,7 +11,7 @@ void ExportProcessMetrics(metrics::Registry* registry) {
 }
 
 void AddCollectors(metrics::Registry* registry, const store::ValkeyClient* valkey, store::LedgerStore* store,
-                   const Clock* clock, int64_t usage_max_age_ms) {
+                   const Clock* clock, int64_t usage_max_age_ms, double max_peak_ratio) {
   registry->AddCollector([valkey](metrics::TextWriter& w) {
     w.Header("vramd_valkey_errors_total", "Valkey transport failures (unreachable, timeouts) seen by callers.",
              "counter");
@@ -33,7 +33,7 @@ void AddCollectors(metrics::Registry* registry, const store::ValkeyClient* valke
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "full"}}, static_cast<double>(r.full));
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "incremental"}}, static_cast<double>(r.incremental));
   });
-  registry->AddCollector([store, clock, max_age = usage_max_age_ms](metrics::TextWriter& w) {
+  registry->AddCollector([store, clock, max_age = usage_max_age_ms, max_peak_ratio](metrics::TextWriter& w) {
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     w.Header("vramd_ledger_up", "1 when the VRAM ledger could be read from Valkey at this scrape.", "gauge");
     w.Sample("vramd_ledger_up", {}, snap.ok() ? 1 : 0);
@@ -42,7 +42,7 @@ void AddCollectors(metrics::Registry* registry, const store::ValkeyClient* valke
     w.Sample("vramd_ledger_epoch", {}, static_cast<double>((*snap)->epoch));
     w.Header("vramd_ledger_nodes", "Nodes in the ledger.", "gauge");
     w.Sample("vramd_ledger_nodes", {}, static_cast<double>((*snap)->nodes.size()));
-    metrics::WriteLedgerMetrics(**snap, clock->NowMs(), max_age, w);
+    metrics::WriteLedgerMetrics(**snap, clock->NowMs(), max_age, w, max_peak_ratio);
   });
 }
 

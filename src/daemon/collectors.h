@@ -19,6 +19,7 @@ void ExportProcessMetrics(metrics::Registry* registry);
 // ledger's per-node and per-GPU gauges (metrics/ledger_metrics.h), read from
 // a snapshot. The pointers must outlive the registry's last Render().
 void AddCollectors(metrics::Registry* registry, const store::ValkeyClient* valkey, store::LedgerStore* store,
-                   const Clock* clock, int64_t usage_max_age_ms);
+                   const Clock* clock, int64_t usage_max_age_ms,
+                   double max_peak_ratio = 1.5);
 
 }  // namespace vramd::daemon

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
     loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(),
                                                   kube.get(), &node_sync, &locks, &clock, &registry);
   }
-  daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms);
+  daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms,
+                        cfg.burst_max_peak_ratio);
 
   http::ApiServices api = daemon::ApiSettingsFrom(cfg, *secrets);
   api.extender = &extender;

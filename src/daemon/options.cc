@@ -35,6 +35,8 @@ extender::Options ExtenderOptionsFrom(const config::Config& cfg) {
   e.resource_name = cfg.resource_name;
   e.policy.score = cfg.score_policy;
   e.policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  e.policy.max_peak_ratio = cfg.burst_max_peak_ratio;
+  e.policy.victim_classes = cfg.burst_victim_classes;
   e.bind_in_flight_ttl_ms = config::BindInFlightMs(cfg);
   return e;
 }

@@ -101,7 +101,7 @@ Response Extender::Filter(std::string_view body) {
     return r;
   }
   Response resp;
-  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
+  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod, opts_.policy.victim_classes);
   if (!req.ok()) {
     WriteFilterResult(AllUnresolvable(args.node_names, "invalid VRAM request: " + req.status().message()), args,
                       &resp.body);
@@ -150,7 +150,7 @@ Response Extender::Prioritize(std::string_view body) {
   ExtenderArgs args;
   if (Status s = decoder.Decode(body, opts_.resource_name, &args); !s.ok()) return BadRequest(s);
   Response resp;
-  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
+  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod, opts_.policy.victim_classes);
   std::vector<ledger::HostScore> scores;
   if (!req.ok() || !req->wants_vram()) {
     for (std::string_view n : args.node_names) scores.push_back({n, 0});
@@ -224,7 +224,7 @@ std::optional<Extender::BindOutcome> Extender::ResolveRequest(const BindTarget& 
     if (pod->node_name == t.node) return BindOutcome{BindResult::kAlreadyBound, ""};
     return BindOutcome::Rejected("pod " + t.Ref() + " is already bound to node " + pod->node_name);
   }
-  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod->spec);
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(pod->spec, opts_.policy.victim_classes);
   if (!r.ok()) return BindOutcome::Rejected("invalid VRAM request of pod " + t.Ref() + ": " + r.status().message());
   *req = *r;
   return std::nullopt;
@@ -278,6 +278,7 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
       ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
       rr.fit_on_usage = opts_.policy.fit_on_usage;
       rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
+      rr.max_peak_ratio = opts_.policy.max_peak_ratio;
       rr.in_flight_ttl_ms = in_flight_ttl_ms;
       rr.require_sealed = kube_ != nullptr;
       in_flight->active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
@@ -374,7 +375,7 @@ Response Extender::Preempt(std::string_view body) {
       return BadRequest(InvalidArgument("NodeNameToMetaVictims must be an object"));
     }
   }
-  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod);
+  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(args.pod, opts_.policy.victim_classes);
   if (!req.ok()) return BadRequest(req.status());
   Result<ledger::SnapshotPtr> snap = DecisionSnapshot();
   if (!snap.ok()) return ErrorResponse(503, snap.status().message());

@@ -39,8 +39,9 @@ Reply JsonReply(int status, const json& j) {
   return r;
 }
 
-json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms) {
+json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms, double max_peak_ratio) {
   std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, usage_max_age_ms);
+  const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(node);
   json gpus = json::array();
   for (size_t i = 0; i < vec.size(); ++i) {
     const ledger::Gpu& g = node.gpus[i];
@@ -49,6 +50,9 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     gj["uuid"] = g.uuid;
     gj["usage_fresh"] = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
     gj["usage_reported_ms"] = g.used_ts_ms;
+    gj["peak_bytes"] = peaks[i].peak;
+    gj["victim_bytes"] = peaks[i].victim;
+    gj["burst_safe"] = ledger::BurstSafe(g.capacity, peaks[i], max_peak_ratio);
     // From the node agent's last report (0 and [] without one).
     gj["reported_total_bytes"] = g.total;
     gj["outside_pods_bytes"] = g.outside_pods;

@@ -42,6 +42,10 @@ struct PlacementIndex {
     // not fit, the reason names the offer's largest GPU or the one with the
     // most free memory, as Decide does.
     bool settled = false;
+    // Some entry adds burst (fit.h's AddsBurst): the GPUs' P and V are in
+    // `peaks` at gpu_begin; else P = A, V = 0 on every GPU. (A flag in the
+    // padding, so that a record stays within one cache line.)
+    bool burst = false;
     GpuOffer offer;
   };
   // Prioritize's inputs of a settled node (parallel to `nodes`).
@@ -68,6 +72,7 @@ struct PlacementIndex {
   std::vector<GpuRec> gpus;
   std::vector<int> gpu_index;  // Gpu::index, parallel to `gpus`
   std::vector<UsageRec> usage;
+  std::vector<GpuPeak> peaks;  // parallel to `gpus`; read only for nodes with `burst`
   std::vector<std::pair<uint32_t, uint32_t>> models;  // (offset, length) in `names`
   std::vector<Slot> slots;
   uint64_t mask = 0;
@@ -103,7 +108,8 @@ constexpr size_t kInlineGpus = 16;
 // A node's per-GPU vectors: on the stack for up to kInlineGpus GPUs.
 class NodeVectors {
  public:
-  // From the node itself (fit.h's GpuVectors without allocating).
+  // From the node itself (fit.h's GpuVectors, and GpuPeaks when an entry
+  // adds burst, without allocating).
   NodeVectors(const Node& node, int64_t now_ms, const FitPolicy& fit) {
     const size_t n = Init(node.gpus.size());
     // Same sums as AllocatedPerGpu: an entry's GPU index is looked up among
@@ -114,7 +120,9 @@ class NodeVectors {
       v_[i] = Vectors{node.gpus[i].capacity, 0, 0};
       dense = dense && node.gpus[i].index == static_cast<int>(i);
     }
+    bool burst = false;
     for (const Entry& e : node.entries) {
+      burst = burst || AddsBurst(e);
       for (int g : e.gpus) {
         if (dense) {
           if (g >= 0 && static_cast<size_t>(g) < n) v_[g].allocated += e.per_gpu;
@@ -123,6 +131,17 @@ class NodeVectors {
         auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
                                    [](const Gpu& gpu, int idx) { return gpu.index < idx; });
         if (it != node.gpus.end() && it->index == g) v_[it - node.gpus.begin()].allocated += e.per_gpu;
+      }
+    }
+    has_peaks_ = burst;
+    if (burst) {  // rare: a second pass for P and V (fit.h's GpuPeaks)
+      for (size_t i = 0; i < n; ++i) p_[i] = GpuPeak{};
+      for (const Entry& e : node.entries) {
+        for (int g : e.gpus) {
+          auto it = std::lower_bound(node.gpus.begin(), node.gpus.end(), g,
+                                     [](const Gpu& gpu, int idx) { return gpu.index < idx; });
+          if (it != node.gpus.end() && it->index == g) AddToPeak(&p_[it - node.gpus.begin()], e);
+        }
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -140,6 +159,10 @@ class NodeVectors {
   size_t size() const { return size_; }
   const Vectors& operator[](size_t i) const { return v_[i]; }
   std::span<const Vectors> span() const { return {v_, size_}; }
+  // The GPUs' P and V (fit.h) when an entry adds burst; empty without (P =
+  // A, V = 0: FitNodeWithPeak's empty span).
+  bool has_peaks() const { return has_peaks_; }
+  std::span<const GpuPeak> peaks() const { return {p_, has_peaks_ ? size_ : 0}; }
   Vectors Sum() const {
     Vectors sum;
     for (size_t i = 0; i < size_; ++i) {
@@ -154,9 +177,12 @@ class NodeVectors {
   size_t Init(size_t n) {
     if (n > kInlineGpus) {
       heap_.resize(n);
+      heap_peaks_.resize(n);
       v_ = heap_.data();
+      p_ = heap_peaks_.data();
     } else {
       v_ = inline_.v;
+      p_ = inline_peaks_.p;
     }
     size_ = n;
     return n;
@@ -168,16 +194,30 @@ class NodeVectors {
     InlineBuffer() {}
     Vectors v[kInlineGpus];
   } inline_;
+  union InlinePeaks {
+    InlinePeaks() {}
+    GpuPeak p[kInlineGpus];
+  } inline_peaks_;  // written only when has_peaks_
   std::vector<Vectors> heap_;
+  std::vector<GpuPeak> heap_peaks_;
   Vectors* v_ = nullptr;
+  GpuPeak* p_ = nullptr;
   size_t size_ = 0;
+  bool has_peaks_ = false;
 };
+
+// Filter reads one record per candidate node: keep it within a cache line.
+static_assert(sizeof(PlacementIndex::NodeRec) <= 64);
 
 NodeVectors::NodeVectors(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, int64_t now_ms,
                          const FitPolicy& fit) {
   const size_t n = Init(rec.gpu_count);
   const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
   for (size_t i = 0; i < n; ++i) v_[i] = Vectors{g[i].capacity, g[i].allocated, g[i].allocated};
+  if (rec.burst) {
+    std::copy_n(ix.peaks.data() + rec.gpu_begin, n, p_);
+    has_peaks_ = true;
+  }
   if (rec.usage_begin != PlacementIndex::kNone) {
     const PlacementIndex::UsageRec* u = ix.usage.data() + rec.usage_begin;
     for (size_t i = 0; i < n; ++i) {
@@ -289,7 +329,12 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
   const size_t n = vec.size();
-  const NodeFit fit = FitNode(vec.span(), req.per_gpu, want);
+  // The peak rule only where it can bind (fit.h): a node with burst or a
+  // demand that bursts; elsewhere it follows from the fit rule.
+  const bool peak_rule = vec.has_peaks() || Bursts(req.per_gpu, req.peak_per_gpu);
+  const PeakDemand pd = PeakDemandOf(req.per_gpu, req.peak_per_gpu, req.victim, pc.policy.max_peak_ratio);
+  const NodeFit fit = peak_rule ? FitNodeWithPeak(vec.span(), vec.peaks(), req.per_gpu, want, pd)
+                                : FitNode(vec.span(), req.per_gpu, want);
   d->verdict = fit.verdict();
   switch (fit.miss) {
     case FitMiss::kNone:
@@ -319,6 +364,28 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       *why = pc.Reason(key, 112, [&](std::string& r) { AppendMissReason(fit, want, n, gpu, lf, &r); });
       return;
     }
+    case FitMiss::kAboveCeiling: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.offer.largest);
+      const ReasonMemo::Key key{3, gpu, want > 1 ? fit.within_ceiling : 0, fit.offer.max_capacity, 0, 0};
+      *why = pc.Reason(key, 96, [&](std::string& r) {
+        AppendPeakMissReason(fit, want, gpu, vec[fit.offer.largest], GpuPeak{}, pd.ratio, &r);
+      });
+      return;
+    }
+    case FitMiss::kPeakShort: {
+      if (!pc.reasons) return;
+      const int gpu = gpu_index(fit.peak_short);
+      const Vectors& v = vec[fit.peak_short];
+      GpuPeak after = vec.has_peaks() ? vec.peaks()[fit.peak_short] : GpuPeak{v.allocated, 0};
+      after.peak += pd.peak;
+      after.victim += pd.cover;
+      const ReasonMemo::Key key{4, gpu, want > 1 ? fit.with_peak : 0, v.capacity, after.peak, after.victim};
+      *why = pc.Reason(key, 128, [&](std::string& r) {
+        AppendPeakMissReason(fit, want, gpu, v, after, pd.ratio, &r);
+      });
+      return;
+    }
   }
   if (!choose) return;
 
@@ -331,8 +398,17 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
     heap_order.resize(n);
     order = heap_order.data();
   }
-  RankGpus(vec.span(), req.per_gpu,
-           pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree, order);
+  const GpuOrder gpu_order = pc.policy.score == ScorePolicy::kBinpack ? GpuOrder::kTightest : GpuOrder::kMostFree;
+  if (peak_rule) {
+    std::vector<GpuPeak> implicit;  // P = A, V = 0 (a node without burst)
+    if (!vec.has_peaks()) {
+      for (size_t i = 0; i < n; ++i) implicit.push_back(GpuPeak{vec[i].allocated, 0});
+    }
+    RankGpus(vec.span(), vec.has_peaks() ? vec.peaks() : std::span<const GpuPeak>(implicit), req.per_gpu, pd,
+             gpu_order, order);
+  } else {
+    RankGpus(vec.span(), req.per_gpu, gpu_order, order);
+  }
   d->choice.per_gpu = req.per_gpu;
   d->choice.gpus.reserve(static_cast<size_t>(want));
   for (int k = 0; k < want; ++k) d->choice.gpus.push_back(gpu_index(order[k]));
@@ -396,6 +472,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     rec->gpu_count = n;
     ix->gpus.resize(ix->gpus.size() + n);
     ix->gpu_index.resize(ix->gpu_index.size() + n);
+    ix->peaks.resize(ix->peaks.size() + n);
   }
   // Allocation sums exactly as the node path computes them (usage aside).
   NodeVectors vec(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/false, 0});
@@ -408,6 +485,8 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   *sums = PlacementIndex::NodeSums{};
   rec->settled = false;
   rec->offer = GpuOffer{};
+  rec->burst = vec.has_peaks();
+  if (rec->burst) std::copy_n(vec.peaks().data(), n, ix->peaks.data() + rec->gpu_begin);
   const bool had_usage = in_place && rec->usage_begin != PlacementIndex::kNone;
   if (reported) {  // a GPU without a report (ts 0) is never fresh: U = A
     if (!had_usage) {
@@ -419,7 +498,7 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   }
   if (had_usage) ix->dead += n;
   rec->usage_begin = PlacementIndex::kNone;
-  if (n == 0) return;
+  if (n == 0 || vec.has_peaks()) return;  // with burst the peak rule may bind: not settled
   rec->settled = true;
   rec->offer = FirstOffer(vec[0]);
   for (uint32_t i = 0; i < n; ++i) {
@@ -474,6 +553,7 @@ void IndexSnapshot(Snapshot* snap) {
   for (const auto& [name, node] : snap->nodes) total_gpus += node.gpus.size();
   ix->gpus.reserve(total_gpus);
   ix->gpu_index.reserve(total_gpus);
+  ix->peaks.reserve(total_gpus);
   size_t cap = 16;
   while (cap < n * 2) cap <<= 1;
   ix->slots.assign(cap, PlacementIndex::Slot{});
@@ -549,7 +629,8 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
     return d;
   }
   std::deque<std::string> store;
-  PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &store};
+  PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu), /*reasons=*/true,
+                &store};
   NodeVectors vec(*node, now_ms, policy.fit());
   std::string_view why;
   Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
@@ -623,24 +704,50 @@ class IndexLookup {
   const PlacementIndex::NodeRec* recs_[kBlock];
 };
 
-// Whether a one-GPU request fits a settled node, known without its vectors
-// (FitOneGpu on what its GPUs offer: what Decide concludes for such a node).
-// False means "decide the long way", not "no".
-bool SettledFit(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
-  return req.gpu_count == 1 && rec.settled && FitOneGpu(rec.offer, req.per_gpu) == Verdict::kFits;
+// Whether Decide's answer for `req` on the settled node `rec` is known from
+// what its GPUs offer: a one-GPU demand that is no designated victim. On a
+// settled node (no usage reports, no burst) U = A, P = A and V = 0 on every
+// GPU, so the demand (request r, peak p = max(r, peak_per_gpu)) fits a GPU
+// exactly when p <= C - A (room, and P + p <= C): when p fits the offer's
+// most free GPU (FitOneGpu with p; without burst p = r).
+bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
+  return req.gpu_count == 1 && rec.settled && !req.victim;
 }
 
-// The reason a one-GPU pod does not fit a settled node (`verdict`, from
-// FitOneGpu, is not kFits), when this call has already written it for an
-// alike node (the key Decide would use); null means "decide the long way".
-const std::string_view* SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, Verdict verdict,
-                                    const PodContext& pc) {
+// For SettledKnown when `peak` (max(r, peak_per_gpu)) does not fit the
+// offer: the verdict Decide reaches and the memo key of its reason
+// (FitNodeWithPeak's misses in their order: too small, peak above every
+// ceiling, no room, the peak rule on every GPU with room). False when the key
+// is not known this way ("decide the long way").
+bool SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const VramRequest& req, int64_t peak,
+                 double ratio, Verdict* verdict, ReasonMemo::Key* key) {
+  const GpuOffer& o = rec.offer;
   const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
-  if (verdict == Verdict::kUnresolvable) {
-    return pc.memo.Find({1, gpu_index[rec.offer.largest], 0, rec.offer.max_capacity, 0, 0});
+  if (!FitsIn(req.per_gpu, o.max_capacity)) {
+    *verdict = Verdict::kUnresolvable;
+    *key = {1, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
+    return true;
   }
-  const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + rec.offer.most_free];
-  return pc.memo.Find({2, gpu_index[rec.offer.most_free], 0, g.capacity, g.allocated, g.allocated});
+  if (!FitsIn(peak, o.max_capacity) && !FitsIn(peak, PeakCeiling(o.max_capacity, ratio))) {  // grows with C
+    *verdict = Verdict::kUnresolvable;
+    *key = {3, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
+    return true;
+  }
+  *verdict = Verdict::kNoRoomNow;
+  if (!FitsIn(req.per_gpu, o.max_free)) {
+    const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + o.most_free];
+    *key = {2, gpu_index[o.most_free], 0, g.capacity, g.allocated, g.allocated};
+    return true;
+  }
+  // Room for r somewhere, for p nowhere: the first GPU with room names it.
+  const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
+  for (uint32_t i = 0; i < rec.gpu_count; ++i) {
+    if (FitsIn(req.per_gpu, g[i].capacity - g[i].allocated)) {
+      *key = {4, gpu_index[i], 0, g[i].capacity, g[i].allocated + peak, 0};
+      return true;
+    }
+  }
+  return false;
 }
 
 void AddDecision(std::string_view name, Verdict verdict, std::string_view why, FilterResult* out) {
@@ -657,7 +764,9 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
-  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count), /*reasons=*/true, &out.reasons};
+  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu),
+                      /*reasons=*/true, &out.reasons};
+  const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -695,15 +804,19 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
-    if (req.gpu_count == 1 && rec->settled) {  // known from the node's offer (FitOneGpu)
-      const Verdict verdict = FitOneGpu(rec->offer, req.per_gpu);
-      if (verdict == Verdict::kFits) {
+    if (SettledKnown(*rec, req)) {  // known from the node's offer
+      if (FitOneGpu(rec->offer, peak) == Verdict::kFits) {
         out.fits.push_back(names[i]);
         continue;
       }
-      if (const std::string_view* why = SettledMiss(*ix, *rec, verdict, pc)) {
-        (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
-        continue;
+      // The reason, when this call has already written it for an alike node.
+      Verdict verdict;
+      ReasonMemo::Key key;
+      if (SettledMiss(*ix, *rec, req, peak, policy.max_peak_ratio, &verdict, &key)) {
+        if (const std::string_view* why = pc.memo.Find(key)) {
+          (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
+          continue;
+        }
       }
     }
     NodeVectors vec(*ix, *rec, now_ms, policy.fit());
@@ -765,9 +878,11 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
       const PlacementIndex::NodeRec* rec = lookup->Get(i);
       if (rec == nullptr) continue;
       auto warm = [&] { return IsWarm(*ix, *rec, req.model); };
-      if (SettledFit(*rec, req)) {
-        const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
-        accept(sums.free_sum, sums.sum, warm);
+      if (SettledKnown(*rec, req)) {  // the verdict is known from the offer
+        if (FitOneGpu(rec->offer, std::max(req.per_gpu, req.peak_per_gpu)) == Verdict::kFits) {
+          const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
+          accept(sums.free_sum, sums.sum, warm);
+        }
         continue;
       }
       NodeVectors vec(*ix, *rec, now_ms, policy.fit());

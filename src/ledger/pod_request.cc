@@ -164,7 +164,11 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   return req;
 }
 
-bool IsDesignatedVictim(const PodSpecView& pod, std::span<const std::string_view> victim_classes) {
+namespace {
+
+// IsDesignatedVictim's rule over any list of class names.
+template <typename Names>
+bool DesignatedVictim(const PodSpecView& pod, const Names& victim_classes) {
   if (!pod.priority_class.empty() &&
       std::find(victim_classes.begin(), victim_classes.end(), pod.priority_class) != victim_classes.end()) {
     return true;
@@ -174,6 +178,22 @@ bool IsDesignatedVictim(const PodSpecView& pod, std::span<const std::string_view
   const std::string& v = *pod.disposable;
   return std::equal(v.begin(), v.end(), kTrue.begin(), kTrue.end(),
                     [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b; });
+}
+
+}  // namespace
+
+bool IsDesignatedVictim(const PodSpecView& pod, std::span<const std::string_view> victim_classes) {
+  return DesignatedVictim(pod, victim_classes);
+}
+
+bool IsDesignatedVictim(const PodSpecView& pod, const std::vector<std::string>& victim_classes) {
+  return DesignatedVictim(pod, victim_classes);
+}
+
+Result<VramRequest> ComputeVramRequest(const PodSpecView& pod, const std::vector<std::string>& victim_classes) {
+  Result<VramRequest> req = ComputeVramRequest(pod);
+  if (req.ok()) req->victim = IsDesignatedVictim(pod, victim_classes);
+  return req;
 }
 
 void RecordDemand(const VramRequest& d, Entry* e) {

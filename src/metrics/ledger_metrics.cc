@@ -57,7 +57,8 @@ void WriteRows(const char* scope, const std::vector<Row>& rows, TextWriter& w) {
 
 }  // namespace
 
-void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t usage_max_age_ms, TextWriter& w) {
+void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t usage_max_age_ms, TextWriter& w,
+                        double max_peak_ratio) {
   // Stable output order: nodes by name.
   std::vector<const ledger::Node*> nodes;
   nodes.reserve(snap.nodes.size());
@@ -67,10 +68,15 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
   std::vector<Row> gpu_rows, node_rows;
   std::vector<std::pair<LabelList, double>> fresh;
   std::vector<std::pair<LabelList, const ledger::Gpu*>> reported;  // GPUs with a fresh agent report
+  std::vector<std::pair<LabelList, double>> peak, unsafe;  // the peak rule (fit.h): P and !BurstSafe
   for (const ledger::Node* n : nodes) {
     std::vector<ledger::Vectors> vec = ledger::GpuVectors(*n, now_ms, usage_max_age_ms);
+    const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(*n);
     for (size_t i = 0; i < vec.size(); ++i) {
       const ledger::Gpu& g = n->gpus[i];
+      const LabelList node_gpu = {{"node", n->name}, {"gpu", std::to_string(g.index)}};
+      peak.emplace_back(node_gpu, static_cast<double>(peaks[i].peak));
+      unsafe.emplace_back(node_gpu, ledger::BurstSafe(g.capacity, peaks[i], max_peak_ratio) ? 0 : 1);
       LabelList l = {{"node", n->name}, {"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
       gpu_rows.push_back({l, vec[i], ledger::ComputeMetrics(vec[i])});
       bool is_fresh = ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
@@ -85,6 +91,16 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
 
   w.Header("vramd_gpu_usage_fresh", "1 when the GPU's usage report is fresh, 0 when U falls back to A.", "gauge");
   for (const auto& [l, v] : fresh) w.Sample("vramd_gpu_usage_fresh", l, v);
+
+  w.Header("vramd_gpu_peak_bytes",
+           "Peak demand P: the sum over the GPU's entries of max(request, vramd.io/vram-peak) per GPU.", "gauge");
+  for (const auto& [l, v] : peak) w.Sample("vramd_gpu_peak_bytes", l, v);
+  w.Header("vramd_gpu_burst_unsafe",
+           "1 when the GPU's peak demand exceeds its capacity by more than designated victims cover, or exceeds "
+           "burst.max_peak_ratio x capacity (its capacity shrank, the ratio was lowered, or running pods were "
+           "re-added); its entries stay, new placements there need the rule to hold.",
+           "gauge");
+  for (const auto& [l, v] : unsafe) w.Sample("vramd_gpu_burst_unsafe", l, v);
 
   w.Header("vramd_pod_allocated_bytes", "VRAM reserved for a pod on one GPU (series exist while the pod holds it).",
            "gauge");

@@ -190,7 +190,9 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     auto report = [&](std::string reason) {
       r.malformed.push_back({p.uid, p.ns, p.name, p.node_name, std::move(reason)});
     };
-    Result<ledger::VramRequest> req = ledger::ComputeVramRequest(p.spec);
+    Result<ledger::VramRequest> req = opts.victim_classes != nullptr
+                                          ? ledger::ComputeVramRequest(p.spec, *opts.victim_classes)
+                                          : ledger::ComputeVramRequest(p.spec);
     if (req.ok() && std::max(req->per_gpu, req->peak_per_gpu) > ledger::kMaxBytesPerGpu) {
       req = InvalidArgument("the pod asks for " + ledger::FormatBytes(std::max(req->per_gpu, req->peak_per_gpu)) +
                             " per GPU, more than the " + ledger::FormatBytes(ledger::kMaxBytesPerGpu) +

@@ -131,6 +131,7 @@ Result<PassStats> Reconciler::RunOnce() {
   opts.now_ms = clock_->NowMs();
   opts.grace_ms = cfg_.reservation_grace_ms;
   opts.deleted = &deleted;
+  opts.victim_classes = &cfg_.burst_victim_classes;
   PlanResult plan;
   std::string any_node;  // a node to nudge kube-scheduler through once sealed
   {

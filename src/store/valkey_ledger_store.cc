@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -32,6 +33,13 @@ namespace vramd::store {
 namespace {
 
 using ledger::Entry;
+
+// A ratio as the reserve script reads it (tonumber gives the same double).
+std::string RatioArg(double ratio) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", ratio);
+  return buf;
+}
 using ledger::EntryState;
 
 // ---------------------------------------------------------------------------
@@ -94,6 +102,10 @@ class ValkeyLedgerStore final : public LedgerStore {
     args.push_back(std::to_string(std::max<int64_t>(req.in_flight_ttl_ms, 0)));
     args.emplace_back(req.require_sealed ? "1" : "0");
     args.push_back(std::to_string(snapshots_.MaxEpochSeen()));
+    const ledger::PeakDemand pd = ledger::PeakDemandOf(e, req.max_peak_ratio);
+    args.push_back(std::to_string(pd.peak));
+    args.push_back(std::to_string(pd.cover));
+    args.push_back(RatioArg(pd.ratio));
     for (int g : e.gpus) args.push_back(std::to_string(g));
     auto r = client_->EvalReplicated(
         reserve_,
@@ -141,6 +153,9 @@ class ValkeyLedgerStore final : public LedgerStore {
     }
     if (tag == "insufficient" && rep.elements.size() == 2) {
       return Status(Code::kInsufficient, InsufficientReason(req, rep.elements[1]));
+    }
+    if (tag == "peak" && rep.elements.size() == 2) {
+      return Status(Code::kInsufficient, PeakReason(req, rep.elements[1]));
     }
     return ScriptError("reserve", rep);
   }
@@ -505,7 +520,20 @@ class ValkeyLedgerStore final : public LedgerStore {
       short_gpus.push_back({static_cast<int>(f.elements[0].integer),
                             ledger::Vectors{f.elements[1].integer, alloc, known ? f.elements[3].integer : alloc}});
     }
-    return ledger::RefusedReason(req.entry.per_gpu, static_cast<int>(req.entry.gpus.size()), short_gpus);
+    return ledger::RefusedReason(req.entry.per_gpu, static_cast<int>(req.entry.gpus.size()), short_gpus,
+                                 req.entry.peak_per_gpu);
+  }
+
+  // The reserve script's {'peak', {{idx, cap, P, V}, ...}} in ledger's words.
+  static std::string PeakReason(const ReserveRequest& req, const Reply& fails) {
+    std::vector<ledger::GpuPeakShort> short_gpus;
+    for (const Reply& f : fails.elements) {
+      if (f.type != Reply::Type::kArray || f.elements.size() < 4) continue;
+      short_gpus.push_back({static_cast<int>(f.elements[0].integer), f.elements[1].integer,
+                            ledger::GpuPeak{f.elements[2].integer, f.elements[3].integer}});
+    }
+    return ledger::PeakRefusedReason(req.entry.per_gpu, req.entry.peak_per_gpu,
+                                     static_cast<int>(req.entry.gpus.size()), short_gpus, req.max_peak_ratio);
   }
 
   // SetEntryState and FinishBind: `script` ends with set_state(KEYS[1..3],

@@ -8,6 +8,7 @@
 #include "client.h"
 #include "commands.h"
 #include "output.h"
+#include "vramd/ledger/quantity.h"
 
 namespace vramctl {
 namespace {
@@ -55,6 +56,30 @@ std::string Join(const json& ints) {
   return s.empty() ? "-" : s;
 }
 
+// PEAK of a GPU: its peak demand (peak_bytes), with '!' when the peak rule
+// does not hold there (burst_safe false); of a node ("all"): the sum over its
+// GPUs, '!' when any GPU is unsafe. "-" from a server without the figures.
+std::string PeakCell(const json& node, const json* gpu) {
+  int64_t sum = 0;
+  bool unsafe = false;
+  bool known = false;
+  auto add = [&](const json& g) {
+    const json& p = At(g, "peak_bytes");
+    if (!p.is_number_integer()) return;
+    known = true;
+    sum += p.get<int64_t>();
+    const json& safe = At(g, "burst_safe");
+    unsafe = unsafe || (safe.is_boolean() && !safe.get<bool>());
+  };
+  if (gpu != nullptr) {
+    add(*gpu);
+  } else {
+    for (const json& g : At(node, "gpus")) add(g);
+  }
+  if (!known) return "-";
+  return vramd::ledger::FormatBytes(sum) + (unsafe ? "!" : "");
+}
+
 // A line of `nodes`: a node's sums (gpu "all") or one of its GPUs.
 struct NodeRow {
   const json* node;
@@ -71,6 +96,7 @@ const std::vector<Column<NodeRow>>& NodeColumns() {
       {"CAPACITY", false, [](const NodeRow& r) { return Bytes(At(*r.v, "capacity_bytes")); }},
       {"ALLOCATED", false, [](const NodeRow& r) { return Bytes(At(*r.v, "allocated_bytes")); }},
       {"USED", false, [](const NodeRow& r) { return Bytes(At(*r.v, "used_bytes")); }},
+      {"PEAK", false, [](const NodeRow& r) { return PeakCell(*r.node, r.gpu == "all" ? nullptr : r.v); }},
       {"OVERSUB", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "over_subscription")); }},
       {"UTIL", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "utilization")); }},
       {"SAT", false, [](const NodeRow& r) { return RatioText(At(At(*r.v, "metrics"), "saturation")); }},
@@ -147,6 +173,12 @@ int NodesCommand(const Context& c, const std::vector<std::string>& args) {
   }
   PrintColumns(NodeColumns(), rows, c.output);
   std::printf("(* usage not reported or stale: U = A)\n");
+  for (const NodeRow& r : rows) {
+    if (r.gpu == "all" && PeakCell(*r.node, nullptr).ends_with('!')) {
+      std::printf("(! peak demand above capacity not covered by designated victims, or above the ceiling)\n");
+      break;
+    }
+  }
   return 0;
 }
 

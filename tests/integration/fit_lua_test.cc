@@ -65,8 +65,11 @@ class FitLuaTest : public ::testing::TestWithParam<FitCase> {
     req.entry.name = uid;
     req.entry.gpus = std::move(gpus);
     req.entry.per_gpu = c.per_gpu;
+    req.entry.peak_per_gpu = c.peak_per_gpu;
+    req.entry.victim = c.victim;
     req.fit_on_usage = c.policy.count_usage;
     req.usage_max_age_ms = c.policy.usage_max_age_ms;
+    req.max_peak_ratio = c.policy.max_peak_ratio;
     Result<ReserveOutcome> r = store_->Reserve(req);
     if (r.ok()) {
       EXPECT_EQ(*r, ReserveOutcome::kReserved);
@@ -95,16 +98,20 @@ TEST_P(FitLuaTest, TheReserveScriptFitsAsTheTableSays) {
   }
   ASSERT_TRUE(store_->SetCapacity(node, caps).ok());
   for (size_t i = 0; i < c.gpus.size(); ++i) {
-    if (c.gpus[i].allocated == 0) continue;
-    ledger::Entry e;
-    e.pod_uid = "held-" + std::to_string(i);
-    e.ns = "default";
-    e.name = e.pod_uid;
-    e.gpus = {static_cast<int>(i)};
-    e.per_gpu = c.gpus[i].allocated;
-    e.state = ledger::EntryState::kBound;
-    Status s = store_->PutEntry(node, e);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (size_t k = 0; k < c.gpus[i].held.size(); ++k) {
+      const testing::FitHeld& h = c.gpus[i].held[k];
+      ledger::Entry e;
+      e.pod_uid = "held-" + std::to_string(i) + (k > 0 ? "-" + std::to_string(k) : "");
+      e.ns = "default";
+      e.name = e.pod_uid;
+      e.gpus = {static_cast<int>(i)};
+      e.per_gpu = h.per_gpu;
+      e.peak_per_gpu = h.peak_per_gpu;
+      e.victim = h.victim;
+      e.state = ledger::EntryState::kBound;
+      Status s = store_->PutEntry(node, e);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
   }
   if (c.usage != FitUsage::kNone) {
     Status s = store_->PushUsage(node, used);  // stamped with the server's time: fresh

@@ -77,7 +77,10 @@ class LedgerCompatTest : public ::testing::Test {
   // the node holding it.
   void WriteVersion01Entries(const std::string& node) {
     std::vector<GpuCapacity> gpus;
-    for (int i = 0; i < 8; ++i) gpus.push_back({i, 256 * kGi, ""});  // room for them all
+    // Room for them all on GPUs 0-7; GPUs 8 and 9 hold none of them, so a new
+    // reservation fits there under the peak rule (fit.h): on 0-7 the 0.1
+    // entries' peaks (up to 2^53 - 1 bytes) leave no room for more.
+    for (int i = 0; i < 10; ++i) gpus.push_back({i, 256 * kGi, ""});
     ASSERT_TRUE(store_->SetCapacity(node, gpus).ok());
     const std::vector<std::string> lines = testing::EntriesV01Lines();
     ASSERT_FALSE(lines.empty()) << testing::EntriesV01Path();
@@ -146,6 +149,11 @@ TEST_F(LedgerCompatTest, Version01EntriesSurviveTheStoresWrites) {
   ReserveRequest rr;
   rr.node = "n1";
   rr.entry = Everything("new-pod");
+  rr.entry.gpus = {0, 1};  // where the 0.1 entries' peaks already break the peak rule
+  Result<ReserveOutcome> refused = store_->Reserve(rr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("peak demand would be"));
+  rr.entry.gpus = {8, 9};  // beside them in the same hash, on GPUs they do not hold
   Result<ReserveOutcome> r = store_->Reserve(rr);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
 
@@ -153,6 +161,7 @@ TEST_F(LedgerCompatTest, Version01EntriesSurviveTheStoresWrites) {
   ASSERT_EQ(got.size(), want.size() + 1);
   for (const ledger::Entry& w : want) EXPECT_EQ(got.at(w.pod_uid), w) << w.pod_uid;
   ledger::Entry fresh = Everything("new-pod");
+  fresh.gpus = {8, 9};
   fresh.created_ms = got.at("new-pod").created_ms;  // stamped with the server's time
   EXPECT_GT(fresh.created_ms, 0);
   EXPECT_EQ(got.at("new-pod"), fresh);

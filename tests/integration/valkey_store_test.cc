@@ -184,6 +184,48 @@ TEST_F(ValkeyStoreTest, ConcurrentReservationsNeverOverbookAGpu) {
   EXPECT_LE(Allocated(*n1, 0), n1->gpus[0].capacity);
 }
 
+// The peak rule (fit.h) is the script's, atomic like the fit rule: 16 pods
+// of 1Gi bursting to 3Gi race for a 10Gi GPU with a 2Gi designated victim;
+// room is there for all 8, the peaks only for 3 more (P 2 + 3 x 3 = 11Gi,
+// overshoot 1Gi covered by 2Gi; a fourth would make 14Gi, 4Gi over).
+TEST_F(ValkeyStoreTest, ConcurrentBurstReservationsNeverBreakThePeakRule) {
+  Capacity("n1", {{0, 10 * kGi, ""}});
+  ledger::Entry victim = MakeEntry("victim", {0}, 2 * kGi);
+  victim.victim = true;
+  ASSERT_TRUE(store_->Reserve(Req("n1", victim)).ok());
+  constexpr int kThreads = 16;
+  std::latch start(kThreads);
+  std::atomic<int> reserved{0}, insufficient{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      ledger::Entry e = MakeEntry("burst-" + std::to_string(i), {0}, kGi);
+      e.peak_per_gpu = 3 * kGi;
+      auto r = store_->Reserve(Req("n1", e));
+      if (r.ok() && *r == ReserveOutcome::kReserved) {
+        ++reserved;
+      } else if (!r.ok() && r.status().code() == Code::kInsufficient &&
+                 r.status().message().find("peak demand would be 14Gi over capacity 10Gi") != std::string::npos) {
+        ++insufficient;
+      } else {
+        ++other;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(reserved.load(), 3);
+  EXPECT_EQ(insufficient.load(), kThreads - 3);
+  EXPECT_EQ(other.load(), 0);
+  auto snap = Fresh();
+  const ledger::Node* n1 = snap->Find("n1");
+  ASSERT_NE(n1, nullptr);
+  EXPECT_EQ(n1->entries.size(), 4u);
+  const ledger::GpuPeak peak = ledger::GpuPeaks(*n1)[0];
+  EXPECT_EQ(peak, (ledger::GpuPeak{11 * kGi, 2 * kGi}));
+  EXPECT_TRUE(ledger::BurstSafe(10 * kGi, peak, ledger::kDefaultMaxPeakRatio));
+}
+
 TEST_F(ValkeyStoreTest, InsufficientNamesTheGpuAndTheNumbers) {
   Capacity("n1", {{0, 96 * kGi, ""}});
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("a", {0}, 86 * kGi))).ok());

@@ -55,6 +55,8 @@ struct Config {
   double reserve_percent = 0;                // per-GPU reserve: max(percent × physical, min)
   int64_t reserve_min_bytes = 0;
   int64_t usage_max_age_ms = 60'000;         // older usage reports fall back to allocation
+  double burst_max_peak_ratio = 1.5;         // burst.max_peak_ratio: peak demand ceiling, 1..10 x capacity
+  std::vector<std::string> burst_victim_classes{"vramd-disposable"};  // burst.victim_classes
   std::vector<StaticNode> nodes;             // static capacities (first source that wins)
 
   // Kubernetes.

@@ -34,9 +34,40 @@
 // tests/data/fit_cases.json, runs against this header (tests/unit/ledger/
 // fit_test.cc) and against the script on a real server
 // (tests/integration/fit_lua_test.cc), so a change made in one only fails.
+//
+// The peak rule (burstable VRAM, issue 15). An entry reserves per_gpu (its
+// steady state) and may burst to peak_per_gpu (vramd.io/vram-peak; 0 means
+// per_gpu). Per GPU:
+//     P = sum over the entries holding the GPU (every state) of
+//         max(per_gpu, peak_per_gpu)                      (peak demand)
+//     V = sum of per_gpu of those entries that are designated victims
+//                                                         (victim cover)
+// The invariant, PeakOk(C, P, V, ratio):
+//     P <= C  or  (P - C <= V  and  P <= floor(ratio x C))
+// i.e. peaks may overshoot the capacity only while designated victims hold
+// reservations that cover the overshoot, and never beyond the ceiling
+// (FitPolicy::max_peak_ratio, config burst.max_peak_ratio). A demand of r
+// bytes (peak p, victim v) fits a GPU when the rule above holds AND
+//     PeakOk(C, P + max(r, p), V + (v ? r : 0), ratio).
+// P and V are computed in one place, AddToPeak (the node path, the
+// placement index, GpuPeaks, the metrics); the script's fit_entry_peak
+// mirrors it. Removing an entry never breaks PeakOk (P drops by max(r, p),
+// at least the r it took from V), so a GPU breaks it only when its capacity
+// shrank, the ratio was lowered, or entries were written without the rule
+// (reconcile re-adding running pods). Such a GPU is unsafe: it is flagged
+// (BurstSafe: metrics, /v1/nodes) and nothing already placed is refused
+// retroactively; a new demand there needs PeakOk once added, as anywhere.
+// A demand never fits (kUnresolvable) when max(r, p) > floor(ratio x C) on
+// every GPU with C >= r (no GPU's ceiling can hold its own peak).
+// Without burst on the GPU (P = A, V = 0) and in the demand (p <= r), the
+// peak rule follows from the fit rule (A + r <= C): Filter's fast paths skip
+// it then. On such a GPU with U = A, a demand that bursts but is no
+// designated victim fits exactly when max(r, p) <= C - A, which the
+// placement index answers from what a node's GPUs offer.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,10 +79,14 @@
 
 namespace vramd::ledger {
 
+// The default of burst.max_peak_ratio: peak demand up to 1.5 x capacity.
+inline constexpr double kDefaultMaxPeakRatio = 1.5;
+
 // What the rule takes from the configuration.
 struct FitPolicy {
   bool count_usage = true;            // false: U = A always (the rule is A + D <= C)
   int64_t usage_max_age_ms = 60'000;  // an older usage report falls back to A
+  double max_peak_ratio = kDefaultMaxPeakRatio;  // the peak rule's ceiling, 1..10
 };
 
 // Whether a usage report stamped `reported_ms` (0: never reported) is fresh
@@ -86,6 +121,83 @@ inline bool HasRoom(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, 
 
 // Whether the GPU could ever hold `per_gpu` bytes: per_gpu <= C.
 inline bool LargeEnough(const Vectors& v, int64_t per_gpu) { return FitsIn(per_gpu, v.capacity); }
+
+// The peak rule's figures of one GPU (see the top of this file).
+struct GpuPeak {
+  int64_t peak = 0;    // P: sum of max(per_gpu, peak_per_gpu) of its entries
+  int64_t victim = 0;  // V: sum of per_gpu of its designated-victim entries
+  bool operator==(const GpuPeak&) const = default;
+};
+
+// What one entry (or demand) of `per_gpu` bytes, peak `peak_per_gpu` (0:
+// none), designated victim or not, adds to P and V of each of its GPUs: the
+// one place where P and V are summed.
+inline void AddToPeak(GpuPeak* g, int64_t per_gpu, int64_t peak_per_gpu, bool victim) {
+  g->peak += std::max(per_gpu, peak_per_gpu);
+  if (victim) g->victim += per_gpu;
+}
+inline void AddToPeak(GpuPeak* g, const Entry& e) { AddToPeak(g, e.per_gpu, e.peak_per_gpu, e.victim); }
+
+// Whether an entry makes a GPU's P or V differ from (A, 0).
+inline bool AddsBurst(const Entry& e) { return e.peak_per_gpu > e.per_gpu || e.victim; }
+
+// P and V of each GPU of `node` (same order as node.gpus; entries on GPU
+// indices the node lacks count nowhere, as in AllocatedPerGpu).
+std::vector<GpuPeak> GpuPeaks(const Node& node);
+
+// The ceiling of peak demand on a GPU of capacity C: floor(ratio x C)
+// (computed in double, exactly as the reserve script does).
+inline int64_t PeakCeiling(int64_t capacity, double ratio) {
+  return static_cast<int64_t>(std::floor(ratio * static_cast<double>(capacity)));
+}
+
+// The invariant: P <= C, or the overshoot P - C is covered by V and P is
+// within the ceiling.
+inline bool PeakOk(int64_t capacity, int64_t peak, int64_t victim, double ratio) {
+  return peak <= capacity || (peak - capacity <= victim && peak <= PeakCeiling(capacity, ratio));
+}
+
+// Whether a GPU with `g` is safe (its current P, V satisfy PeakOk).
+inline bool BurstSafe(int64_t capacity, const GpuPeak& g, double ratio) {
+  return PeakOk(capacity, g.peak, g.victim, ratio);
+}
+
+// A demand's share of the peak rule on each of its GPUs.
+struct PeakDemand {
+  int64_t peak = 0;   // max(per_gpu, peak_per_gpu)
+  int64_t cover = 0;  // per_gpu when the demand is a designated victim, else 0
+  double ratio = kDefaultMaxPeakRatio;
+};
+
+inline PeakDemand PeakDemandOf(int64_t per_gpu, int64_t peak_per_gpu, bool victim, double ratio) {
+  GpuPeak g;
+  AddToPeak(&g, per_gpu, peak_per_gpu, victim);
+  return PeakDemand{g.peak, g.victim, ratio};
+}
+
+inline PeakDemand PeakDemandOf(const Entry& e, double ratio) {
+  return PeakDemandOf(e.per_gpu, e.peak_per_gpu, e.victim, ratio);
+}
+
+// Whether the demand bursts (peak above its request): only then can it break
+// the peak rule on a GPU without burst (P = A, V = 0) where it has room.
+inline bool Bursts(int64_t per_gpu, int64_t peak_per_gpu) { return peak_per_gpu > per_gpu; }
+
+// PeakOk on a GPU once the demand is added.
+inline bool PeakRoom(const Vectors& v, const GpuPeak& g, const PeakDemand& d) {
+  return PeakOk(v.capacity, g.peak + d.peak, g.victim + d.cover, d.ratio);
+}
+
+// Whether the GPU's ceiling could ever hold the demand's own peak (the
+// ceiling is at least C: ratio >= 1).
+inline bool WithinCeiling(const Vectors& v, const PeakDemand& d) {
+  return FitsIn(d.peak, v.capacity) || FitsIn(d.peak, PeakCeiling(v.capacity, d.ratio));
+}
+
+// The whole rule on one GPU: room now and the peak rule after adding.
+inline bool HasRoomWithPeak(const Vectors& v, const GpuPeak& g, int64_t per_gpu, const PeakDemand& d) {
+  return HasRoom(v, per_gpu) && PeakRoom(v, g, d);
+}
 
 enum class Verdict {
   kFits,
@@ -134,6 +246,10 @@ enum class FitMiss {
   kTooFewGpus,   // fewer GPUs than the demand's count
   kTooSmall,     // fewer than `count` GPUs with C >= D
   kNoRoom,       // enough GPUs large enough, fewer than `count` with room now
+  kAboveCeiling, // enough GPUs with C >= D, fewer than `count` whose ceiling
+                 // floor(ratio x C) holds the demand's peak (never fits)
+  kPeakShort,    // enough GPUs with room now, fewer than `count` of them where
+                 // the peak rule holds once the demand is added
 };
 
 // A node's answer to a demand of `per_gpu` bytes on each of `count` GPUs.
@@ -142,10 +258,16 @@ struct NodeFit {
   int large_enough = 0;  // GPUs with C >= D (counted unless kNoGpus/kTooFewGpus)
   int with_room = 0;     // GPUs where D fits now (idem)
   GpuOffer offer;        // idem
+  // FitNodeWithPeak only:
+  int within_ceiling = 0;  // GPUs with C >= D whose ceiling holds the peak
+                           // (counted only when the node does not fit)
+  int with_peak = 0;       // GPUs with room now where the peak rule holds too
+  uint32_t peak_short = 0; // position of the first GPU with room now where
+                           // the peak rule does not hold (kPeakShort)
 
   Verdict verdict() const {
     if (miss == FitMiss::kNone) return Verdict::kFits;
-    return miss == FitMiss::kNoRoom ? Verdict::kNoRoomNow : Verdict::kUnresolvable;
+    return miss == FitMiss::kNoRoom || miss == FitMiss::kPeakShort ? Verdict::kNoRoomNow : Verdict::kUnresolvable;
   }
 };
 
@@ -172,6 +294,51 @@ inline NodeFit FitNode(std::span<const Vectors> gpus, int64_t per_gpu, int count
   return f;
 }
 
+// FitNode with the peak rule: `peaks` (parallel to `gpus`) are the GPUs' P
+// and V (empty: a node without burst, P = A and V = 0 on every GPU), `d` the
+// demand's share. Misses in this order: kNoGpus, kTooFewGpus,
+// kTooSmall, kAboveCeiling, kNoRoom, kPeakShort.
+inline NodeFit FitNodeWithPeak(std::span<const Vectors> gpus, std::span<const GpuPeak> peaks, int64_t per_gpu,
+                               int count, const PeakDemand& d) {
+  NodeFit f;
+  const size_t n = gpus.size();
+  if (n == 0) return f;
+  if (static_cast<size_t>(count) > n) {
+    f.miss = FitMiss::kTooFewGpus;
+    return f;
+  }
+  f.offer = FirstOffer(gpus[0]);
+  bool short_found = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Vectors& v = gpus[i];
+    const bool room = HasRoom(v, per_gpu);
+    const bool peak_ok = room && PeakRoom(v, peaks.empty() ? GpuPeak{v.allocated, 0} : peaks[i], d);
+    f.large_enough += LargeEnough(v, per_gpu);
+    f.with_room += room;
+    f.with_peak += peak_ok;
+    if (room && !peak_ok && !short_found) {
+      short_found = true;
+      f.peak_short = static_cast<uint32_t>(i);
+    }
+    AddToOffer(&f.offer, static_cast<uint32_t>(i), v);
+  }
+  // A GPU where the peak rule holds is within its ceiling (p <= P' <= the
+  // ceiling), so the ceilings are counted only for a miss.
+  if (f.with_peak >= count) {
+    f.miss = FitMiss::kNone;
+    return f;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    f.within_ceiling += LargeEnough(gpus[i], per_gpu) && WithinCeiling(gpus[i], d);
+  }
+  if (f.large_enough < count) f.miss = FitMiss::kTooSmall;
+  else if (f.within_ceiling < count) f.miss = FitMiss::kAboveCeiling;
+  else if (f.with_room < count) f.miss = FitMiss::kNoRoom;
+  else if (f.with_peak < count) f.miss = FitMiss::kPeakShort;
+  else f.miss = FitMiss::kNone;
+  return f;
+}
+
 // The order in which GPUs are given to a demand.
 enum class GpuOrder {
   kMostFree,  // spread: the GPUs with the most free bytes first (headroom)
@@ -181,11 +348,17 @@ enum class GpuOrder {
 // Writes to `out` (room for gpus.size()) the positions of the GPUs where
 // `per_gpu` fits, in `order`, ties to the lower position; returns how many.
 size_t RankGpus(std::span<const Vectors> gpus, int64_t per_gpu, GpuOrder order, size_t* out);
+// The same over the GPUs where the whole rule holds (HasRoomWithPeak).
+size_t RankGpus(std::span<const Vectors> gpus, std::span<const GpuPeak> peaks, int64_t per_gpu,
+                const PeakDemand& d, GpuOrder order, size_t* out);
 
 // The positions (ascending) of the GPUs a demand of `per_gpu` bytes on each
 // of `count` GPUs gets: the first `count` of RankGpus. Empty when fewer than
 // `count` GPUs have room.
 std::vector<size_t> ChooseGpus(std::span<const Vectors> gpus, int64_t per_gpu, int count, GpuOrder order);
+// The same under the whole rule (HasRoomWithPeak).
+std::vector<size_t> ChooseGpus(std::span<const Vectors> gpus, std::span<const GpuPeak> peaks, int64_t per_gpu,
+                               int count, const PeakDemand& d, GpuOrder order);
 
 // The positions (ascending) of the `count` GPUs (at most gpus.size()) with
 // the most free bytes, ties to the lower position, whether or not anything
@@ -199,9 +372,10 @@ std::vector<size_t> MostFreeGpus(std::span<const Vectors> gpus, int count);
 
 inline constexpr std::string_view kNoGpusReason = "node has no GPUs";
 
-// "needs 8Gi on 1 GPU" or "needs 8Gi on each of 2 GPUs": how every reason
-// about a demand begins.
-std::string NeedsText(int64_t per_gpu, int count);
+// "needs 8Gi on 1 GPU" or "needs 8Gi on each of 2 GPUs", with " (peak 32Gi)"
+// when the demand bursts (peak_per_gpu > per_gpu): how every reason about a
+// demand begins.
+std::string NeedsText(int64_t per_gpu, int count, int64_t peak_per_gpu = 0);
 
 // The rest of the reason, after NeedsText, for a node with `fit.miss` of
 // kTooFewGpus, kTooSmall or kNoRoom (nothing for kNone or kNoGpus):
@@ -215,6 +389,27 @@ std::string NeedsText(int64_t per_gpu, int count);
 void AppendMissReason(const NodeFit& fit, int count, size_t gpu_count, int gpu_index, const Vectors& named,
                       std::string* out);
 
+// The rest of the reason for the peak rule's misses (FitNodeWithPeak):
+//  kAboveCeiling: "; peak is above the ceiling 36Gi (1.5 × capacity 24Gi) of
+//    the largest GPU (GPU 0)[, 1 GPU within it]" (`gpu_index`: offer.largest,
+//    `named` its vectors)
+//  kPeakShort: "; [1 GPU with room within the peak rule; ]" then
+//    AppendPeakMiss for the GPU at fit.peak_short (`gpu_index`, `named`,
+//    `after`: its P and V with the demand added)
+void AppendPeakMissReason(const NodeFit& fit, int count, int gpu_index, const Vectors& named, const GpuPeak& after,
+                          double ratio, std::string* out);
+
+// Why the peak rule fails on GPU `gpu_index` of capacity C once P and V are
+// `after` (the demand added):
+//  "on GPU 0 peak demand would be 40Gi over capacity 24Gi, 16Gi more than
+//   designated victims cover (0)"          (the overshoot is not covered)
+//  "on GPU 0 peak demand would be 40Gi, above the ceiling 36Gi (1.5 ×
+//   capacity 24Gi)"                        (covered, beyond the ceiling)
+void AppendPeakMiss(int gpu_index, int64_t capacity, const GpuPeak& after, double ratio, std::string* out);
+
+// "1.5": a ratio as reasons print it (up to 3 decimals, no trailing zeros).
+std::string RatioText(double ratio);
+
 // One GPU where a demand did not fit, as a refused reservation reports it.
 struct GpuShort {
   int gpu_index = 0;
@@ -225,6 +420,23 @@ struct GpuShort {
 // naming the GPUs that had no room:
 //  "needs 8Gi on 1 GPU; free is 4Gi on GPU 0 (capacity 24Gi, allocated 4Gi,
 //   used 20Gi)[, 0 on GPU 1 (...)]"
-std::string RefusedReason(int64_t per_gpu, int count, std::span<const GpuShort> short_gpus);
+// `peak_per_gpu` as for NeedsText.
+std::string RefusedReason(int64_t per_gpu, int count, std::span<const GpuShort> short_gpus,
+                          int64_t peak_per_gpu = 0);
+
+// One GPU where a reservation had room but broke the peak rule: its capacity
+// and its P and V with the reservation added.
+struct GpuPeakShort {
+  int gpu_index = 0;
+  int64_t capacity = 0;
+  GpuPeak after;
+};
+
+// Why a reservation that had room on every GPU it names was refused by the
+// peak rule (the reserve script checks the fit rule first):
+//  "needs 8Gi on 1 GPU (peak 32Gi); on GPU 0 peak demand would be 40Gi over
+//   capacity 24Gi, 16Gi more than designated victims cover (0)[; on GPU 1 ...]"
+std::string PeakRefusedReason(int64_t per_gpu, int64_t peak_per_gpu, int count,
+                              std::span<const GpuPeakShort> short_gpus, double ratio);
 
 }  // namespace vramd::ledger

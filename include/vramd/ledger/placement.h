@@ -25,8 +25,12 @@ struct Policy {
   ScorePolicy score = ScorePolicy::kHeadroom;
   int64_t usage_max_age_ms = 60'000;  // usage older than this falls back to A
   bool fit_on_usage = true;           // false: usage reports never count (U = A)
+  double max_peak_ratio = kDefaultMaxPeakRatio;  // burst.max_peak_ratio: fit.h's peak rule
+  // burst.victim_classes: priority classes whose pods are designated victims
+  // (IsDesignatedVictim; every path that computes a demand passes them).
+  std::vector<std::string> victim_classes{std::string(kDefaultVictimClasses[0])};
 
-  FitPolicy fit() const { return FitPolicy{fit_on_usage, usage_max_age_ms}; }
+  FitPolicy fit() const { return FitPolicy{fit_on_usage, usage_max_age_ms, max_peak_ratio}; }
 };
 
 struct GpuChoice {
@@ -40,8 +44,9 @@ struct NodeDecision {
   GpuChoice choice;     // valid when verdict == kFits
 };
 
-// Chooses `req.gpu_count` GPUs of `node` with room for `req.per_gpu` each,
-// or explains precisely why none can be chosen. `node` may be null (unknown).
+// Chooses `req.gpu_count` GPUs of `node` with room for `req.per_gpu` each
+// where the peak rule holds once the demand is added (fit.h), or explains
+// precisely why none can be chosen. `node` may be null (unknown).
 // The fit rule, the GPU order (headroom: kMostFree, binpack: kTightest) and
 // the reason texts are fit.h's.
 NodeDecision DecideNode(const Node* node, std::string_view node_name, const VramRequest& req,

@@ -94,12 +94,18 @@ inline constexpr int kMaxGpuCount = 64;
 // model, idle TTL and whether it is a designated victim (kDefaultVictimClasses).
 // A malformed idle TTL is an error: annotation vramd.io/idle-ttl="<value>": <why>.
 Result<VramRequest> ComputeVramRequest(const PodSpecView& pod);
+// The same with designated victims decided by `victim_classes` (config
+// burst.victim_classes) instead of kDefaultVictimClasses: every path that
+// computes a demand for placement or the ledger (extender filter,
+// prioritize, bind, preempt; reconcile's re-add; explain) uses this one.
+Result<VramRequest> ComputeVramRequest(const PodSpecView& pod, const std::vector<std::string>& victim_classes);
 
 // Whether the pod is a designated victim: its priority class is one of
 // `victim_classes`, or it carries kDisposableAnnotation with the value "true"
 // (ASCII case ignored; any other value, or none, says nothing).
 bool IsDesignatedVictim(const PodSpecView& pod,
                         std::span<const std::string_view> victim_classes = kDefaultVictimClasses);
+bool IsDesignatedVictim(const PodSpecView& pod, const std::vector<std::string>& victim_classes);
 
 // Writes into `e` what the demand says about the pod: model, peak_per_gpu,
 // priority, priority_class, victim and idle_ttl_ms (and ns when `e` has none). Every path

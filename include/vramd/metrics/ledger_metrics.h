@@ -10,6 +10,9 @@
 
 namespace vramd::metrics {
 
-void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t usage_max_age_ms, TextWriter& w);
+// `max_peak_ratio` (burst.max_peak_ratio) decides vramd_gpu_burst_unsafe
+// (ledger::BurstSafe).
+void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t usage_max_age_ms, TextWriter& w,
+                        double max_peak_ratio = 1.5);
 
 }  // namespace vramd::metrics

@@ -48,6 +48,9 @@ struct PlanOptions {
   // UIDs of pods seen deleted by the watch: their entries are freed at once,
   // whatever their age (the grace period only covers pods not seen at all).
   const std::set<std::string>* deleted = nullptr;
+  // Config burst.victim_classes: which re-added pods are designated victims
+  // (null: ledger::kDefaultVictimClasses).
+  const std::vector<std::string>* victim_classes = nullptr;
 };
 
 // A bound, non-terminal pod whose VRAM metadata cannot be read: its request

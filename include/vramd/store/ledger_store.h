@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "vramd/ledger/fit.h"
 #include "vramd/ledger/model.h"
 #include "vramd/ledger/usage.h"
 #include "vramd/status.h"
@@ -27,6 +28,9 @@ struct ReserveRequest {
   ledger::Entry entry;          // every field but created_ms (the server's time)
   bool fit_on_usage = true;     // apply max(A, U) with fresh usage, not just A
   int64_t usage_max_age_ms = 60'000;
+  // The peak rule's ceiling (ledger::FitPolicy::max_peak_ratio): the entry is
+  // written only where PeakOk holds once it is added (fit.h).
+  double max_peak_ratio = ledger::kDefaultMaxPeakRatio;
   // > 0: the same call also marks the pod's bind in flight for this long
   // (as BeginBind) when the entry is written, moved or already held — the
   // reservation and its protection from reconcile appear together.

@@ -215,7 +215,7 @@ static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_a
 // Per node of the ledger: would this pod fit now, and if not, why.
 static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
                            int64_t usage_max_age_ms, int64_t now) {
-  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec);
+  Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec, policy.victim_classes);
   json out = {{"pod", {{"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}}}};
   if (!req.ok()) {
     out["error"] = "invalid VRAM request: " + req.status().message();
@@ -268,7 +268,8 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
   store::LedgerStore* store = svc.store;
   const Clock* clock = svc.clock;
   int64_t max_age = svc.usage_max_age_ms;
-  server.Route("GET", "/v1/nodes", "v1_nodes", [store, clock, max_age](const http::Request&) {
+  const double ratio = svc.policy.max_peak_ratio;  // burst_safe (ledger::BurstSafe)
+  server.Route("GET", "/v1/nodes", "v1_nodes", [store, clock, max_age, ratio](const http::Request&) {
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     std::vector<const ledger::Node*> nodes;
@@ -276,15 +277,15 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     std::sort(nodes.begin(), nodes.end(), [](auto* a, auto* b) { return a->name < b->name; });
     json arr = json::array();
     int64_t now = clock->NowMs();
-    for (const ledger::Node* n : nodes) arr.push_back(NodeView(*n, now, max_age));
+    for (const ledger::Node* n : nodes) arr.push_back(NodeView(*n, now, max_age, ratio));
     return JsonReply(200, json{{"epoch", (*snap)->epoch}, {"nodes", std::move(arr)}});
   });
-  server.Route("GET", "/v1/nodes/{node}", "v1_node", [store, clock, max_age](const http::Request& r) {
+  server.Route("GET", "/v1/nodes/{node}", "v1_node", [store, clock, max_age, ratio](const http::Request& r) {
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     const ledger::Node* n = (*snap)->Find(r.params.at("node"));
     if (n == nullptr) return http::ErrorReply(404, "node " + r.params.at("node") + " is not in the ledger");
-    return JsonReply(200, NodeView(*n, clock->NowMs(), max_age));
+    return JsonReply(200, NodeView(*n, clock->NowMs(), max_age, ratio));
   });
 
   kube::KubeClient* kube = svc.kube;

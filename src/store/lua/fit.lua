@@ -10,6 +10,11 @@
 -- fit_has_room(cap, alloc, used, per): whether per bytes fit a GPU with
 --   capacity cap, allocation alloc and usage used: per <= cap - max(A, U)
 --   (HasRoom; the comparison is FitsIn's: an exact fit fits).
+-- fit_entry_peak(e): what an entry (its decoded JSON) adds to each of its
+--   GPUs' peak demand P and victim cover V (AddToPeak): max(per_gpu,
+--   peak_per_gpu) and, for a designated victim, per_gpu.
+-- fit_peak_ok(cap, p, v, ratio): the peak rule's invariant (PeakOk):
+--   p <= cap, or p - cap <= v and p <= floor(ratio x cap), in doubles as C++.
 local function fit_usage_counts(count_usage, ts, now, max_age)
   return count_usage and ts ~= nil and ts > 0 and now - ts <= max_age
 end
@@ -17,4 +22,15 @@ local function fit_has_room(cap, alloc, used, per)
   local taken = alloc
   if used > taken then taken = used end
   return per <= cap - taken
+end
+local function fit_entry_peak(e)
+  local per = tonumber(e.per_gpu) or 0
+  local peak = tonumber(e.peak_per_gpu) or 0
+  if peak < per then peak = per end
+  local cover = 0
+  if e.victim == true then cover = per end
+  return peak, cover
+end
+local function fit_peak_ok(cap, p, v, ratio)
+  return p <= cap or (p - cap <= v and p <= math.floor(ratio * cap))
 end

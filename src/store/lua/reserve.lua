@@ -5,15 +5,22 @@
 --       "created_ms":, 5 per_gpu, 6-7 the fit policy (ledger::FitPolicy):
 --       6 count usage (1/0), 7 usage max age ms,
 --       8 model, 9 in-flight ttl ms (0: no mark), 10 require the seal (1/0),
---       11 highest epoch the caller has seen, 12.. gpu indices
+--       11 highest epoch the caller has seen, 12 the demand's peak per GPU
+--       (max(per_gpu, peak_per_gpu)), 13 its victim cover (per_gpu for a
+--       designated victim, else 0), 14 max peak ratio (FitPolicy), 15.. gpu
+--       indices
 -- The entry is written only when per_gpu fits each named GPU under the fit
 -- rule (fit_has_room, with U from the node's usage report when
--- fit_usage_counts, else U = A).
+-- fit_usage_counts, else U = A) and the peak rule holds on each once the
+-- demand is added (fit_peak_ok, P and V summed from the node's entries by
+-- fit_entry_peak).
 -- Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
 --       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 --       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}: the
 --         GPUs without room and their vectors as the rule saw them (used = A
 --         unless used_known); the caller words the reason (ledger's)
+--       | {'peak', {{idx, cap, P, V}, ...}}: every GPU had room, these break
+--         the peak rule with the demand added (P, V include it)
 --       | {'rebuilding', why}
 -- With the seal required nothing is granted (not even an entry already held)
 -- while the ledger is unsealed: entries of bound pods may be missing.
@@ -53,21 +60,28 @@ if other and other ~= node then
 end
 if redis.call('SISMEMBER', KEYS[1], node) == 0 then return {'no_node'} end
 local per = tonumber(ARGV[5])
-local alloc = {}
+local alloc, peak, cover = {}, {}, {}
 for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
   local ok, e = pcall(cjson.decode, v)
   if ok and type(e) == 'table' and type(e.gpus) == 'table' then
     local p = tonumber(e.per_gpu) or 0
+    local ep, ec = fit_entry_peak(e)
     for _, g in ipairs(e.gpus) do
       local gi = tonumber(g)
-      if gi then alloc[gi] = (alloc[gi] or 0) + p end
+      if gi then
+        alloc[gi] = (alloc[gi] or 0) + p
+        peak[gi] = (peak[gi] or 0) + ep
+        cover[gi] = (cover[gi] or 0) + ec
+      end
     end
   end
 end
+local dpeak, dcover = tonumber(ARGV[12]) or per, tonumber(ARGV[13]) or 0
+local ratio = tonumber(ARGV[14]) or 1
 local fresh = fit_usage_counts(ARGV[6] == '1', tonumber(redis.call('HGET', KEYS[4], 'ts')), now,
                                tonumber(ARGV[7]) or 0)
-local fails = {}
-for i = 12, #ARGV do
+local fails, pfails = {}, {}
+for i = 15, #ARGV do
   local c = redis.call('HGET', KEYS[2], ARGV[i])
   if not c then return {'no_gpu', ARGV[i]} end
   local cap = tonumber(c)
@@ -78,9 +92,16 @@ for i = 12, #ARGV do
     local uv = tonumber(redis.call('HGET', KEYS[4], ARGV[i]))
     if uv then u, known = uv, 1 end
   end
-  if not fit_has_room(cap, a, u, per) then fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known} end
+  if not fit_has_room(cap, a, u, per) then
+    fails[#fails + 1] = {tonumber(ARGV[i]), cap, a, u, known}
+  else
+    local gi = tonumber(ARGV[i])
+    local p, v = (peak[gi] or 0) + dpeak, (cover[gi] or 0) + dcover
+    if not fit_peak_ok(cap, p, v, ratio) then pfails[#pfails + 1] = {gi, cap, p, v} end
+  end
 end
 if #fails > 0 then return {'insufficient', fails} end
+if #pfails > 0 then return {'peak', pfails} end
 if moved_from then redis.call('HDEL', moved_from, uid) end
 local nowtext = string.format('%d', now)
 redis.call('HSET', KEYS[3], uid, ARGV[4] .. nowtext .. '}')

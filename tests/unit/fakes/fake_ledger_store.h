@@ -57,18 +57,31 @@ class FakeLedgerStore : public store::LedgerStore {
         return store::ReserveOutcome::kAlreadyHeld;
       }
     }
-    // The fit rule and its reason are the ledger's (fit.h), as in the real store.
+    // The fit rule, the peak rule and their reasons are the ledger's (fit.h),
+    // checked in the reserve script's order.
     auto vec = ledger::GpuVectors(n, now_ms, ledger::FitPolicy{req.fit_on_usage, req.usage_max_age_ms});
+    const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(n);
+    const ledger::PeakDemand pd = ledger::PeakDemandOf(req.entry, req.max_peak_ratio);
     std::vector<ledger::GpuShort> short_gpus;
+    std::vector<ledger::GpuPeakShort> peak_short;
     for (int g : req.entry.gpus) {
       auto gi = std::find_if(n.gpus.begin(), n.gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
       if (gi == n.gpus.end()) return NotFound("no GPU " + std::to_string(g));
       const ledger::Vectors& v = vec[gi - n.gpus.begin()];
+      const ledger::GpuPeak& p = peaks[gi - n.gpus.begin()];
       if (!ledger::HasRoom(v, req.entry.per_gpu)) short_gpus.push_back({g, v});
+      else if (!ledger::PeakRoom(v, p, pd)) {
+        peak_short.push_back({g, v.capacity, ledger::GpuPeak{p.peak + pd.peak, p.victim + pd.cover}});
+      }
     }
+    const int count = static_cast<int>(req.entry.gpus.size());
     if (!short_gpus.empty()) {
-      return Status(Code::kInsufficient, ledger::RefusedReason(req.entry.per_gpu,
-                                                                static_cast<int>(req.entry.gpus.size()), short_gpus));
+      return Status(Code::kInsufficient,
+                    ledger::RefusedReason(req.entry.per_gpu, count, short_gpus, req.entry.peak_per_gpu));
+    }
+    if (!peak_short.empty()) {
+      return Status(Code::kInsufficient, ledger::PeakRefusedReason(req.entry.per_gpu, req.entry.peak_per_gpu, count,
+                                                                   peak_short, req.max_peak_ratio));
     }
     ledger::Entry e = req.entry;
     e.created_ms = now_ms;

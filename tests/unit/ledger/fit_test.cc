@@ -50,13 +50,16 @@ Node NodeOf(const FitCase& c, const std::string& name) {
       g.used_ts_ms = ReportedMs(c);
     }
     n.gpus.push_back(g);
-    if (c.gpus[i].allocated > 0) {
+    for (size_t k = 0; k < c.gpus[i].held.size(); ++k) {
+      const testing::FitHeld& h = c.gpus[i].held[k];
       Entry e;
-      e.pod_uid = "held-" + std::to_string(i);
+      e.pod_uid = "held-" + std::to_string(i) + (k > 0 ? "-" + std::to_string(k) : "");
       e.ns = "default";
       e.name = e.pod_uid;
       e.gpus = {static_cast<int>(i)};
-      e.per_gpu = c.gpus[i].allocated;
+      e.per_gpu = h.per_gpu;
+      e.peak_per_gpu = h.peak_per_gpu;
+      e.victim = h.victim;
       e.state = EntryState::kBound;
       n.entries.push_back(e);
     }
@@ -69,7 +72,8 @@ VramRequest RequestOf(const FitCase& c) {
   r.gpu_count = c.count;
   r.per_gpu = c.per_gpu;
   r.total = c.per_gpu * c.count;
-  r.peak_per_gpu = c.per_gpu;
+  r.peak_per_gpu = std::max(c.per_gpu, c.peak_per_gpu);
+  r.victim = c.victim;
   return r;
 }
 
@@ -78,7 +82,43 @@ Policy PolicyOf(const FitCase& c, ScorePolicy score) {
   p.score = score;
   p.fit_on_usage = c.policy.count_usage;
   p.usage_max_age_ms = c.policy.usage_max_age_ms;
+  p.max_peak_ratio = c.policy.max_peak_ratio;
   return p;
+}
+
+PeakDemand PeakDemandOfCase(const FitCase& c) {
+  return PeakDemandOf(c.per_gpu, c.peak_per_gpu, c.victim, c.policy.max_peak_ratio);
+}
+
+bool CaseBursts(const FitCase& c) {
+  if (Bursts(c.per_gpu, c.peak_per_gpu)) return true;
+  for (const testing::FitGpuCase& g : c.gpus) {
+    for (const testing::FitHeld& h : g.held) {
+      if (h.victim || Bursts(h.per_gpu, h.peak_per_gpu)) return true;
+    }
+  }
+  return false;
+}
+
+// What reserving the case's demand on `gpus` (positions) says, in the
+// reserve script's order: "reserved", else the fit rule's refusal of the
+// GPUs without room, else the peak rule's.
+std::string RefusalOf(const FitCase& c, const std::vector<Vectors>& vec, const std::vector<GpuPeak>& peaks,
+                      const std::vector<size_t>& gpus) {
+  const PeakDemand d = PeakDemandOfCase(c);
+  std::vector<GpuShort> no_room;
+  std::vector<GpuPeakShort> peak_short;
+  for (size_t i : gpus) {
+    if (!HasRoom(vec[i], c.per_gpu)) {
+      no_room.push_back({static_cast<int>(i), vec[i]});
+    } else if (!PeakRoom(vec[i], peaks[i], d)) {
+      peak_short.push_back({static_cast<int>(i), vec[i].capacity, {peaks[i].peak + d.peak, peaks[i].victim + d.cover}});
+    }
+  }
+  const int count = static_cast<int>(gpus.size());
+  if (!no_room.empty()) return RefusedReason(c.per_gpu, count, no_room, c.peak_per_gpu);
+  if (!peak_short.empty()) return PeakRefusedReason(c.per_gpu, c.peak_per_gpu, count, peak_short, d.ratio);
+  return "reserved";
 }
 
 bool InRoom(const FitCase& c, size_t gpu) {
@@ -94,7 +134,10 @@ TEST(FitTable, IsReadableAndCoversTheEdgeCases) {
   EXPECT_EQ(names.size(), cases.size()) << "case names are unique";
   for (const char* must : {"ExactFit", "OneByteOver", "FreshUsageAboveAllocationTakesRoom", "StaleUsageIsIgnored",
                            "UsageBelowAllocationFreesNothing", "MultiGpuWhereOnlySomeFit", "ZeroCapacityGpu",
-                           "ZeroCapacityNode"}) {
+                           "ZeroCapacityNode", "BurstWithinCapacity", "BurstOvershootCoveredByVictim",
+                           "BurstOvershootNotCovered", "BurstVictimIsTheNewPod", "BurstAboveTheCeiling",
+                           "BurstPeakAboveEveryCeiling", "BurstRatioOne", "Node4InferenceWithDisposableTier",
+                           "UnsafeGpuRefusesAPlainDemand"}) {
     EXPECT_EQ(names.count(must), 1u) << must;
   }
 }
@@ -105,22 +148,25 @@ TEST_P(FitCaseTest, EachGpuHasRoomOrIsRefusedAsTheTableSays) {
   const FitCase& c = GetParam();
   const Node n = NodeOf(c, "n");
   const std::vector<Vectors> vec = GpuVectors(n, kNow, c.policy);
+  const std::vector<GpuPeak> peaks = GpuPeaks(n);
   ASSERT_EQ(vec.size(), c.gpus.size());
+  ASSERT_EQ(peaks.size(), c.gpus.size());
+  const PeakDemand d = PeakDemandOfCase(c);
   for (size_t i = 0; i < vec.size(); ++i) {
-    EXPECT_EQ(HasRoom(vec[i], c.per_gpu), InRoom(c, i)) << "GPU " << i;
+    EXPECT_EQ(HasRoomWithPeak(vec[i], peaks[i], c.per_gpu, d), InRoom(c, i)) << "GPU " << i;
+    if (!CaseBursts(c)) EXPECT_EQ(HasRoom(vec[i], c.per_gpu), InRoom(c, i)) << "GPU " << i;
     if (!InRoom(c, i)) {
       const GpuShort one{static_cast<int>(i), vec[i]};
-      EXPECT_EQ(RefusedReason(c.per_gpu, 1, {&one, 1}), c.refused.at(static_cast<int>(i))) << "GPU " << i;
+      if (!CaseBursts(c)) {
+        EXPECT_EQ(RefusedReason(c.per_gpu, 1, {&one, 1}), c.refused.at(static_cast<int>(i))) << "GPU " << i;
+      }
+      EXPECT_EQ(RefusalOf(c, vec, peaks, {i}), c.refused.at(static_cast<int>(i))) << "GPU " << i;
     }
   }
   if (c.reserve_all) {
-    std::vector<GpuShort> short_gpus;
-    for (size_t i = 0; i < vec.size(); ++i) {
-      if (!HasRoom(vec[i], c.per_gpu)) short_gpus.push_back({static_cast<int>(i), vec[i]});
-    }
-    EXPECT_EQ(short_gpus.empty() ? "reserved"
-                                 : RefusedReason(c.per_gpu, static_cast<int>(vec.size()), short_gpus),
-              *c.reserve_all);
+    std::vector<size_t> all(vec.size());
+    for (size_t i = 0; i < vec.size(); ++i) all[i] = i;
+    EXPECT_EQ(RefusalOf(c, vec, peaks, all), *c.reserve_all);
   }
 }
 
@@ -128,14 +174,20 @@ TEST_P(FitCaseTest, TheNodeDecidesAndChoosesAsTheTableSays) {
   const FitCase& c = GetParam();
   const Node n = NodeOf(c, "n");
   const std::vector<Vectors> vec = GpuVectors(n, kNow, c.policy);
-  EXPECT_EQ(FitNode(vec, c.per_gpu, c.count).verdict(), c.verdict);
+  const std::vector<GpuPeak> peaks = GpuPeaks(n);
+  if (!CaseBursts(c)) EXPECT_EQ(FitNode(vec, c.per_gpu, c.count).verdict(), c.verdict);
+  EXPECT_EQ(FitNodeWithPeak(vec, peaks, c.per_gpu, c.count, PeakDemandOfCase(c)).verdict(), c.verdict);
   for (ScorePolicy score : {ScorePolicy::kHeadroom, ScorePolicy::kBinpack}) {
     SCOPED_TRACE(ScorePolicyName(score));
     const std::vector<int>& want = score == ScorePolicy::kHeadroom ? c.headroom : c.binpack;
     const NodeDecision d = DecideNode(&n, n.name, RequestOf(c), PolicyOf(c, score), kNow);
     EXPECT_EQ(d.verdict, c.verdict);
-    const std::vector<size_t> chosen = ChooseGpus(
-        vec, c.per_gpu, c.count, score == ScorePolicy::kHeadroom ? GpuOrder::kMostFree : GpuOrder::kTightest);
+    const GpuOrder order = score == ScorePolicy::kHeadroom ? GpuOrder::kMostFree : GpuOrder::kTightest;
+    if (!CaseBursts(c)) {
+      const std::vector<size_t> plain = ChooseGpus(vec, c.per_gpu, c.count, order);
+      EXPECT_EQ(plain, ChooseGpus(vec, peaks, c.per_gpu, c.count, PeakDemandOfCase(c), order));
+    }
+    const std::vector<size_t> chosen = ChooseGpus(vec, peaks, c.per_gpu, c.count, PeakDemandOfCase(c), order);
     if (c.verdict == Verdict::kFits) {
       EXPECT_EQ(d.choice.gpus, want);
       EXPECT_EQ(std::vector<int>(chosen.begin(), chosen.end()), want);
@@ -193,8 +245,11 @@ TEST_P(FitCaseTest, TheFakeStoreReservesAsTheTableSays) {
     req.entry.pod_uid = uid;
     req.entry.gpus = std::move(gpus);
     req.entry.per_gpu = c.per_gpu;
+    req.entry.peak_per_gpu = c.peak_per_gpu;
+    req.entry.victim = c.victim;
     req.fit_on_usage = c.policy.count_usage;
     req.usage_max_age_ms = c.policy.usage_max_age_ms;
+    req.max_peak_ratio = c.policy.max_peak_ratio;
     Result<store::ReserveOutcome> r = store.Reserve(req);
     if (!r.ok()) return r.status().message();
     EXPECT_TRUE(*store.Release("n", uid));
