@@ -1,14 +1,19 @@
 #include "daemon/leader_loops.h"
 
+#include <spdlog/spdlog.h>
+
 #include <functional>
 #include <string>
 #include <utility>
+
+#include "daemon/options.h"
 
 namespace vramd::daemon {
 
 LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease> lease,
                          store::LedgerStore* store, kube::KubeClient* kube, reconcile::NodeSync* node_sync,
-                         gpulock::LockService* locks, const Clock* clock, metrics::Registry* registry)
+                         gpulock::LockService* locks, reconcile::LockActivityFn lock_activity, const Clock* clock,
+                         metrics::Registry* registry)
     : store_(store),
       started_ms_(clock->NowMs()),
       leader_(std::move(lease), reconcile::MakeReplicaIdentity(), cfg.leader_lease_ms, registry),
@@ -17,8 +22,15 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
       reconciler_(cfg, store, kube, &leader_, &pod_watcher_, node_sync, clock, registry,
                   [locks](const std::function<bool(const std::string&)>& exists) {
                     (void)locks->ReapLocksOfMissingPods(exists);
-                  }) {
+                  }),
+      evictor_(kube, registry),
+      protection_(reconcile::ProtectionSettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy), store, &pod_watcher_,
+                  &evictor_, std::move(lock_activity), clock, registry) {
   node_sync->SetNodeSource([w = &node_watcher_] { return w->Nodes(); });
+  reconciler_.SetAfterPass([this] {
+    std::optional<Result<reconcile::ProtectionStats>> r = protection_.MaybeRun();
+    if (r && !r->ok()) spdlog::warn("runtime protection pass failed: {}", r->status().message());
+  });
 }
 
 LeaderLoops::~LeaderLoops() { Stop(); }

@@ -15,7 +15,9 @@
 #include "vramd/metrics/registry.h"
 #include "vramd/reconcile/leader.h"
 #include "vramd/reconcile/node_sync.h"
+#include "vramd/reconcile/evictor.h"
 #include "vramd/reconcile/pod_watch.h"
+#include "vramd/reconcile/protection.h"
 #include "vramd/reconcile/reconciler.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/lease.h"
@@ -26,10 +28,12 @@ class LeaderLoops {
  public:
   // Builds the loops (none runs before Start). Every pointer must outlive
   // this object; node_sync reads its nodes from the node watcher from now on,
-  // and each reconcile pass reaps the GPU locks of pods that are gone.
+  // each reconcile pass reaps the GPU locks of pods that are gone, and after
+  // each pass the runtime protection (watchdog, idle eviction) runs when its
+  // interval has passed, reading GPU-lock activity with `lock_activity`.
   LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease> lease, store::LedgerStore* store,
               kube::KubeClient* kube, reconcile::NodeSync* node_sync, gpulock::LockService* locks,
-              const Clock* clock, metrics::Registry* registry);
+              reconcile::LockActivityFn lock_activity, const Clock* clock, metrics::Registry* registry);
   ~LeaderLoops();  // Stop(): no watcher outlives the reconciler it pokes
   LeaderLoops(const LeaderLoops&) = delete;
   LeaderLoops& operator=(const LeaderLoops&) = delete;
@@ -56,6 +60,8 @@ class LeaderLoops {
   reconcile::PodWatcher pod_watcher_;
   reconcile::NodeWatcher node_watcher_;
   reconcile::Reconciler reconciler_;
+  reconcile::Evictor evictor_;
+  reconcile::Protection protection_;
 };
 
 }  // namespace vramd::daemon

@@ -61,11 +61,16 @@ int main(int argc, char** argv) {
   }
   daemon::Listeners& listeners = **made;  // listen, and api_listen when set
   reconcile::NodeSync node_sync(cfg, store.get(), kube.get(), &registry);
-  gpulock::LockService locks(store::NewValkeyLockStore(valkey), &registry, daemon::LockOptionsFrom(cfg));
+  std::shared_ptr<store::LockStore> lock_store = store::NewValkeyLockStore(valkey);
+  gpulock::LockService locks(lock_store, &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
   if (kube) {
     loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(),
-                                                  kube.get(), &node_sync, &locks, &clock, &registry);
+                                                  kube.get(), &node_sync, &locks,
+                                                  [lock_store](const std::vector<std::string>& nodes) {
+                                                    return lock_store->ReadActivity(nodes);
+                                                  },
+                                                  &clock, &registry);
   }
   daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms,
                         cfg.burst_max_peak_ratio);

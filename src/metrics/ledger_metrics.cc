@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "vramd/ledger/fit.h"
+#include "vramd/ledger/protection.h"
 #include "vramd/ledger/metrics.h"
 
 namespace vramd::metrics {
@@ -141,6 +142,17 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
                  {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}, {"gpu", std::to_string(idx)}},
                  static_cast<double>(bytes));
       }
+    }
+  }
+  w.Header("vramd_pod_over_budget_bytes",
+           "Bytes a pod uses on a GPU above what it declared (its vramd.io/vram-peak, else its request); 0 within "
+           "it. Series exist while the pod's usage report is fresh.",
+           "gauge");
+  for (const ledger::Node* n : nodes) {
+    for (const ledger::Entry& e : n->entries) {
+      if (!ledger::UsageFresh(e.used_ts_ms, now_ms, usage_max_age_ms)) continue;
+      w.Sample("vramd_pod_over_budget_bytes", {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}},
+               static_cast<double>(ledger::OverBudgetBytes(e, now_ms, usage_max_age_ms)));
     }
   }
   w.Header("vramd_pod_terminating", "1 while a pod's VRAM is held because it is terminating (phantom rule).",

@@ -288,6 +288,7 @@ void Reconciler::Loop(std::stop_token st) {
     const bool ok = metrics::GuardedStep(metrics::kThreadReconcile, [&] {
       Result<PassStats> r = RunOnce();
       if (!r.ok()) spdlog::warn("reconcile pass failed: {}", r.status().message());
+      if (r.ok() && after_pass_) after_pass_();
     });
     last_pass = Steady::now();
     if (!ok) {

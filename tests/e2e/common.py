@@ -19,7 +19,7 @@ VRAMD = os.path.join(BIN_DIR, "vramd")
 # Least privilege: the verbs vramd uses (keep in sync with deploy/helm/vramd).
 VRAMD_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/binding", "pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

@@ -56,6 +56,10 @@ class Reconciler {
   // reconcile_min_gap_ms old, else when it is (pokes in between coalesce).
   void Poke();
 
+  // Called (on the reconcile thread, as leader) after every pass that
+  // succeeded: the runtime protection's pass (protection.h). Set before Start.
+  void SetAfterPass(std::function<void()> fn) { after_pass_ = std::move(fn); }
+
   // One full pass; requires a synced watch. Does not check leadership.
   Result<PassStats> RunOnce();
 
@@ -76,6 +80,7 @@ class Reconciler {
   NodeSync* node_sync_;
   const Clock* clock_;
   std::function<void(const std::function<bool(const std::string&)>&)> reap_locks_;
+  std::function<void()> after_pass_;
 
   metrics::Family<metrics::Counter>* passes_;
   metrics::Family<metrics::Counter>* orphans_;

@@ -122,5 +122,33 @@ TEST(LedgerMetrics, AgentReportsGivePodUsedOutsideAndUntrackedSeries) {
   EXPECT_NE(out.find("# TYPE vramd_pod_used_bytes gauge"), std::string::npos);
 }
 
+TEST(LedgerMetrics, OverBudgetBytesAreUseAboveThePeakOrTheRequest) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  n.gpus = {ledger::Gpu{0, "", 100, 60, 50000}};
+  ledger::Entry runaway{"u-r", "media", "immich-ml", {0}, 10};  // request 10, no peak, uses 25
+  runaway.used = 25;
+  runaway.used_ts_ms = 50000;
+  ledger::Entry burst{"u-b", "ml", "inference", {0}, 8};  // request 8, peak 32, uses 30: within its peak
+  burst.peak_per_gpu = 32;
+  burst.used = 30;
+  burst.used_ts_ms = 50000;
+  ledger::Entry stale{"u-s", "ml", "stale", {0}, 1};
+  stale.used = 50;
+  stale.used_ts_ms = 1;
+  n.entries = {runaway, burst, stale};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 60000, 20000, w);
+  EXPECT_NE(out.find("vramd_pod_over_budget_bytes{node=\"n1\",namespace=\"media\",pod=\"immich-ml\"} 15\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vramd_pod_over_budget_bytes{node=\"n1\",namespace=\"ml\",pod=\"inference\"} 0\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("vramd_pod_over_budget_bytes{node=\"n1\",namespace=\"ml\",pod=\"stale\""), std::string::npos)
+      << "a stale figure is no measurement";
+}
+
 }  // namespace
 }  // namespace vramd::metrics

@@ -1,0 +1,274 @@
+#include "vramd/reconcile/protection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+#include <utility>
+
+#include "vramd/ledger/quantity.h"
+
+namespace vramd::reconcile {
+namespace {
+
+std::optional<ActionMode> ModeOf(const std::string& s) {
+  if (s == "enforce") return ActionMode::kEnforce;
+  if (s == "dry-run") return ActionMode::kDryRun;
+  return std::nullopt;  // off
+}
+
+// "45s", "12m", "1h5m", "2d3h": the two largest units.
+std::string FormatDuration(int64_t ms) {
+  int64_t s = ms / 1000;
+  if (s < 60) return std::to_string(s) + "s";
+  const int64_t d = s / 86400, h = s % 86400 / 3600, m = s % 3600 / 60, sec = s % 60;
+  if (d > 0) return std::to_string(d) + "d" + (h > 0 ? std::to_string(h) + "h" : "");
+  if (h > 0) return std::to_string(h) + "h" + (m > 0 ? std::to_string(m) + "m" : "");
+  return std::to_string(m) + "m" + (sec > 0 ? std::to_string(sec) + "s" : "");
+}
+
+}  // namespace
+
+ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledger::Policy& placement) {
+  ProtectionSettings s;
+  s.watchdog = ModeOf(cfg.watchdog_mode);
+  s.idle = ModeOf(cfg.idle_mode);
+  s.idle_policy = cfg.idle_policy == "always" ? ledger::IdleMode::kAlways : ledger::IdleMode::kOnDemand;
+  if (Result<config::Floor> f = config::ParseFloor(cfg.watchdog_floor); f.ok()) {
+    s.watchdog_policy.floor_bytes = f->bytes;
+    s.watchdog_policy.floor_percent = f->percent;
+  }
+  if (Result<std::vector<std::string>> l = config::ParseClassList(cfg.watchdog_protected_classes); l.ok()) {
+    s.watchdog_policy.protected_classes = std::move(*l);
+  }
+  s.watchdog_policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  s.placement = placement;
+  s.usage_change_bytes = cfg.idle_usage_change_bytes;
+  s.interval_ms = cfg.watchdog_interval_ms;
+  s.cooldown_ms = cfg.watchdog_cooldown_ms;
+  s.max_per_minute = cfg.watchdog_max_actions_per_minute;
+  s.pending_max_age_ms = cfg.idle_pending_max_age_ms;
+  return s;
+}
+
+std::string WatchdogDetail(const ledger::GpuPressure& p) {
+  std::string out;
+  if (p.victim) {
+    const ledger::WatchdogVictim& v = *p.victim;
+    if (v.reason == ledger::VictimReason::kDesignatedVictim) {
+      out = "designated victim uses " + ledger::FormatBytes(v.used);
+    } else {
+      out = "uses " + ledger::FormatBytes(v.used) + ", declared " + ledger::FormatBytes(v.declared);
+    }
+    out += "; ";
+  }
+  out += "GPU " + std::to_string(p.gpu) + " of " + p.node + " has " + ledger::FormatBytes(p.free) + " free, floor " +
+         ledger::FormatBytes(p.floor);
+  return out;
+}
+
+std::string IdleDetail(const ledger::IdleEviction& e, int64_t ttl_ms) {
+  std::string out = "idle for " + FormatDuration(e.idle_ms) + " (idle-ttl " + FormatDuration(ttl_ms) + ")";
+  if (!e.for_uid.empty()) out += "; makes room for " + e.for_ns + "/" + e.for_name + " on " + e.node;
+  return out;
+}
+
+Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, PodWatcher* watcher,
+                       Evictor* evictor, LockActivityFn lock_activity, const Clock* clock,
+                       metrics::Registry* registry)
+    : s_(std::move(settings)),
+      store_(store),
+      watcher_(watcher),
+      evictor_(evictor),
+      lock_activity_(std::move(lock_activity)),
+      clock_(clock),
+      tracker_(s_.usage_change_bytes),
+      gate_(s_.cooldown_ms, s_.max_per_minute) {
+  pressure_ = &registry->AddGauge("vramd_gpu_under_pressure",
+                                  "1 while the GPU's physical free VRAM (total - observed used) is below the "
+                                  "watchdog's floor (set by the leader).",
+                                  {"node", "gpu"});
+  waiting_ = &registry->AddGauge("vramd_pods_waiting_for_vram",
+                                 "Pending pods that vramd refused for VRAM recently (leader).");
+  waiting_->With({});
+  idle_pods_ = &registry->AddGauge("vramd_idle_pods",
+                                   "Pods with vramd.io/idle-ttl that are past it: idle and evictable (leader).");
+  idle_pods_->With({});
+}
+
+std::optional<Result<ProtectionStats>> Protection::MaybeRun() {
+  {
+    MutexLock lock(&mu_);
+    const int64_t now = clock_->NowMs();
+    if (last_run_ms_ != 0 && now - last_run_ms_ < s_.interval_ms && now >= last_run_ms_) return std::nullopt;
+    last_run_ms_ = now;
+  }
+  return RunOnce();
+}
+
+Result<ProtectionStats> Protection::RunOnce() {
+  ProtectionStats stats;
+  if (!s_.watchdog && !s_.idle) return stats;
+  Result<ledger::SnapshotPtr> snap_r = store_->Snapshot();
+  if (!snap_r.ok()) return snap_r.status();
+  const ledger::Snapshot& snap = **snap_r;
+  // Nothing is decided from a ledger being rebuilt: entries may be missing.
+  if (!snap.sealed) return stats;
+  const int64_t now = clock_->NowMs();
+  MutexLock lock(&mu_);
+
+  // The watchdog: one victim per GPU under pressure.
+  std::vector<ledger::GpuPressure> pressure = ledger::PlanWatchdog(snap, s_.watchdog_policy, now);
+  std::map<std::string, bool> series;
+  for (const ledger::GpuPressure& p : pressure) series[p.node + '\n' + std::to_string(p.gpu)] = true;
+  for (const auto& [key, on] : pressure_series_) {
+    if (!series.contains(key)) {
+      const size_t nl = key.find('\n');
+      pressure_->With({key.substr(0, nl), key.substr(nl + 1)}).Set(0);
+    }
+  }
+  for (const auto& [key, on] : series) {
+    const size_t nl = key.find('\n');
+    pressure_->With({key.substr(0, nl), key.substr(nl + 1)}).Set(1);
+  }
+  pressure_series_ = std::move(series);
+  stats.gpus_under_pressure = static_cast<int>(pressure.size());
+  if (s_.watchdog) {
+    for (const ledger::GpuPressure& p : pressure) {
+      if (!p.victim) {
+        spdlog::warn("watchdog: GPU {} of {} has {} free, below the floor of {}, and no victim: {}", p.gpu, p.node,
+                     ledger::FormatBytes(p.free), ledger::FormatBytes(p.floor), p.no_victim);
+        continue;
+      }
+      const std::string key = "gpu:" + p.node + "/" + std::to_string(p.gpu);
+      if (!gate_.Allowed(key, now)) {
+        ++stats.gated;
+        continue;
+      }
+      EvictionAction a;
+      a.ns = p.victim->ns;
+      a.name = p.victim->name;
+      a.uid = p.victim->pod_uid;
+      a.node = p.node;
+      a.gpu = p.gpu;
+      a.reason = "pressure";
+      a.detail = WatchdogDetail(p);
+      const ActionResult r = evictor_->Act(a, *s_.watchdog);
+      if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
+        gate_.Record(key, now);
+        ++stats.watchdog_actions;
+      }
+    }
+  }
+
+  if (!s_.idle) return stats;
+  // Idle tracking: usage changes and GPU-lock activity of the pods that say
+  // vramd.io/idle-ttl.
+  std::vector<std::string> idle_nodes;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const ledger::Entry& e : node.entries) {
+      if (e.idle_ttl_ms > 0) {
+        idle_nodes.push_back(name);
+        break;
+      }
+    }
+  }
+  std::map<std::string, int64_t> activity;
+  if (lock_activity_ && !idle_nodes.empty()) {
+    Result<std::map<std::string, int64_t>> r = lock_activity_(idle_nodes);
+    if (r.ok()) {
+      activity = std::move(*r);
+    } else {
+      // Without the lock signal a pod could look idle while it computes:
+      // no idle eviction this pass.
+      spdlog::warn("idle eviction: GPU-lock activity unreadable, skipping this pass: {}", r.status().message());
+      return stats;
+    }
+  }
+  int idle_now = 0;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const ledger::Entry& e : node.entries) {
+      if (e.idle_ttl_ms <= 0) continue;
+      auto it = activity.find(e.pod_uid);
+      tracker_.Observe(e, it == activity.end() ? 0 : it->second, now);
+      if (ledger::IdleFor(e, tracker_, now) >= 0) ++idle_now;
+    }
+  }
+  tracker_.ForgetUnobserved(now);
+  idle_pods_->With({}).Set(idle_now);
+
+  // Pods waiting for VRAM: refused by a filter recently and still pending.
+  std::vector<ledger::PendingPod> pending;
+  if (s_.idle_policy == ledger::IdleMode::kOnDemand) {
+    Result<std::vector<store::Refusal>> refusals = store_->ReadRefusals(s_.pending_max_age_ms);
+    if (!refusals.ok()) return refusals.status();
+    std::unordered_map<std::string, const kube::PodInfo*> by_uid;
+    const std::vector<kube::PodInfo> pods = watcher_->Pods();
+    for (const kube::PodInfo& p : pods) by_uid[p.uid] = &p;
+    std::vector<std::string> forget;
+    for (store::Refusal& r : *refusals) {
+      auto it = by_uid.find(r.uid);
+      const bool waiting = it != by_uid.end() && it->second->node_name.empty() && !it->second->deleting &&
+                           (it->second->phase.empty() || it->second->phase == "Pending");
+      if (!waiting) {
+        forget.push_back(r.uid);
+        continue;
+      }
+      ledger::PendingPod pp;
+      pp.uid = r.uid;
+      pp.ns = r.ns;
+      pp.name = r.name;
+      pp.demand.gpu_count = r.gpu_count < 1 ? 1 : r.gpu_count;
+      pp.demand.per_gpu = r.per_gpu;
+      pp.demand.total = r.per_gpu * pp.demand.gpu_count;
+      pp.demand.peak_per_gpu = r.peak_per_gpu < r.per_gpu ? r.per_gpu : r.peak_per_gpu;
+      pp.demand.ns = r.ns;
+      pp.demand.priority = r.priority;
+      pp.demand.victim = r.victim;
+      pp.demand.idle_ttl_ms = r.idle_ttl_ms;
+      pp.nodes = std::move(r.nodes);
+      pp.refused_ms = r.ts_ms;
+      pending.push_back(std::move(pp));
+    }
+    if (!forget.empty()) {
+      if (Status s = store_->ForgetRefusals(forget); !s.ok()) {
+        spdlog::debug("idle eviction: forgetting {} refusals failed: {}", forget.size(), s.message());
+      }
+    }
+  }
+  stats.waiting_pods = static_cast<int>(pending.size());
+  waiting_->With({}).Set(static_cast<double>(pending.size()));
+
+  std::vector<ledger::IdleEviction> plan = ledger::PlanIdle(snap, tracker_, pending, s_.idle_policy, s_.placement, now);
+  stats.idle_candidates = static_cast<int>(plan.size());
+  std::unordered_map<std::string, int64_t> ttl_of;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const ledger::Entry& e : node.entries) {
+      if (e.idle_ttl_ms > 0) ttl_of[e.pod_uid] = e.idle_ttl_ms;
+    }
+  }
+  for (const ledger::IdleEviction& e : plan) {
+    const std::string key = "pod:" + e.pod_uid;
+    if (!gate_.Allowed(key, now)) {
+      ++stats.gated;
+      continue;
+    }
+    EvictionAction a;
+    a.ns = e.ns;
+    a.name = e.name;
+    a.uid = e.pod_uid;
+    a.node = e.node;
+    a.reason = "idle";
+    a.detail = IdleDetail(e, ttl_of[e.pod_uid]);
+    a.for_ns = e.for_ns;
+    a.for_name = e.for_name;
+    a.for_uid = e.for_uid;
+    const ActionResult r = evictor_->Act(a, *s_.idle);
+    if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
+      gate_.Record(key, now);
+      ++stats.idle_actions;
+    }
+  }
+  return stats;
+}
+
+}  // namespace vramd::reconcile

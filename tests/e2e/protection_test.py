@@ -1,0 +1,243 @@
+"""End to end (issue 15): runtime protection on the real testbed.
+
+Real kube-apiserver + kube-scheduler 1.20 + etcd, a real redis-server and
+vramd. Usage is fed as vramd-agent feeds it: version-2 reports on
+PUT /v1/nodes/{node}/usage with the pods' real UIDs. There is no kubelet: a
+pod evicted through the Eviction API keeps its object (deletionTimestamp set,
+the phantom-capacity rule holds its VRAM) until the test, playing the
+kubelet, deletes it with grace 0.
+
+- DryRun: the burstable placement rule (a pod refused on a GPU whose
+  overshoot no designated victim covers, placed on the one where a victim
+  does), the watchdog in dry-run (an Event on the runaway tenant, nothing
+  evicted), and bad input (a peak below the request, a negative idle TTL, a
+  victim class list that names nothing).
+- Enforce: the runaway tenant is evicted and its VRAM freed only when the
+  pod is gone; a PodDisruptionBudget blocks an eviction (retried, counted);
+  an idle model is evicted so that a pending one binds.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import GI, VRAMD, SharedTestbed, ledger_nodes, metric_value, start_vramd  # noqa: E402
+from testbed import clean_env  # noqa: E402
+
+MI = 1 << 20
+TOKEN = "e2e-protection-token-0123456789abcdef"
+
+
+def gfd(mib, pool):
+    return {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.memory": str(mib), "pool": pool}
+
+
+def on_pool(pool):
+    return {"nodeSelector": {"pool": pool}}
+
+
+class Protected(SharedTestbed):
+    MODE = "dry-run"
+
+    @classmethod
+    def start(cls, tb, nodes, extra_config=None):
+        for name, (mib, pool) in nodes.items():
+            tb.create_node(name, labels=gfd(mib, pool))
+        token = tb.write_file("api-token", TOKEN + "\n")
+        config = {"watchdog": {"mode": cls.MODE, "floor": "1.5Gi", "interval_ms": 500, "cooldown_ms": 300000},
+                  "idle": {"mode": cls.MODE, "policy": "on-demand"},
+                  "usage_max_age_ms": 600000}
+        config.update(extra_config or {})
+        cls.vramd = start_vramd(tb, config=config, extra_args=["--api-token-file", token])
+        tb.wait_for(lambda: set(nodes) <= set(ledger_nodes(cls.vramd)), 20, message="vramd to learn the nodes")
+        tb.start_scheduler([cls.vramd.url + "/scheduler"])
+
+    def report(self, node, total, pods):
+        """Pushes a version-2 usage report: `pods` maps pod name -> bytes used."""
+        uids = [{"uid": self.tb.get_pod(name)["metadata"]["uid"], "used_bytes": used} for name, used in pods.items()]
+        body = {"version": 2, "agent": "e2e", "source": "nvml",
+                "gpus": [{"index": 0, "uuid": f"GPU-{node}", "total_bytes": total,
+                          "used_bytes": sum(pods.values()), "outside_pods_bytes": 0, "pods": uids}]}
+        req = urllib.request.Request(f"{self.vramd.url}/v1/nodes/{node}/usage", data=json.dumps(body).encode(),
+                                     method="PUT", headers={"Authorization": f"Bearer {TOKEN}",
+                                                            "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            self.assertEqual(r.status, 200)
+
+    def events(self, pod, reason):
+        return self.tb.pod_events(pod, reason=reason)
+
+    def entry(self, node, pod):
+        return next((p for p in ledger_nodes(self.vramd)[node]["pods"] if p["name"] == pod), None)
+
+    def bind_all(self, pool, pods):
+        for name, vram, kwargs in pods:
+            self.tb.create_pod(name, vram, extra_spec=on_pool(pool), **kwargs)
+        for name, _, _ in pods:
+            self.tb.wait_pod_bound(name, timeout=30)
+
+
+class DryRun(Protected):
+    @classmethod
+    def prepare(cls, tb):
+        cls.start(tb, {"t4": (16384, "t4"), "burst-a": (24576, "burst-a"), "burst-b": (24576, "burst-b")})
+
+    def test_burstable_pod_is_refused_without_a_victim_and_placed_with_one(self):
+        tb = self.tb
+        tb.create_pod("steady-a", "4Gi", extra_spec=on_pool("burst-a"))
+        tb.create_pod("disposable-b", "4Gi", annotations={"vramd.io/disposable": "true"},
+                      extra_spec=on_pool("burst-b"))
+        tb.wait_pod_bound("steady-a")
+        tb.wait_pod_bound("disposable-b")
+        # 8Gi reserved, may burst to 24Gi: peak demand 28Gi on a 24Gi GPU.
+        # On burst-a the 4Gi overshoot has no designated victim; on burst-b the
+        # disposable pod's 4Gi reservation covers it.
+        tb.create_pod("inference", "8Gi", annotations={"vramd.io/vram-peak": "24Gi"},
+                      extra_spec={"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                          "nodeSelectorTerms": [{"matchExpressions": [
+                              {"key": "pool", "operator": "In", "values": ["burst-a", "burst-b"]}]}]}}}})
+        self.assertEqual(tb.wait_pod_bound("inference"), "burst-b")
+        gpu = ledger_nodes(self.vramd)["burst-b"]["gpus"][0]
+        self.assertEqual(gpu["peak_bytes"], 28 * GI)
+        self.assertEqual(gpu["victim_bytes"], 4 * GI)
+        self.assertTrue(gpu["burst_safe"])
+        # The same pod only allowed on burst-a: refused with the numbers.
+        tb.create_pod("inference-a", "8Gi", annotations={"vramd.io/vram-peak": "24Gi"}, extra_spec=on_pool("burst-a"))
+        want = "designated victims cover"
+        tb.wait_for(lambda: any(want in m for m in self.events("inference-a", "FailedScheduling")), 30,
+                    message="a FailedScheduling event naming the uncovered peak")
+        self.assertIsNone(tb.pod_node("inference-a"))
+        print("\nFailedScheduling event:", self.events("inference-a", "FailedScheduling")[-1])
+
+    def test_runaway_tenant_gets_the_dry_run_event_and_stays(self):
+        tb = self.tb
+        # The gpumem ADR's card: a 16Gi T4 shared by budgeted tenants.
+        self.bind_all("t4", [("immich-ml", "3000Mi", {}), ("llama-swap", "5000Mi", {}), ("frigate", "2000Mi", {})])
+        # immich-ml's arena grows to 9Gi: 0.75Gi physical free, floor 1.5Gi.
+        self.report("t4", 16 * GI, {"immich-ml": 9 * GI, "llama-swap": 4454 * MI, "frigate": 1946 * MI})
+        tb.wait_for(lambda: self.events("immich-ml", "VramdWouldEvict"), 30,
+                    message="the watchdog's dry-run Event on immich-ml")
+        msg = self.events("immich-ml", "VramdWouldEvict")[-1]
+        print("\nVramdWouldEvict event:", msg)
+        self.assertIn("would recycle: uses 9Gi, declared 2.9Gi", msg)
+        self.assertIn("GPU 0 of t4 has", msg)
+        self.assertIn("floor 1.5Gi", msg)
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
+                                      {"mode": "dry-run", "reason": "pressure"}), 1)
+        self.assertEqual(metric_value(self.vramd, "vramd_gpu_under_pressure", {"node": "t4", "gpu": "0"}), 1)
+        # Nothing evicted: the pod has no deletionTimestamp, its entry is bound.
+        self.assertNotIn("deletionTimestamp", tb.get_pod("immich-ml")["metadata"])
+        self.assertEqual(self.entry("t4", "immich-ml")["state"], "bound")
+        # Neither neighbour got an Event (one victim per GPU).
+        self.assertEqual(self.events("llama-swap", "VramdWouldEvict"), [])
+        # The cooldown holds: no second Event within it.
+        tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"}) >= 3, 10)
+        self.assertEqual(len(self.events("immich-ml", "VramdWouldEvict")), 1)
+
+    def test_bad_input_gets_a_clear_error(self):
+        tb = self.tb
+        tb.create_pod("peak-below", "8Gi", annotations={"vramd.io/vram-peak": "4Gi"}, extra_spec=on_pool("t4"))
+        tb.create_pod("ttl-negative", "1Gi", annotations={"vramd.io/idle-ttl": "-5m"}, extra_spec=on_pool("t4"))
+        for pod, want in (("peak-below", "vramd.io/vram-peak=4Gi is below the pod's VRAM request of 8Gi"),
+                          ("ttl-negative", 'annotation vramd.io/idle-ttl="-5m"')):
+            tb.wait_for(lambda p=pod, w=want: any(w in m for m in self.events(p, "FailedScheduling")), 30,
+                        message=f"{pod}'s FailedScheduling event with '{want}'")
+            self.assertIsNone(tb.pod_node(pod))
+        # A victim class list that names nothing: vramd refuses to start.
+        bad = tb.write_file("bad-classes.json", json.dumps({"burst": {"victim_classes": []}}))
+        r = subprocess.run([VRAMD, "--config", bad, "--no-kube", "--listen", "127.0.0.1:0"], capture_output=True,
+                           text=True, timeout=20, env=clean_env())
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("burst.victim_classes", r.stderr + r.stdout)
+
+
+class Enforce(Protected):
+    MODE = "enforce"
+
+    @classmethod
+    def prepare(cls, tb):
+        cls.start(tb, {"wd": (16384, "wd"), "guarded": (16384, "guarded"), "idle": (16384, "idle")},
+                  extra_config={"watchdog": {"mode": "enforce", "floor": "1.5Gi", "interval_ms": 500,
+                                             "cooldown_ms": 300000, "max_actions_per_minute": 100}})
+
+    def play_kubelet(self, pod, timeout=30):
+        """Waits for the eviction's deletionTimestamp, then finishes the deletion."""
+        self.tb.wait_for(lambda: "deletionTimestamp" in (self.tb.get_pod(pod) or {}).get("metadata", {}), timeout,
+                         message=f"{pod} to be evicted")
+        self.tb.delete_pod(pod, grace=0)
+
+    def test_runaway_tenant_is_evicted_and_its_vram_freed_when_gone(self):
+        tb = self.tb
+        self.bind_all("wd", [("immich-ml", "3000Mi", {}), ("llama-swap", "5000Mi", {})])
+        self.report("wd", 16 * GI, {"immich-ml": 11 * GI, "llama-swap": 4 * GI})
+        tb.wait_for(lambda: "deletionTimestamp" in tb.get_pod("immich-ml")["metadata"], 30,
+                    message="immich-ml evicted through the Eviction API")
+        msg = tb.wait_for(lambda: self.events("immich-ml", "VramdEvicted"), 10)[-1]
+        print("\nVramdEvicted event:", msg)
+        self.assertIn("recycled: uses 11Gi, declared 2.9Gi", msg)
+        self.assertIsNotNone(tb.get_pod("llama-swap"))
+        self.assertNotIn("deletionTimestamp", tb.get_pod("llama-swap")["metadata"])
+        # Phantom rule: the VRAM stays held while the pod object exists.
+        tb.wait_for(lambda: (self.entry("wd", "immich-ml") or {}).get("state") == "terminating", 20,
+                    message="immich-ml's entry marked terminating")
+        self.assertEqual(ledger_nodes(self.vramd)["wd"]["gpus"][0]["allocated_bytes"], 8000 * MI)
+        tb.delete_pod("immich-ml", grace=0)
+        tb.wait_for(lambda: self.entry("wd", "immich-ml") is None, 20, message="immich-ml's VRAM freed once it is gone")
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
+                                      {"mode": "enforce", "reason": "pressure"}), 1)
+
+    def test_a_disruption_budget_blocks_the_eviction(self):
+        tb = self.tb
+        self.bind_all("guarded", [("guarded-ml", "2Gi", {"labels": {"app": "guarded"}})])
+        # The API server evicts a Pending pod without asking its budget: the
+        # pod runs and is Ready, as a kubelet would report it.
+        tb.api.patch("/api/v1/namespaces/default/pods/guarded-ml/status", {"status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-24T17:00:00Z"}]}})
+        # A policy/v1beta1 budget (1.20) with the status the disruption
+        # controller would write (the testbed runs none): no disruption allowed.
+        base = "/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets"
+        pdb = tb.api.post(base, {
+            "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+        tb.api.patch(f"{base}/guarded/status", {"status": {
+            "observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
+            "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}})
+        self.report("guarded", 16 * GI, {"guarded-ml": 15 * GI})
+
+        def blocked():
+            return (metric_value(self.vramd, "vramd_watchdog_eviction_failures_total",
+                                 {"reason": "pressure", "why": "blocked"}) or 0) >= 2
+        tb.wait_for(blocked, 30, message="the blocked eviction counted and retried")
+        self.assertNotIn("deletionTimestamp", tb.get_pod("guarded-ml")["metadata"])
+        self.assertEqual(self.entry("guarded", "guarded-ml")["state"], "bound")
+        self.assertEqual(self.events("guarded-ml", "VramdEvicted"), [])
+        # The budget lifted, the next pass evicts it.
+        tb.api.delete(f"{base}/guarded")
+        self.play_kubelet("guarded-ml")
+        tb.wait_for(lambda: self.entry("guarded", "guarded-ml") is None, 20, message="guarded-ml's VRAM freed")
+
+    def test_an_idle_model_is_evicted_so_a_pending_one_binds(self):
+        tb = self.tb
+        self.bind_all("idle", [("model-old", "12Gi", {"annotations": {"vramd.io/idle-ttl": "2s"}})])
+        tb.create_pod("model-new", "8Gi", extra_spec=on_pool("idle"))
+        self.play_kubelet("model-old", timeout=60)
+        self.assertEqual(tb.wait_pod_bound("model-new", timeout=60), "idle")
+        evicted = self.events("model-old", "VramdEvicted")
+        self.assertTrue(evicted, "an Event on the evicted idle pod")
+        print("\nVramdEvicted event:", evicted[-1])
+        self.assertIn("evicted idle pod: idle for", evicted[-1])
+        self.assertIn("makes room for default/model-new on idle", evicted[-1])
+        self.assertTrue(any("default/model-old" in m for m in self.events("model-new", "VramdMadeRoom")))
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
+                                      {"mode": "enforce", "reason": "idle"}), 1)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)

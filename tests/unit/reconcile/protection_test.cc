@@ -1,0 +1,311 @@
+// The runtime protection's pass (issue 15) on the fakes: what reaches the
+// Evictor (dry-run Events, enforce evictions), the cooldown and the rate
+// limit, the pressure gauge, and idle eviction fed by filter's refusals, the
+// pod watch and GPU-lock activity. The decisions themselves are table-tested
+// in tests/unit/ledger/protection_test.cc.
+#include "vramd/reconcile/protection.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_ledger_store.h"
+#include "fakes/reconcile_helpers.h"
+
+namespace vramd::reconcile {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+constexpr int64_t kMi = int64_t{1} << 20;
+
+const char* const kImmich = "00000000-0000-4000-8000-000000000001";
+const char* const kLlama = "00000000-0000-4000-8000-000000000002";
+const char* const kOld = "00000000-0000-4000-8000-000000000003";
+const char* const kNew = "00000000-0000-4000-8000-000000000004";
+
+class ProtectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cfg.watchdog_mode = "dry-run";
+    cfg.idle_mode = "dry-run";
+    cfg.watchdog_interval_ms = 1000;
+    store.now_ms = clock.NowMs();
+    store.AddNode("t4", {16 * kGi});
+    store.AddNode("idle", {16 * kGi});
+  }
+  void TearDown() override {
+    if (watcher) watcher->Stop();
+  }
+
+  void Start() {
+    evictor = std::make_unique<Evictor>(&kube, &reg);
+    watcher = std::make_unique<PodWatcher>(&kube, nullptr, &reg);
+    watcher->Start();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!watcher->Synced() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_TRUE(watcher->Synced());
+    prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
+                                        evictor.get(), lock_activity, &clock, &reg);
+  }
+
+  void Bound(const std::string& node, const std::string& name, const std::string& uid, int64_t bytes,
+             int64_t idle_ttl_ms = 0) {
+    ledger::Entry e;
+    e.pod_uid = uid;
+    e.ns = "default";
+    e.name = name;
+    e.gpus = {0};
+    e.per_gpu = bytes;
+    e.state = ledger::EntryState::kBound;
+    e.idle_ttl_ms = idle_ttl_ms;
+    ASSERT_TRUE(store.PutEntry(node, e).ok());
+    kube.AddPod("default", name, uid, "1Gi");
+    kube.pods["default/" + name].node_name = node;
+    kube.pods["default/" + name].phase = "Running";
+  }
+
+  void Report(const std::string& node, std::vector<ledger::PodUsage> pods) {
+    ledger::UsageReport r;
+    ledger::GpuUsage g;
+    g.index = 0;
+    g.total = 16 * kGi;
+    for (const auto& p : pods) g.used += p.used;
+    std::sort(pods.begin(), pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+    g.pods = std::move(pods);
+    r.gpus.push_back(g);
+    store.now_ms = clock.NowMs();
+    ASSERT_TRUE(store.PushReport(node, r, true).ok());
+  }
+
+  std::vector<testing::FakeKubeClient::PodEvent> EventsOf(const std::string& name, const std::string& reason) {
+    std::vector<testing::FakeKubeClient::PodEvent> out;
+    for (const auto& e : kube.events) {
+      if (e.name == name && e.reason == reason) out.push_back(e);
+    }
+    return out;
+  }
+
+  config::Config cfg;
+  testing::FakeLedgerStore store;
+  testing::QuietWatchKube kube;
+  metrics::Registry reg;
+  testing::FakeClock clock;
+  LockActivityFn lock_activity;
+  std::unique_ptr<Evictor> evictor;
+  std::unique_ptr<PodWatcher> watcher;
+  std::unique_ptr<Protection> prot;
+};
+
+TEST(ProtectionText, DetailsNameTheNumbers) {
+  ledger::GpuPressure p;
+  p.node = "node-1";
+  p.gpu = 0;
+  p.free = 800 * kMi;
+  p.floor = 1536 * kMi;
+  ledger::WatchdogVictim v;
+  v.reason = ledger::VictimReason::kOverBudget;
+  v.used = 10 * kGi + 716 * kMi;
+  v.declared = 3 * kGi;
+  p.victim = v;
+  EXPECT_EQ(WatchdogDetail(p), "uses 10.7Gi, declared 3Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
+  p.victim->reason = ledger::VictimReason::kDesignatedVictim;
+  p.victim->used = 2 * kGi;
+  EXPECT_EQ(WatchdogDetail(p), "designated victim uses 2Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
+  ledger::IdleEviction e;
+  e.node = "node-1";
+  e.idle_ms = 12 * 60'000 + 5'000;
+  EXPECT_EQ(IdleDetail(e, 10 * 60'000), "idle for 12m5s (idle-ttl 10m)");
+  e.for_ns = "ml";
+  e.for_name = "llama-70b";
+  e.for_uid = kNew;
+  e.idle_ms = 3 * 3600'000 + 60'000;
+  EXPECT_EQ(IdleDetail(e, 90'000), "idle for 3h1m (idle-ttl 1m30s); makes room for ml/llama-70b on node-1");
+}
+
+TEST_F(ProtectionTest, DryRunRecordsOneEventPerGpuWithinTheCooldownAndEvictsNothing) {
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  Start();
+  Report("t4", {{kImmich, 11 * kGi}, {kLlama, 4454 * kMi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->gpus_under_pressure, 1);
+  EXPECT_EQ(r->watchdog_actions, 1);
+  auto ev = EventsOf("immich-ml", "VramdWouldEvict");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].message, "would recycle: uses 11Gi, declared 2.9Gi; GPU 0 of t4 has 666Mi free, floor 1.5Gi");
+  EXPECT_TRUE(EventsOf("llama-swap", "VramdWouldEvict").empty());
+  EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
+  EXPECT_EQ(testing::Sample(reg, "vramd_gpu_under_pressure{node=\"t4\",gpu=\"0\"}"), "1");
+  EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_actions_total{mode=\"dry-run\",reason=\"pressure\"}"), "1");
+
+  // Within the cooldown: gated, no second Event.
+  clock.Advance(60'000);
+  Report("t4", {{kImmich, 11 * kGi}, {kLlama, 4454 * kMi}});
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gated, 1);
+  EXPECT_EQ(EventsOf("immich-ml", "VramdWouldEvict").size(), 1u);
+  // After it: again.
+  clock.Advance(cfg.watchdog_cooldown_ms);
+  Report("t4", {{kImmich, 11 * kGi}, {kLlama, 4454 * kMi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  EXPECT_EQ(EventsOf("immich-ml", "VramdWouldEvict").size(), 2u);
+  // The pressure goes: the gauge falls to 0.
+  Report("t4", {{kImmich, 2 * kGi}, {kLlama, 4454 * kMi}});
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 0);
+  EXPECT_EQ(testing::Sample(reg, "vramd_gpu_under_pressure{node=\"t4\",gpu=\"0\"}"), "0");
+}
+
+TEST_F(ProtectionTest, EnforceEvictsAndABlockedEvictionIsRetriedNextPass) {
+  cfg.watchdog_mode = "enforce";
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Start();
+  Report("t4", {{kImmich, 15 * kGi}});
+  kube.evict_blocked = true;
+  ASSERT_TRUE(prot->RunOnce().ok());
+  EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
+  EXPECT_TRUE(EventsOf("immich-ml", "VramdEvicted").empty());
+  EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_eviction_failures_total{reason=\"pressure\",why=\"blocked\"}"), "1");
+  // A blocked eviction does not start the cooldown: retried next pass.
+  kube.evict_blocked = false;
+  clock.Advance(1000);
+  Report("t4", {{kImmich, 15 * kGi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->watchdog_actions, 1);
+  EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
+  auto ev = EventsOf("immich-ml", "VramdEvicted");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].message.rfind("recycled: uses 15Gi, declared 2.9Gi; GPU 0 of t4", 0), 0u) << ev[0].message;
+}
+
+TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
+  cfg.watchdog_mode = "off";
+  cfg.idle_mode = "off";
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Start();
+  Report("t4", {{kImmich, 15 * kGi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  EXPECT_TRUE(kube.events.empty());
+
+  cfg.watchdog_mode = "enforce";
+  prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
+                                      evictor.get(), nullptr, &clock, &reg);
+  store.LoseStore();  // unsealed (and empty)
+  store.AddNode("t4", {16 * kGi});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 0);
+  EXPECT_TRUE(kube.events.empty());
+}
+
+TEST_F(ProtectionTest, MaybeRunKeepsTheInterval) {
+  Start();
+  EXPECT_TRUE(prot->MaybeRun().has_value());
+  clock.Advance(cfg.watchdog_interval_ms - 1);
+  EXPECT_FALSE(prot->MaybeRun().has_value());
+  clock.Advance(1);
+  EXPECT_TRUE(prot->MaybeRun().has_value());
+}
+
+TEST_F(ProtectionTest, AnIdleModelIsEvictedOnlyForAPodRefusedForVram) {
+  cfg.idle_mode = "enforce";
+  Bound("idle", "model-old", kOld, 12 * kGi, /*idle_ttl_ms=*/60'000);
+  kube.AddPod("default", "model-new", kNew, "8Gi");  // pending
+  Start();
+  ASSERT_TRUE(prot->RunOnce().ok());  // first sighting: active now
+  clock.Advance(61'000);
+  // Idle, but nobody waits: nothing.
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_candidates, 0);
+  EXPECT_EQ(testing::Sample(reg, "vramd_idle_pods"), "1");
+  EXPECT_FALSE(kube.pods["default/model-old"].deleting);
+  // Filter refused model-new on "idle" for room.
+  store::Refusal ref;
+  ref.uid = kNew;
+  ref.ns = "default";
+  ref.name = "model-new";
+  ref.per_gpu = 8 * kGi;
+  ref.peak_per_gpu = 8 * kGi;
+  ref.gpu_count = 1;
+  ref.nodes = {"idle"};
+  ASSERT_TRUE(store.RecordRefusals({ref}).ok());
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->waiting_pods, 1);
+  EXPECT_EQ(r->idle_actions, 1);
+  EXPECT_TRUE(kube.pods["default/model-old"].deleting);
+  auto ev = EventsOf("model-old", "VramdEvicted");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].message, "evicted idle pod: idle for 1m1s (idle-ttl 1m); makes room for default/model-new on idle");
+  ASSERT_EQ(EventsOf("model-new", "VramdMadeRoom").size(), 1u);
+  EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_actions_total{mode=\"enforce\",reason=\"idle\"}"), "1");
+}
+
+TEST_F(ProtectionTest, LockActivityKeepsAPodActiveAndAnUnreadableSignalSkipsIdleEviction) {
+  cfg.idle_mode = "enforce";
+  cfg.idle_policy = "always";
+  Bound("idle", "model-old", kOld, 12 * kGi, 60'000);
+  int64_t last_lock = 0;
+  bool lock_store_down = false;
+  lock_activity = [&](const std::vector<std::string>& nodes) -> Result<std::map<std::string, int64_t>> {
+    if (lock_store_down) return Unavailable("lock store down");
+    EXPECT_EQ(nodes, std::vector<std::string>{"idle"});
+    return std::map<std::string, int64_t>{{kOld, last_lock}};
+  };
+  Start();
+  ASSERT_TRUE(prot->RunOnce().ok());
+  for (int i = 0; i < 3; ++i) {  // a heartbeat every 50 s keeps it active
+    clock.Advance(50'000);
+    last_lock = clock.NowMs();
+    Result<ProtectionStats> r = prot->RunOnce();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->idle_candidates, 0);
+  }
+  clock.Advance(61'000);
+  lock_store_down = true;  // no signal: no idle eviction at all
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_actions, 0);
+  EXPECT_FALSE(kube.pods["default/model-old"].deleting);
+  lock_store_down = false;
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_actions, 1);
+  EXPECT_TRUE(kube.pods["default/model-old"].deleting);
+}
+
+TEST_F(ProtectionTest, RefusalsOfPodsNoLongerPendingAreForgotten) {
+  cfg.idle_mode = "dry-run";
+  Bound("idle", "model-old", kOld, 12 * kGi, 60'000);
+  kube.AddPod("default", "model-new", kNew, "8Gi");
+  kube.pods["default/model-new"].node_name = "elsewhere";  // bound meanwhile
+  Start();
+  store::Refusal ref;
+  ref.uid = kNew;
+  ref.ns = "default";
+  ref.name = "model-new";
+  ref.per_gpu = 8 * kGi;
+  ref.gpu_count = 1;
+  ref.nodes = {"idle"};
+  ASSERT_TRUE(store.RecordRefusals({ref}).ok());
+  clock.Advance(61'000);
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->waiting_pods, 0);
+  EXPECT_TRUE(kube.events.empty());
+  Result<std::vector<store::Refusal>> left = store.ReadRefusals(3'600'000);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+}
+
+}  // namespace
+}  // namespace vramd::reconcile
