@@ -184,28 +184,12 @@ Key VictimClassesKey() {
             "priority classes whose pods are designated victims (comma-separated; pods may also say "
             "vramd.io/disposable: \"true\")"};
   k.set = [](Config* c, const std::string& v) -> Status {
-    std::vector<std::string> names;
-    size_t begin = 0;
-    while (begin <= v.size()) {
-      size_t end = v.find(',', begin);
-      if (end == std::string::npos) end = v.size();
-      std::string name = v.substr(begin, end - begin);
-      while (!name.empty() && name.front() == ' ') name.erase(name.begin());
-      while (!name.empty() && name.back() == ' ') name.pop_back();
-      if (!v.empty()) {
-        if (!IsDnsSubdomain(name)) {
-          return InvalidArgument("config key burst.victim_classes names nothing: \"" + name +
-                                 "\" is not a priority class name (a DNS subdomain: lowercase letters, digits, "
-                                 "'-' and '.', at most 253 characters)");
-        }
-        names.push_back(std::move(name));
-      }
-      begin = end + 1;
-    }
-    if (names.empty()) {
+    Result<std::vector<std::string>> names = ParseClassList(v);
+    if (!names.ok()) return InvalidArgument("config key burst.victim_classes names nothing: " + names.status().message());
+    if (names->empty()) {
       return InvalidArgument("config key burst.victim_classes names nothing: give at least one priority class name");
     }
-    c->burst_victim_classes = std::move(names);
+    c->burst_victim_classes = std::move(*names);
     return Status::Ok();
   };
   k.get = [](const Config& c) {
@@ -440,17 +424,17 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 // Keys whose value is a list: in a file, a JSON array of strings or one
 // comma-separated string; as a flag or variable, the comma-separated string.
 const std::set<std::string>& ListKeys() {
-  static const std::set<std::string> keys = {"watchdog.protected_classes"};
+  static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes"};
   return keys;
 }
 
 Result<std::string> ListText(const std::string& key, const nlohmann::json& v) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string()) return InvalidArgument("config key " + key + ": expected an array of strings");
+    if (!v[i].is_string()) return InvalidArgument("config key " + key + ": expected a list of strings");
     const std::string item = v[i].get<std::string>();
-    if (item.empty() || item.find(',') != std::string::npos) {
-      return InvalidArgument("config key " + key + ": item " + std::to_string(i) + " is empty or holds a comma");
+    if (item.find(',') != std::string::npos) {
+      return InvalidArgument("config key " + key + ": item " + std::to_string(i) + " holds a comma");
     }
     if (i > 0) out += ',';
     out += item;
@@ -512,20 +496,6 @@ Status ApplyObject(const nlohmann::json& obj, const std::string& prefix, Config*
     }
     const Key* k = FindJson(key);
     if (k == nullptr) return InvalidArgument("unknown config key: " + key);
-    if (key == "burst.victim_classes" && it->is_array()) {  // the list, as the setter reads it
-      std::string joined;
-      for (const nlohmann::json& n : *it) {
-        if (!n.is_string()) return InvalidArgument("config key burst.victim_classes: expected a list of strings");
-        const std::string name = n.get<std::string>();
-        if (name.empty() || name.find(',') != std::string::npos) {
-          return InvalidArgument("config key burst.victim_classes names nothing: \"" + name +
-                                 "\" is not a priority class name");
-        }
-        joined += (joined.empty() ? "" : ",") + name;
-      }
-      if (Status s = k->set(cfg, joined); !s.ok()) return s;
-      continue;
-    }
     Result<std::string> text = ListKeys().contains(key) && it->is_array() ? ListText(key, *it) : ScalarText(key, *it);
     if (!text.ok()) return text.status();
     if (Status s = k->set(cfg, *text); !s.ok()) return s;
@@ -587,13 +557,11 @@ Result<std::vector<std::string>> ParseClassList(const std::string& v) {
     while (!name.empty() && name.front() == ' ') name.erase(name.begin());
     while (!name.empty() && name.back() == ' ') name.pop_back();
     if (name.empty()) return InvalidArgument("an empty priority class name in the list");
-    bool ok = name.size() <= ledger::kMaxPriorityClassName;
-    for (size_t i = 0; ok && i < name.size(); ++i) {
-      const char c = name[i];
-      const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-      ok = alnum || ((c == '-' || c == '.') && i > 0 && i + 1 < name.size());
+    if (!IsDnsSubdomain(name)) {
+      return InvalidArgument("\"" + name +
+                             "\" is not a priority class name (a DNS subdomain: lowercase letters, digits, '-' and "
+                             "'.', at most 253 characters)");
     }
-    if (!ok) return InvalidArgument("\"" + name + "\" is not a priority class name (a DNS subdomain)");
     out.push_back(std::move(name));
     start = comma + 1;
   }

@@ -301,6 +301,14 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
         for key, _ in flatten(config):
             C.check(key in cfg_keys[0] or key == "nodes", f"[{profile}] config key {key} is unknown to vramd (--help-config)")
     C.check(config.get("kube", {}).get("enabled") is True, f"[{profile}] config must enable Kubernetes")
+    # The designated-victim class: rendered as a PriorityClass that never
+    # preempts, below the default class, and named in burst.victim_classes.
+    classes = find(docs, "PriorityClass")
+    for pc in classes:
+        C.check(pc.get("preemptionPolicy") == "Never" and pc.get("value", 0) < 0 and not pc.get("globalDefault"),
+                f"[{profile}] PriorityClass {pc['metadata']['name']} must be preemptionPolicy Never, below 0, not default")
+        C.check(pc["metadata"]["name"] in config.get("burst", {}).get("victim_classes", ["vramd-disposable"]),
+                f"[{profile}] PriorityClass {pc['metadata']['name']} is not in config.burst.victim_classes")
     port = svc["spec"]["ports"][0]
     cport = c["ports"][0]
     C.check(config["listen"].endswith(f":{cport['containerPort']}"), f"[{profile}] listen {config['listen']} != container port")

@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"ProtectedClassNotAName", {}, {}, R"({"watchdog":{"protected_classes":["Critical Pods"]}})",
                   "\"Critical Pods\" is not a priority class name"},
         BadConfig{"ProtectedClassesNotStrings", {}, {}, R"({"watchdog":{"protected_classes":[1]}})",
-                  "expected an array of strings"},
+                  "expected a list of strings"},
         BadConfig{"IdleTtlChangeBad", {"--idle-usage-change", "some"}, {}, nullptr, "idle.usage_change_bytes"},
         BadConfig{"CooldownNegative", {"--watchdog-cooldown-ms", "-5"}, {}, nullptr, "watchdog.cooldown_ms"}),
     [](const auto& info) { return info.param.name; });
