@@ -20,6 +20,7 @@
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/queues.h"
 #include "vramd/ledger/usage.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/status.h"
@@ -57,6 +58,11 @@ struct ApiServices {
   std::function<std::optional<bool>(const std::string&)> node_in_cluster;
   // Readiness beyond Valkey (leader, first reconcile); unset or nullopt: none.
   std::function<std::optional<ReplicaReadiness>()> readiness;
+  // Tenancy (issue 16): the queues as this replica sees them now (computed
+  // from the cached snapshot and the filter-refusal log). Unset: queues are
+  // off (GET /v1/queues answers 404 saying so); nullopt: the state cannot be
+  // read now (503).
+  std::function<std::optional<ledger::TenancyView>()> tenancy;
 };
 
 // All of the routes below but the locks' (RegisterLockRoutes).

@@ -1,0 +1,2 @@
+// reclaim: see include/vramd/ledger/queues.h (being written).
+#include "vramd/ledger/queues.h"
