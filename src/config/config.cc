@@ -176,6 +176,12 @@ bool IsDnsSubdomain(std::string_view v) {
   return label > 0 && prev != '-';
 }
 
+// queues.default_queue: a VramQueue name (an object name: a DNS subdomain).
+Status CheckQueueName(const std::string& v) {
+  return IsDnsSubdomain(v) ? Status::Ok()
+                           : InvalidArgument("expected a VramQueue name (lowercase letters, digits, '-' and '.')");
+}
+
 // burst.victim_classes: a comma-separated list of priority class names (a
 // JSON array in the config file is joined with commas first).
 Key VictimClassesKey() {
@@ -383,6 +389,43 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("idle.pending_max_age_ms", "--idle-pending-max-age-ms", "VRAMD_IDLE_PENDING_MAX_AGE_MS",
                      "a pod vramd refused for VRAM counts as waiting for this long after the refusal",
                      &Config::idle_pending_max_age_ms, 1000, 3'600'000));
+  k.push_back(BoolKey("queues.enabled", "--queues-enabled", "VRAMD_QUEUES_ENABLED",
+                      "tenants: watch VramQueue objects (the chart installs their CRD) and apply quotas, fair share "
+                      "and reclaim; with no VramQueue object nothing changes",
+                      &Config::queues_enabled));
+  k.push_back(StringKey("queues.default_queue", "--queues-default-queue", "VRAMD_QUEUES_DEFAULT_QUEUE",
+                        "the queue of namespaces no VramQueue names; without an object of this name it has no "
+                        "quota and refuses nothing",
+                        &Config::queues_default_queue, CheckQueueName));
+  k.push_back(IntKey("queues.preemptible_below_priority", "--queues-preemptible-below-priority",
+                     "VRAMD_QUEUES_PREEMPTIBLE_BELOW_PRIORITY",
+                     "a pod whose priority is below this is preemptible: it may run over its queue's quota and "
+                     "be reclaimed",
+                     &Config::queues_preemptible_below_priority, -2'000'000'000, 2'000'000'000));
+  k.push_back(StringKey("queues.preemptible_classes", "--queues-preemptible-classes",
+                        "VRAMD_QUEUES_PREEMPTIBLE_CLASSES",
+                        "comma-separated priority classes whose pods are preemptible whatever their priority",
+                        &Config::queues_preemptible_classes,
+                        [](const std::string& v) { return ParseClassList(v).status(); }));
+  k.push_back(IntKey("queues.min_runtime_ms", "--queues-min-runtime-ms", "VRAMD_QUEUES_MIN_RUNTIME_MS",
+                     "guaranteed minimum runtime: a preemptible pod bound less than this ago is never reclaimed",
+                     &Config::queues_min_runtime_ms, 0, 604'800'000));
+  k.push_back(StringKey("queues.reclaim_mode", "--queues-reclaim-mode", "VRAMD_QUEUES_RECLAIM_MODE",
+                        "reclaim and priority preemption (leader): off, dry-run (an Event and a count) or enforce "
+                        "(the Eviction API)",
+                        &Config::queues_reclaim_mode, CheckMode));
+  k.push_back(IntKey("queues.interval_ms", "--queues-interval-ms", "VRAMD_QUEUES_INTERVAL_MS",
+                     "least time between two queue passes of the leader (status of the VramQueue objects, "
+                     "reclaim)",
+                     &Config::queues_interval_ms, 100, 3'600'000));
+  k.push_back(IntKey("queues.reclaim_cooldown_ms", "--queues-reclaim-cooldown-ms",
+                     "VRAMD_QUEUES_RECLAIM_COOLDOWN_MS",
+                     "after evicting for a pending pod, wait this long before evicting for it again",
+                     &Config::queues_reclaim_cooldown_ms, 0, 86'400'000));
+  k.push_back(IntKey("queues.max_reclaims_per_minute", "--queues-max-reclaims-per-minute",
+                     "VRAMD_QUEUES_MAX_RECLAIMS_PER_MINUTE",
+                     "at most this many reclaim and priority-preemption plans acted on in any minute",
+                     &Config::queues_max_reclaims_per_minute, 1, 10'000));
   k.push_back(StringKey("log.level", "--log-level", "VRAMD_LOG_LEVEL", "trace, debug, info, warn, error, off",
                         &Config::log_level, CheckLogLevel));
   k.push_back(BoolKey("log.json", "--log-json", "VRAMD_LOG_JSON", "structured JSON log lines", &Config::log_json));
@@ -424,7 +467,8 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 // Keys whose value is a list: in a file, a JSON array of strings or one
 // comma-separated string; as a flag or variable, the comma-separated string.
 const std::set<std::string>& ListKeys() {
-  static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes"};
+  static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
+                                             "queues.preemptible_classes"};
   return keys;
 }
 

@@ -121,14 +121,61 @@ Response Extender::Filter(std::string_view body) {
     WriteFilterError(snap.status().message(), &resp.body);
     return resp;
   }
+  if (ledger::Admission a = AdmitToQueue(*snap, *req, 0); !a.ok) {
+    // The queue refuses the pod wherever it would go: every node says why,
+    // and the leader sees the pod waiting (its queue's pending demand; room
+    // it may make by priority preemption inside the queue).
+    WriteFilterResult(AllUnresolvable(args.node_names, a.reason), args, &resp.body);
+    NoteRefusal(args.pod, *req, nullptr);
+    return resp;
+  }
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
   WriteFilterResult(result, args, &resp.body);
-  if (result.fits.empty() && !result.failed.empty()) NoteRefusal(args.pod, *req, result);
+  if (result.fits.empty() && !result.failed.empty()) NoteRefusal(args.pod, *req, &result);
   return resp;
 }
 
+std::shared_ptr<const std::vector<ledger::QueueUsage>> Extender::QueueUsage(const ledger::SnapshotPtr& snap,
+                                                                            const ledger::QueueSetPtr& set) {
+  {
+    MutexLock lock(&usage_mu_);
+    if (usage_ != nullptr && usage_snap_ == snap && usage_set_ == set) return usage_;
+  }
+  auto usage = std::make_shared<const std::vector<ledger::QueueUsage>>(
+      ledger::QueueUsageOf(*set, *snap, {}, opts_.tenancy.policy));
+  MutexLock lock(&usage_mu_);
+  usage_snap_ = snap;
+  usage_set_ = set;
+  usage_ = usage;
+  return usage;
+}
+
+ledger::Admission Extender::AdmitToQueue(const ledger::SnapshotPtr& snap, const ledger::VramRequest& req,
+                                         int64_t own_bytes) {
+  if (!opts_.tenancy.queues) return {};
+  ledger::QueueSetPtr set = opts_.tenancy.queues();
+  if (set == nullptr || set->empty()) return {};
+  const bool preemptible = ledger::IsPreemptible(req.priority, req.priority_class, req.victim, opts_.tenancy.policy);
+  return ledger::AdmitToQueue(*set, *QueueUsage(snap, set), req.ns, req.total, preemptible, own_bytes);
+}
+
+std::optional<Extender::BindOutcome> Extender::CheckQueue(const BindTarget& t, const ledger::VramRequest& req) {
+  // A fresh read: the watched snapshot may not show this replica's last bind yet.
+  Result<ledger::SnapshotPtr> snap = store_->Snapshot();
+  if (!snap.ok()) return BindOutcome::Failed("VRAM ledger unavailable: " + snap.status().message());
+  int64_t own = 0;
+  if (const ledger::Node* n = (*snap)->Find(t.node)) {
+    for (const ledger::Entry& e : n->entries) {
+      if (e.pod_uid == t.uid) own = ledger::EntryBytes(e);
+    }
+  }
+  ledger::Admission a = AdmitToQueue(*snap, req, own);
+  if (!a.ok) return BindOutcome::Rejected(a.reason);
+  return std::nullopt;
+}
+
 void Extender::NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req,
-                           const ledger::FilterResult& r) {
+                           const ledger::FilterResult* r) {
   store::Refusal ref;
   ref.uid = pod.uid;
   ref.ns = pod.ns;
@@ -138,10 +185,13 @@ void Extender::NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramReq
   ref.gpu_count = req.gpu_count;
   ref.victim = req.victim;
   ref.priority = req.priority;
+  ref.priority_class = req.priority_class;
   ref.idle_ttl_ms = req.idle_ttl_ms;
-  const size_t n = std::min(r.failed.size(), store::kMaxRefusalNodes);
-  ref.nodes.reserve(n);
-  for (size_t i = 0; i < n; ++i) ref.nodes.emplace_back(r.failed[i].first);
+  if (r != nullptr) {
+    const size_t n = std::min(r->failed.size(), store::kMaxRefusalNodes);
+    ref.nodes.reserve(n);
+    for (size_t i = 0; i < n; ++i) ref.nodes.emplace_back(r->failed[i].first);
+  }
   (void)refusals_.Record(std::move(ref));
 }
 
@@ -191,6 +241,14 @@ Extender::BindOutcome Extender::BindPod(const BindTarget& t) {
   InFlightMark in_flight{store_, t.uid};
   Reserved reserved;
   if (req.wants_vram()) {
+    std::optional<MutexLock> queue_lock;  // held until the reservation is written
+    if (opts_.tenancy.queues) {
+      ledger::QueueSetPtr set = opts_.tenancy.queues();
+      if (set != nullptr && !set->empty()) {
+        queue_lock.emplace(&queue_bind_mu_);
+        if (std::optional<BindOutcome> ended = CheckQueue(t, req)) return *ended;
+      }
+    }
     if (std::optional<BindOutcome> ended = ReserveVram(t, req, &in_flight, &reserved)) return *ended;
   }
   return CreateBinding(t, req, reserved, &in_flight);
@@ -379,6 +437,13 @@ Response Extender::Preempt(std::string_view body) {
   if (!req.ok()) return BadRequest(req.status());
   Result<ledger::SnapshotPtr> snap = DecisionSnapshot();
   if (!snap.ok()) return ErrorResponse(503, snap.status().message());
+  // With queues, the victims must be ones reclaim could take too
+  // (ledger::PreemptVictimsAllowed); the queues' fair shares are read once.
+  std::optional<ledger::TenancyView> tenancy;
+  if (opts_.tenancy.queues && opts_.tenancy.view && req->wants_vram()) {
+    ledger::QueueSetPtr set = opts_.tenancy.queues();
+    if (set != nullptr && !set->empty()) tenancy = opts_.tenancy.view();
+  }
   nlohmann::json kept = nlohmann::json::object();
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();
@@ -396,6 +461,19 @@ Response Extender::Preempt(std::string_view body) {
       std::erase_if(without.entries, [&](const ledger::Entry& e) { return uids.count(e.pod_uid) > 0; });
       fits = ledger::DecideNode(&without, it.key(), *req, opts_.policy, clock_->NowMs()).verdict ==
              ledger::Verdict::kFits;
+      if (fits && tenancy && tenancy->set != nullptr) {
+        std::vector<const ledger::Entry*> taken;
+        for (const ledger::Entry& e : n->entries) {
+          if (uids.count(e.pod_uid) > 0) taken.push_back(&e);
+        }
+        const std::string why =
+            ledger::PreemptVictimsAllowed(*tenancy->set, tenancy->statuses, req->ns, req->priority, req->total,
+                                          taken, tenancy->policy, clock_->NowMs());
+        if (!why.empty()) {
+          spdlog::debug("preempt: node {} dropped for pod {}/{}: {}", it.key(), args.pod.ns, args.pod.name, why);
+          fits = false;
+        }
+      }
     }
     if (fits) kept[it.key()] = v;
   }

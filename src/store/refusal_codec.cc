@@ -37,6 +37,10 @@ std::string EncodeRefusalBody(const Refusal& r) {
   out += ",\"gpu_count\":" + std::to_string(r.gpu_count);
   out += r.victim ? ",\"victim\":true" : ",\"victim\":false";
   out += ",\"priority\":" + std::to_string(r.priority);
+  if (!r.priority_class.empty()) {
+    out += ",\"priority_class\":";
+    AppendJsonString(r.priority_class, &out);
+  }
   out += ",\"idle_ttl_ms\":" + std::to_string(r.idle_ttl_ms);
   out += ",\"nodes\":[";
   for (size_t i = 0; i < r.nodes.size() && i < kMaxRefusalNodes; ++i) {
@@ -85,6 +89,12 @@ bool DecodeRefusal(od::parser& parser, std::string_view text, Refusal* r, std::s
         return Fail("bad \"priority\"", why);
       }
       r->priority = static_cast<int32_t>(n);
+    } else if (key == "priority_class") {
+      std::string_view s;
+      if (v.get_string().get(s) != simdjson::SUCCESS || s.size() > ledger::kMaxPriorityClassName) {
+        return Fail("bad \"priority_class\"", why);
+      }
+      r->priority_class.assign(s);
     } else if (key == "idle_ttl_ms") {
       if (!Int(v, 0, ledger::kMaxIdleTtlMs, &r->idle_ttl_ms)) return Fail("bad \"idle_ttl_ms\"", why);
     } else if (key == "nodes") {

@@ -93,6 +93,17 @@ struct Config {
   int64_t idle_usage_change_bytes = 256LL << 20;  // a usage change above this is activity
   int idle_pending_max_age_ms = 120'000;      // a filter refusal counts this long as a pod waiting for VRAM
 
+  // Tenants (issue 16): VRAM queues from VramQueue objects (docs/multi-tenant.md).
+  bool queues_enabled = true;                 // watch VramQueue objects (needs the chart's CRD)
+  std::string queues_default_queue = "default";  // serves namespaces no queue names
+  int queues_preemptible_below_priority = 100;   // priority below this: preemptible
+  std::string queues_preemptible_classes;     // comma-separated classes that are always preemptible
+  int queues_min_runtime_ms = 0;              // a preemptible pod younger than this is never a victim
+  std::string queues_reclaim_mode = "enforce";  // off | dry-run | enforce (leader)
+  int queues_interval_ms = 5'000;             // least time between two queue passes (status, reclaim)
+  int queues_reclaim_cooldown_ms = 30'000;    // at most one reclaim per pending pod within this
+  int queues_max_reclaims_per_minute = 30;    // evictions by reclaim and priority preemption, cluster-wide
+
   // Logging.
   std::string log_level = "info";            // trace debug info warn error
   bool log_json = false;

@@ -5,6 +5,7 @@
 // Thread-safe.
 #pragma once
 
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "vramd/extender/refusal_recorder.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/placement.h"
+#include "vramd/ledger/queues.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/mutex.h"
 #include "vramd/store/ledger_store.h"
@@ -27,9 +29,21 @@ inline constexpr const char* kAnnotationGpus = "vramd.io/gpus";
 inline constexpr const char* kAnnotationGpuUuids = "vramd.io/gpu-uuids";
 inline constexpr const char* kAnnotationVramPerGpu = "vramd.io/vram-per-gpu";
 
+// Tenancy in the verbs (issue 16, docs/multi-tenant.md). Both functions are
+// called on request threads and must be thread-safe; unset: queues are off.
+struct TenancyHooks {
+  // The current queue set (never null when set; empty: no VramQueue objects).
+  std::function<ledger::QueueSetPtr()> queues;
+  // The queues' fair shares now (the preempt verb's check); nullopt when
+  // they cannot be computed (the preempt check then keeps what it kept).
+  std::function<std::optional<ledger::TenancyView>()> view;
+  ledger::TenancyPolicy policy;
+};
+
 struct Options {
   std::string resource_name = "vramd.io/vram";
   ledger::Policy policy;
+  TenancyHooks tenancy;
   int bind_attempts = 3;  // reserve retries when a concurrent bind took the chosen GPU
   // How long a bind is marked in flight (the reconcile loop never frees its
   // reservation meanwhile); longer than a bind can take: its three API calls.
@@ -116,8 +130,22 @@ class Extender {
   BindOutcome CreateBinding(const BindTarget& t, const ledger::VramRequest& req, const Reserved& r,
                             InFlightMark* in_flight);
 
-  // Queues the pod's refusal when no node fits and some failed for room.
-  void NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req, const ledger::FilterResult& r);
+  // Queues the pod's refusal when no node fits and some failed for room
+  // (`r` null: its queue refused it, no node named).
+  void NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req, const ledger::FilterResult* r);
+
+  // Whether the pod's queue admits its demand on `snap` (ledger::AdmitToQueue;
+  // always when queues are off or no VramQueue object exists). `own_bytes`:
+  // what the pod already holds in `snap`.
+  ledger::Admission AdmitToQueue(const ledger::SnapshotPtr& snap, const ledger::VramRequest& req,
+                                 int64_t own_bytes);
+  // The queues' usage on `snap`, computed once per snapshot and queue set.
+  std::shared_ptr<const std::vector<ledger::QueueUsage>> QueueUsage(const ledger::SnapshotPtr& snap,
+                                                                    const ledger::QueueSetPtr& set);
+  // Bind's queue check, on a fresh read of the ledger; held across the
+  // reservation (queue_bind_mu_) so this replica's binds cannot together take
+  // a queue past a limit.
+  std::optional<BindOutcome> CheckQueue(const BindTarget& t, const ledger::VramRequest& req);
 
   Options opts_;
   store::LedgerStore* store_;
@@ -130,6 +158,14 @@ class Extender {
   std::list<std::string> lru_ GUARDED_BY(cache_mu_);
   std::unordered_map<std::string, std::pair<Cached, std::list<std::string>::iterator>> cache_
       GUARDED_BY(cache_mu_);
+
+  // QueueUsage's cache: the usage of one snapshot under one queue set.
+  Mutex usage_mu_;
+  ledger::SnapshotPtr usage_snap_ GUARDED_BY(usage_mu_);
+  ledger::QueueSetPtr usage_set_ GUARDED_BY(usage_mu_);
+  std::shared_ptr<const std::vector<ledger::QueueUsage>> usage_ GUARDED_BY(usage_mu_);
+  // Serializes queue-checked binds of this replica (CheckQueue + reserve).
+  Mutex queue_bind_mu_;
 
   RefusalRecorder refusals_;  // last: its thread stops before anything else goes
 };

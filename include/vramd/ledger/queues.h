@@ -23,6 +23,7 @@
 
 #include "vramd/ledger/model.h"
 #include "vramd/ledger/placement.h"
+#include "vramd/ledger/protection.h"
 
 namespace vramd::ledger {
 
@@ -139,28 +140,20 @@ inline bool IsPreemptible(const Entry& e, const TenancyPolicy& p) {
 // A pod's whole reservation in bytes.
 inline int64_t EntryBytes(const Entry& e) { return e.per_gpu * static_cast<int64_t>(e.gpus.size()); }
 
-// A pod vramd refused for VRAM that is still pending (the filter-refusal log
-// checked against the pod watch). `nodes`: the nodes that failed it for room
-// (empty: unknown, any node).
-struct PendingPod {
-  std::string uid, ns, name;
-  int64_t total = 0;          // bytes for the whole pod
-  int64_t per_gpu = 0;
-  int64_t peak_per_gpu = 0;   // 0 = per_gpu
-  int gpu_count = 1;
-  bool victim = false;
-  int32_t priority = 0;
-  std::string priority_class;
-  int64_t since_ms = 0;       // when it was (last) refused
-  std::vector<std::string> nodes;
-};
+// Pending pods are ledger::PendingPod (protection.h, shared with idle
+// eviction): a pod vramd refused (for room, or its queue refused it) that is
+// still pending — the filter-refusal log checked against the pod watch. Its
+// `demand` carries total, per_gpu, peak_per_gpu, gpu_count, victim, priority,
+// priority_class and ns; `nodes` the nodes that failed it for room (empty:
+// unknown or refused by its queue: any node); `refused_ms` when it was (last)
+// refused (the oldest first).
 
 // What each queue holds and wants, indexed like QueueSet::queues. A parent's
 // figures include its children's.
 struct QueueUsage {
   int64_t allocated = 0;                 // Σ EntryBytes of its pods' entries (every state)
   int64_t allocated_nonpreemptible = 0;  // the part held by non-preemptible pods
-  int64_t pending = 0;                   // Σ total of its pending pods
+  int64_t pending = 0;                   // Σ demand.total of its pending pods
 };
 std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, std::span<const PendingPod> pending,
                                      const TenancyPolicy& policy);
@@ -248,7 +241,7 @@ struct ReclaimPlan {
   std::vector<ReclaimVictim> victims;  // all on `node`
 };
 
-// Plans room for pending pods, oldest `since_ms` first, at most `max_plans`
+// Plans room for pending pods, oldest `refused_ms` first, at most `max_plans`
 // plans; victims never repeat across plans and the queue figures of one plan
 // carry into the next. For a pending pod of queue Q (valid):
 //  - kReclaim when allocated(Q) + total <= fair_share(Q) (it is entitled):

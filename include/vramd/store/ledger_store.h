@@ -76,8 +76,10 @@ struct Refusal {
   int gpu_count = 1;
   bool victim = false;
   int32_t priority = 0;
+  std::string priority_class;      // may be empty (and is, in refusals recorded before it existed)
   int64_t idle_ttl_ms = 0;
   std::vector<std::string> nodes;  // at most kMaxRefusalNodes of those that failed for room
+                                   // (none when the pod's queue refused it)
   int64_t ts_ms = 0;               // when it was recorded (the store's clock); set by RecordRefusals
   bool operator==(const Refusal&) const = default;
 };
