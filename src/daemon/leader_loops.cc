@@ -25,11 +25,18 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
                   }),
       evictor_(kube, registry),
       protection_(reconcile::ProtectionSettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy), store, &pod_watcher_,
-                  &evictor_, std::move(lock_activity), clock, registry) {
+                  &evictor_, std::move(lock_activity), clock, registry),
+      queues_enabled_(cfg.queues_enabled),
+      queue_watcher_(kube, [this] { tenancy_.Refresh(); }, registry),
+      tenancy_(reconcile::TenancySettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy),
+               [w = &queue_watcher_] { return w->Specs(); }, store, kube, &pod_watcher_, &evictor_, clock,
+               registry) {
   node_sync->SetNodeSource([w = &node_watcher_] { return w->Nodes(); });
   reconciler_.SetAfterPass([this] {
     std::optional<Result<reconcile::ProtectionStats>> r = protection_.MaybeRun();
     if (r && !r->ok()) spdlog::warn("runtime protection pass failed: {}", r->status().message());
+    std::optional<Result<reconcile::TenancyStats>> t = tenancy_.MaybeRun();
+    if (t && !t->ok()) spdlog::warn("queue pass failed: {}", t->status().message());
   });
 }
 
@@ -39,11 +46,13 @@ void LeaderLoops::Start() {
   leader_.Start();
   pod_watcher_.Start();
   node_watcher_.Start();
+  if (queues_enabled_) queue_watcher_.Start();
   reconciler_.Start();
 }
 
 void LeaderLoops::Stop() {
   reconciler_.Stop();
+  queue_watcher_.Stop();
   node_watcher_.Stop();
   pod_watcher_.Stop();
   leader_.Stop();

@@ -18,6 +18,8 @@
 #include "vramd/reconcile/evictor.h"
 #include "vramd/reconcile/pod_watch.h"
 #include "vramd/reconcile/protection.h"
+#include "vramd/reconcile/queue_watch.h"
+#include "vramd/reconcile/tenancy.h"
 #include "vramd/reconcile/reconciler.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/lease.h"
@@ -51,6 +53,11 @@ class LeaderLoops {
   // until its copy is synced. For usage reports of nodes not in the ledger.
   std::optional<bool> NodeInCluster(const std::string& name) const { return node_watcher_.Has(name); }
 
+  // Tenancy (issue 16): the queue set every replica keeps from the VramQueue
+  // watch, and the queues' view; the leader's queue pass runs after its
+  // reconcile passes.
+  reconcile::Tenancy* tenancy() { return &tenancy_; }
+
  private:
   store::LedgerStore* store_;
   const int64_t started_ms_;
@@ -62,6 +69,9 @@ class LeaderLoops {
   reconcile::Reconciler reconciler_;
   reconcile::Evictor evictor_;
   reconcile::Protection protection_;
+  const bool queues_enabled_;
+  reconcile::QueueWatcher queue_watcher_;  // pokes tenancy_ (built after it, called after Start)
+  reconcile::Tenancy tenancy_;
 };
 
 }  // namespace vramd::daemon

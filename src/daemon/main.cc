@@ -53,7 +53,6 @@ int main(int argc, char** argv) {
     }
     kube = std::move(k).value();
   }
-  extender::Extender extender(daemon::ExtenderOptionsFrom(cfg), store.get(), kube.get(), &clock, &registry);
   Result<std::unique_ptr<daemon::Listeners>> made = daemon::Listeners::Create(cfg, &registry);
   if (!made.ok()) {
     spdlog::critical("{}", made.status().message());
@@ -72,6 +71,14 @@ int main(int argc, char** argv) {
                                                   },
                                                   &clock, &registry);
   }
+  extender::Options extender_options = daemon::ExtenderOptionsFrom(cfg);
+  if (loops) {
+    reconcile::Tenancy* tenancy = loops->tenancy();
+    extender_options.tenancy.queues = [tenancy] { return tenancy->Queues(); };
+    extender_options.tenancy.view = [tenancy] { return tenancy->View(); };
+    extender_options.tenancy.policy = tenancy->policy();
+  }
+  extender::Extender extender(std::move(extender_options), store.get(), kube.get(), &clock, &registry);
   daemon::AddCollectors(&registry, valkey.get(), store.get(), &clock, cfg.usage_max_age_ms,
                         cfg.burst_max_peak_ratio);
 
@@ -82,6 +89,9 @@ int main(int argc, char** argv) {
   api.clock = &clock;
   api.kube = kube.get();
   if (loops) api.readiness = [l = loops.get()] { return std::optional(l->Readiness()); };
+  if (loops && cfg.queues_enabled) {
+    api.tenancy = [t = loops->tenancy()] { return t->View(); };
+  }
   if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
   listeners.Register(api, &locks);
 

@@ -72,6 +72,43 @@ std::string IdleDetail(const ledger::IdleEviction& e, int64_t ttl_ms) {
   return out;
 }
 
+std::vector<ledger::PendingPod> WaitingPods(std::vector<store::Refusal> refusals,
+                                            const std::vector<kube::PodInfo>* pods, std::vector<std::string>* gone) {
+  std::unordered_map<std::string, const kube::PodInfo*> by_uid;
+  if (pods != nullptr) {
+    for (const kube::PodInfo& p : *pods) by_uid[p.uid] = &p;
+  }
+  std::vector<ledger::PendingPod> pending;
+  for (store::Refusal& r : refusals) {
+    if (pods != nullptr) {
+      auto it = by_uid.find(r.uid);
+      const bool waiting = it != by_uid.end() && it->second->node_name.empty() && !it->second->deleting &&
+                           (it->second->phase.empty() || it->second->phase == "Pending");
+      if (!waiting) {
+        if (gone != nullptr) gone->push_back(r.uid);
+        continue;
+      }
+    }
+    ledger::PendingPod pp;
+    pp.uid = r.uid;
+    pp.ns = r.ns;
+    pp.name = r.name;
+    pp.demand.gpu_count = r.gpu_count < 1 ? 1 : r.gpu_count;
+    pp.demand.per_gpu = r.per_gpu;
+    pp.demand.total = r.per_gpu * pp.demand.gpu_count;
+    pp.demand.peak_per_gpu = r.peak_per_gpu < r.per_gpu ? r.per_gpu : r.peak_per_gpu;
+    pp.demand.ns = r.ns;
+    pp.demand.priority = r.priority;
+    pp.demand.priority_class = std::move(r.priority_class);
+    pp.demand.victim = r.victim;
+    pp.demand.idle_ttl_ms = r.idle_ttl_ms;
+    pp.nodes = std::move(r.nodes);
+    pp.refused_ms = r.ts_ms;
+    pending.push_back(std::move(pp));
+  }
+  return pending;
+}
+
 Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, PodWatcher* watcher,
                        Evictor* evictor, LockActivityFn lock_activity, const Clock* clock,
                        metrics::Registry* registry)
@@ -201,34 +238,9 @@ Result<ProtectionStats> Protection::RunOnce() {
   if (s_.idle_policy == ledger::IdleMode::kOnDemand) {
     Result<std::vector<store::Refusal>> refusals = store_->ReadRefusals(s_.pending_max_age_ms);
     if (!refusals.ok()) return refusals.status();
-    std::unordered_map<std::string, const kube::PodInfo*> by_uid;
-    const std::vector<kube::PodInfo> pods = watcher_->Pods();
-    for (const kube::PodInfo& p : pods) by_uid[p.uid] = &p;
     std::vector<std::string> forget;
-    for (store::Refusal& r : *refusals) {
-      auto it = by_uid.find(r.uid);
-      const bool waiting = it != by_uid.end() && it->second->node_name.empty() && !it->second->deleting &&
-                           (it->second->phase.empty() || it->second->phase == "Pending");
-      if (!waiting) {
-        forget.push_back(r.uid);
-        continue;
-      }
-      ledger::PendingPod pp;
-      pp.uid = r.uid;
-      pp.ns = r.ns;
-      pp.name = r.name;
-      pp.demand.gpu_count = r.gpu_count < 1 ? 1 : r.gpu_count;
-      pp.demand.per_gpu = r.per_gpu;
-      pp.demand.total = r.per_gpu * pp.demand.gpu_count;
-      pp.demand.peak_per_gpu = r.peak_per_gpu < r.per_gpu ? r.per_gpu : r.peak_per_gpu;
-      pp.demand.ns = r.ns;
-      pp.demand.priority = r.priority;
-      pp.demand.victim = r.victim;
-      pp.demand.idle_ttl_ms = r.idle_ttl_ms;
-      pp.nodes = std::move(r.nodes);
-      pp.refused_ms = r.ts_ms;
-      pending.push_back(std::move(pp));
-    }
+    const std::vector<kube::PodInfo> pods = watcher_->Pods();
+    pending = WaitingPods(std::move(*refusals), &pods, &forget);
     if (!forget.empty()) {
       if (Status s = store_->ForgetRefusals(forget); !s.ok()) {
         spdlog::debug("idle eviction: forgetting {} refusals failed: {}", forget.size(), s.message());

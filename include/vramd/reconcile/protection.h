@@ -61,6 +61,13 @@ std::string WatchdogDetail(const ledger::GpuPressure& p);
 //  "idle for 12m (idle-ttl 10m); makes room for ml/llama-70b on node-1"
 std::string IdleDetail(const ledger::IdleEviction& e, int64_t ttl_ms);
 
+// The pods waiting for VRAM among `refusals` (the filter-refusal log): with
+// `pods` (the pod watch's copy), only those still pending, unbound and not
+// being deleted; the UIDs of the others go to `gone` (to be forgotten).
+// Without `pods`, all of them. The demand's total is per_gpu x gpu_count.
+std::vector<ledger::PendingPod> WaitingPods(std::vector<store::Refusal> refusals,
+                                            const std::vector<kube::PodInfo>* pods, std::vector<std::string>* gone);
+
 class Protection {
  public:
   // Every pointer must outlive this object. `lock_activity` may be null (no

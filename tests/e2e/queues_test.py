@@ -1,0 +1,230 @@
+"""End to end (issue 16): tenants' VRAM queues on the real testbed.
+
+Real kube-apiserver + kube-scheduler 1.20 + etcd, the chart's VramQueue CRD,
+a real redis-server and vramd. There is no kubelet: a pod evicted through
+the Eviction API keeps its object (deletionTimestamp set, the
+phantom-capacity rule holds its VRAM) until the test, playing the kubelet,
+deletes it with grace 0.
+
+Two nodes with one 16Gi GPU each (32Gi). Queue team-a deserves 16Gi, team-b
+8Gi, equal weights. Team B borrows the idle VRAM while team A is quiet (four
+8Gi pods: all of it); team A then submits two 8Gi pods. Fair shares become
+16Gi each, so vramd reclaims two of team B's pods (its youngest) and team A's
+pods bind. Throughout the run a sampler checks every 50 ms that no GPU is
+over-committed and that team B is never below its fair share. Broken queue
+objects (a cycle, a namespace another queue already serves, a child above
+its parent) get a clear condition and change nothing else.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import yaml
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import BIN_DIR, GI, SharedTestbed, get_json, ledger_nodes, metric_value, start_vramd  # noqa: E402
+from testbed import clean_env  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QUEUES = "/apis/vramd.io/v1alpha1/vramqueues"
+VRAMCTL = os.path.join(BIN_DIR, "vramctl")
+# How long team A may wait for its VRAM once it submits (queue pass every
+# 500 ms, eviction, the kubelet's part played at once, kube-scheduler's retry).
+RECLAIM_BOUND_S = 60
+
+
+def queue_crd() -> dict:
+    """The chart's VramQueue CustomResourceDefinition, as Helm installs it."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "**", "*.yaml"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if "kind: CustomResourceDefinition" not in text or "{{" in text:
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc and doc.get("kind") == "CustomResourceDefinition" and doc["spec"]["names"]["kind"] == "VramQueue":
+                return doc
+    raise AssertionError("the chart has no VramQueue CustomResourceDefinition under deploy/")
+
+
+def queue(name, namespaces=(), deserved="0", limit=None, weight=1, parent=None):
+    spec = {"namespaces": list(namespaces), "deserved": deserved, "overQuotaWeight": weight}
+    if limit is not None:
+        spec["limit"] = limit
+    if parent is not None:
+        spec["parent"] = parent
+    return {"apiVersion": "vramd.io/v1alpha1", "kind": "VramQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def gfd(pool):
+    return {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.memory": "16384", "pool": pool}
+
+
+class Tenants(SharedTestbed):
+    @classmethod
+    def prepare(cls, tb):
+        crd = queue_crd()
+        tb.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        tb.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in tb.api.get(
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+            .get("status", {}).get("conditions", [])), 30, message="the VramQueue CRD established")
+        tb.wait_for(lambda: tb.api.get_or_none(QUEUES) is not None, 30, message="vramqueues served")
+        for ns in ("team-a", "team-b", "team-c"):
+            tb.create_namespace(ns)
+        for q in (queue("team-a", ["team-a"], "16Gi"), queue("team-b", ["team-b"], "8Gi"),
+                  queue("team-c", ["team-c"], "0", limit="4Gi")):
+            tb.api.post(QUEUES, q)
+        for name in ("q-1", "q-2"):
+            tb.create_node(name, labels=gfd("q"))
+        config = {"queues": {"interval_ms": 500, "reclaim_mode": "enforce", "reclaim_cooldown_ms": 3000},
+                  "idle": {"mode": "off"}, "watchdog": {"mode": "off"}}
+        cls.vramd = start_vramd(tb, config=config)
+        tb.wait_for(lambda: {"q-1", "q-2"} <= set(ledger_nodes(cls.vramd)), 20, message="vramd to learn the nodes")
+        tb.start_scheduler([cls.vramd.url + "/scheduler"])
+
+    def queues(self):
+        return {q["name"]: q for q in get_json(self.vramd.url + "/v1/queues")["queues"]}
+
+    def status(self, name):
+        return (self.tb.api.get(f"{QUEUES}/{name}") or {}).get("status", {})
+
+    def create(self, ns, name, vram):
+        self.tb.create_pod(name, vram, namespace=ns, extra_spec={"nodeSelector": {"pool": "q"}})
+
+    def test_1_broken_queue_objects_get_a_condition_and_change_nothing_else(self):
+        tb = self.tb
+        # Each passes the CRD's schema; vramd's own checks refuse them.
+        tb.api.post(QUEUES, queue("loop-a", deserved="1Gi", parent="loop-b"))
+        tb.api.post(QUEUES, queue("loop-b", deserved="1Gi", parent="loop-a"))
+        tb.api.post(QUEUES, queue("steals-team-a", ["team-a"], "1Gi"))
+        tb.api.post(QUEUES, queue("dept", deserved="2Gi"))
+        tb.api.post(QUEUES, queue("greedy-child", ["greedy"], "4Gi", parent="dept"))
+
+        def condition(name):
+            conds = self.status(name).get("conditions", [])
+            return next((c for c in conds if c["type"] == "Valid"), None)
+        for name, reason in (("loop-a", "Cycle"), ("loop-b", "Cycle"), ("steals-team-a", "NamespaceConflict"),
+                             ("greedy-child", "ExceedsParent")):
+            c = tb.wait_for(lambda n=name: condition(n), 30, message=f"{name}'s Valid condition")
+            self.assertEqual(c["status"], "False", c)
+            self.assertEqual(c["reason"], reason, c)
+            self.assertTrue(c["message"], c)
+            print(f"\n{name}: {c['reason']}: {c['message']}")
+        for name in ("team-a", "team-b", "team-c", "dept"):
+            c = tb.wait_for(lambda n=name: condition(n), 30, message=f"{name}'s Valid condition")
+            self.assertEqual(c["status"], "True", (name, c))
+        # team-a keeps its namespace: the newer queue naming it is the broken one.
+        self.assertEqual(self.queues()["team-a"]["deserved_bytes"], 16 * GI)
+        self.assertEqual(metric_value(self.vramd, "vramd_queue_valid", {"queue": "loop-a"}), 0)
+        self.assertEqual(metric_value(self.vramd, "vramd_queue_valid", {"queue": "team-a"}), 1)
+
+    def test_2_a_pod_above_its_queue_limit_is_refused_with_the_numbers(self):
+        tb = self.tb
+        self.create("team-c", "big", "8Gi")
+        want = "queue team-c at its limit"
+        tb.wait_for(lambda: any(want in m for m in tb.pod_events("big", namespace="team-c",
+                                                               reason="FailedScheduling")), 30,
+                    message="a FailedScheduling event naming team-c's limit")
+        print("\nFailedScheduling event:", tb.pod_events("big", namespace="team-c", reason="FailedScheduling")[-1])
+        self.assertIsNone(tb.pod_node("big", namespace="team-c"))
+        tb.delete_pod("big", grace=0, namespace="team-c")
+
+    def test_3_team_b_borrows_then_team_a_reclaims_its_fair_share(self):
+        tb = self.tb
+        for i in range(1, 5):
+            self.create("team-b", f"b-{i}", "8Gi")
+            tb.wait_pod_bound(f"b-{i}", namespace="team-b")  # one at a time: b-4 is the youngest
+            time.sleep(1.1)  # creation times a second apart (the ledger's and the API's clocks)
+        qs = self.queues()
+        self.assertEqual(qs["team-b"]["allocated_bytes"], 32 * GI)
+        # Team A is quiet: team B may hold all of it (its fair share follows demand).
+        self.assertEqual(qs["team-b"]["fair_share_bytes"], 32 * GI)
+
+        violations, samples, stop = [], [0], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                try:
+                    nodes = ledger_nodes(self.vramd)
+                    queues = self.queues()
+                except Exception:  # noqa: BLE001 - a failed read is no sample
+                    time.sleep(0.05)
+                    continue
+                samples[0] += 1
+                for name, n in nodes.items():
+                    for g in n["gpus"]:
+                        if g["allocated_bytes"] > g["capacity_bytes"]:
+                            violations.append(f"GPU {g['index']} of {name} over-committed: {g}")
+                b = queues["team-b"]
+                if b["allocated_bytes"] < b["fair_share_bytes"]:
+                    violations.append(f"team-b below its fair share: {b}")
+                time.sleep(0.05)
+
+        def play_kubelet():
+            while not stop.is_set():
+                for p in tb.list_pods(namespace="team-b"):
+                    if "deletionTimestamp" in p["metadata"]:
+                        tb.delete_pod(p["metadata"]["name"], grace=0, namespace="team-b")
+                time.sleep(0.1)
+
+        threads = [threading.Thread(target=sample, daemon=True), threading.Thread(target=play_kubelet, daemon=True)]
+        for t in threads:
+            t.start()
+        try:
+            start = time.monotonic()
+            self.create("team-a", "a-1", "8Gi")
+            self.create("team-a", "a-2", "8Gi")
+            for name in ("a-1", "a-2"):
+                tb.wait_pod_bound(name, timeout=RECLAIM_BOUND_S, namespace="team-a")
+            took = time.monotonic() - start
+            time.sleep(1)  # a few more samples after the binds
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=5)
+        print(f"\nteam A's two pods bound {took:.1f} s after submission; {samples[0]} samples, "
+              f"{len(violations)} violations")
+        self.assertGreater(samples[0], 20)
+        self.assertEqual(violations, [])
+        # Team B's two youngest pods went; the two oldest run on.
+        left = sorted(p["metadata"]["name"] for p in tb.list_pods(namespace="team-b"))
+        self.assertEqual(left, ["b-1", "b-2"])
+        qs = self.queues()
+        self.assertEqual(qs["team-a"]["allocated_bytes"], 16 * GI)
+        self.assertEqual(qs["team-b"]["allocated_bytes"], 16 * GI)
+        self.assertEqual(qs["team-a"]["fair_share_bytes"], 16 * GI)
+        self.assertEqual(qs["team-b"]["fair_share_bytes"], 16 * GI)
+        evicted = [e for n in ("b-3", "b-4") for e in tb.pod_events(n, namespace="team-b", reason="VramdEvicted")]
+        self.assertEqual(len(evicted), 2, evicted)
+        print("VramdEvicted event:", evicted[-1])
+        self.assertTrue(all("evicted (reclaim)" in m and "team-a" in m for m in evicted), evicted)
+        made_room = [e for n in ("a-1", "a-2") for e in tb.pod_events(n, namespace="team-a",
+                                                                      reason="VramdMadeRoom")]
+        self.assertEqual(len(made_room), 2, made_room)
+        self.assertEqual(metric_value(self.vramd, "vramd_queue_reclaims_total",
+                                      {"kind": "reclaim", "mode": "enforce"}), 2)
+        # The objects' status, as `kubectl get vq` shows it.
+        tb.wait_for(lambda: self.status("team-a").get("allocated") == "16Gi", 10,
+                    message="team-a's status: 16Gi allocated")
+        st = self.status("team-a")
+        self.assertEqual(st["fairShare"], "16Gi")
+        out = subprocess.run([VRAMCTL, "--server", self.vramd.url, "queues"], capture_output=True, text=True,
+                             timeout=10, env=clean_env())
+        self.assertEqual(out.returncode, 0, out.stderr)
+        print(out.stdout)
+        row = next(line.split() for line in out.stdout.splitlines() if line.startswith("team-a "))
+        self.assertIn("16Gi", row)
+        as_json = json.loads(subprocess.run([VRAMCTL, "--server", self.vramd.url, "queues", "-o", "json"],
+                                            capture_output=True, text=True, timeout=10, env=clean_env()).stdout)
+        self.assertEqual({q["name"] for q in as_json["queues"]} >= {"team-a", "team-b", "team-c"}, True)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)
