@@ -55,7 +55,9 @@ std::string Printed(const json& answer, Format f, int* rc = nullptr) {
 std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
-  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1) out.push_back(s.substr(start, nl - start));
+  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out.push_back(s.substr(start, nl - start));
+  }
   if (start < s.size()) out.push_back(s.substr(start));
   return out;
 }
@@ -75,7 +77,8 @@ TEST(VramctlQueues, WideAddsWeightNonPreemptibleAndTheMessage) {
   const std::vector<std::string> lines = Lines(Printed(FixtureAnswer(), Format::kWide));
   ASSERT_EQ(lines.size(), 7u);
   EXPECT_THAT(lines[0], HasSubstr("VALID   WEIGHT   NON-PREEMPTIBLE   MESSAGE"));
-  EXPECT_THAT(lines[1], HasSubstr("Cycle   1        0                 queue broken: its parent chain comes back to itself"));
+  EXPECT_THAT(lines[1],
+              HasSubstr("Cycle   1        0                 queue broken: its parent chain comes back to itself"));
   EXPECT_THAT(lines[4], HasSubstr("True    2        2Gi               -"));
 }
 
@@ -110,7 +113,9 @@ TEST(VramctlQueues, AnAnswerOfTheWrongShapePrintsDashesNotACrash) {
   const std::vector<std::string> lines = Lines(Printed(answer, Format::kWide));
   ASSERT_EQ(lines.size(), 4u);
   // A name that is not a string is "?", every other cell of the wrong type "-".
-  EXPECT_EQ(lines[1], "?      -        -          -       -           -            -         -       -        -                 -");
+  EXPECT_EQ(lines[1],
+            "?      -        -          -       -           -            -         -       -        -"
+            "                 -");
   EXPECT_EQ(lines[2], lines[1]) << "a queue that is not an object";
   EXPECT_EQ(lines[3].rfind("ok     -        -          -", 0), 0u) << lines[3];
   int rc = 0;
@@ -118,6 +123,16 @@ TEST(VramctlQueues, AnAnswerOfTheWrongShapePrintsDashesNotACrash) {
   Printed(json{{"nodes", json::array()}}, Format::kTable, &rc);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("no list of queues"));
   EXPECT_EQ(rc, 1);
+}
+
+TEST(VramctlQueues, IsInTheCommandTableUsageAndCompletion) {
+  const Command* c = FindCommand("queues");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->run, &QueuesCommand);
+  EXPECT_THAT(Usage("vramctl"), HasSubstr("  queues   "));
+  for (const char* shell : {"bash", "zsh"}) {
+    EXPECT_THAT(CompletionScript(shell), HasSubstr(" queues ")) << shell;
+  }
 }
 
 TEST(VramctlQueues, TakesNoArguments) {
