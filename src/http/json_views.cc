@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "vramd/ledger/metrics.h"
 #include "vramd/ledger/placement.h"
@@ -35,7 +36,7 @@ json VectorsJson(const ledger::Vectors& v) {
 Reply JsonReply(int status, const json& j) {
   Reply r;
   r.status = status;
-  r.body = j.dump();
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
 }
 
@@ -89,6 +90,44 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
   out["name"] = node.name;
   out["gpus"] = std::move(gpus);
   out["pods"] = std::move(pods);
+  return out;
+}
+
+json QueuesView(std::span<const ledger::QueueStatus> statuses) {
+  std::vector<const ledger::QueueStatus*> sorted;
+  sorted.reserve(statuses.size());
+  for (const ledger::QueueStatus& s : statuses) sorted.push_back(&s);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  json arr = json::array();
+  for (const ledger::QueueStatus* s : sorted) {
+    arr.push_back(json{{"name", s->name},
+                       {"parent", s->parent},
+                       {"valid", s->valid},
+                       {"reason", s->reason},
+                       {"message", s->message},
+                       {"deserved_bytes", s->deserved},
+                       {"limit_bytes", s->limit ? json(*s->limit) : json(nullptr)},
+                       {"weight", s->weight},
+                       {"allocated_bytes", s->allocated},
+                       {"allocated_nonpreemptible_bytes", s->allocated_nonpreemptible},
+                       {"pending_bytes", s->pending},
+                       {"fair_share_bytes", s->fair_share},
+                       {"synthetic", s->synthetic}});
+  }
+  return json{{"queues", std::move(arr)}};
+}
+
+json QueueExplainView(const ledger::TenancyView& view, const ledger::Admission& admission, bool preemptible) {
+  json out = {{"name", nullptr},         {"allocated_bytes", nullptr}, {"fair_share_bytes", nullptr},
+              {"deserved_bytes", nullptr}, {"limit_bytes", nullptr},     {"preemptible", preemptible},
+              {"admitted", admission.ok},  {"reason", admission.ok ? std::string() : admission.reason}};
+  if (admission.queue < 0 || static_cast<size_t>(admission.queue) >= view.statuses.size()) return out;
+  const ledger::QueueStatus& s = view.statuses[admission.queue];
+  out["name"] = s.name;
+  out["allocated_bytes"] = s.allocated;
+  out["fair_share_bytes"] = s.fair_share;
+  out["deserved_bytes"] = s.deserved;
+  if (s.limit) out["limit_bytes"] = *s.limit;
   return out;
 }
 

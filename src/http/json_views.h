@@ -3,15 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
 #include "vramd/http/server.h"
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/queues.h"
 
 namespace vramd::http {
 
-// A reply with `j` as its JSON body.
+// A reply with `j` as its JSON body. Text that is not UTF-8 (a name from the
+// cluster) is written with U+FFFD in place of the bad bytes, never a throw.
 Reply JsonReply(int status, const nlohmann::json& j);
 
 // The JSON view of a node: vectors, the six metrics, per GPU and per pod.
@@ -20,5 +23,20 @@ Reply JsonReply(int status, const nlohmann::json& j);
 // victim_bytes (V) and burst_safe (PeakOk under `max_peak_ratio`).
 nlohmann::json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms,
                         double max_peak_ratio = 1.5);
+
+// GET /v1/queues: {"queues": [{"name", "parent", "valid", "reason",
+// "message", "deserved_bytes", "limit_bytes" (null: no limit), "weight",
+// "allocated_bytes", "allocated_nonpreemptible_bytes", "pending_bytes",
+// "fair_share_bytes", "synthetic"}, ...]}, sorted by name.
+nlohmann::json QueuesView(std::span<const ledger::QueueStatus> statuses);
+
+// /v1/explain's "queue": {"name", "allocated_bytes", "fair_share_bytes",
+// "deserved_bytes", "limit_bytes" (null: no limit), "preemptible",
+// "admitted", "reason" ("" when admitted)} for the pod's queue as `view`
+// sees it and `admission` (ledger::AdmitToQueue) judged. A pod with no
+// queue (admission.queue -1, or an index `view.statuses` does not have)
+// has a null name and null figures.
+nlohmann::json QueueExplainView(const ledger::TenancyView& view, const ledger::Admission& admission,
+                                bool preemptible);
 
 }  // namespace vramd::http

@@ -1,10 +1,13 @@
 // `vramctl explain`: per node, whether a pod fits now, on which GPUs, and if
-// not, why. `-o json` prints the API's answer; `-o wide` is the table.
+// not, why; with queues, the pod's queue, and "waits on its queue" when the
+// queue refuses it. `-o json` prints the API's answer; `-o wide` is the table.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "client.h"
 #include "commands.h"
@@ -41,6 +44,29 @@ int ExplainCommand(const Context& c, const std::vector<std::string>& args) {
     std::cout << j.dump(2) << "\n";
     return j.contains("error") ? 1 : 0;
   }
+  return PrintExplain(std::move(j));
+}
+
+namespace {
+
+// The pod's queue ("queue" of the answer): where it stands and whether it
+// admits the pod. "" without one (queues off, or no VramQueue objects).
+std::string QueueLine(const nlohmann::json& q) {
+  if (!q.is_object()) return "";
+  const nlohmann::json& p = At(q, "preemptible");
+  const bool preemptible = p.is_boolean() && p.get<bool>();
+  const std::string pod = preemptible ? "the pod is preemptible (may run over quota)"
+                                      : "the pod is not preemptible (in-quota VRAM only)";
+  if (!At(q, "name").is_string()) return "  queue: none (no queue serves its namespace, and no default queue); " + pod;
+  return "  queue " + Text(At(q, "name")) + ": allocated " + Bytes(At(q, "allocated_bytes")) + ", fair share " +
+         Bytes(At(q, "fair_share_bytes")) + ", deserved " + Bytes(At(q, "deserved_bytes")) + ", limit " +
+         Bytes(At(q, "limit_bytes")) + "; " + pod;
+}
+
+}  // namespace
+
+int PrintExplain(nlohmann::json j) {
+  using nlohmann::json;
   std::printf("pod %s/%s", j["pod"].value("namespace", "").c_str(), j["pod"].value("name", "").c_str());
   if (j.contains("error")) {
     std::printf(": %s\n", j["error"].get<std::string>().c_str());
@@ -52,7 +78,16 @@ int ExplainCommand(const Context& c, const std::vector<std::string>& args) {
     std::printf(" (%s on each of %d GPUs)", Bytes(At(r, "per_gpu_bytes")).c_str(), r.value("gpu_count", 1));
   }
   if (j.contains("bound_to")) std::printf("; bound to %s", j["bound_to"].get<std::string>().c_str());
-  std::printf("; fits on %d of %zu nodes now\n", j.value("fits_on", 0), j["nodes"].size());
+  const json& queue = At(j, "queue");
+  const json& admitted = At(queue, "admitted");
+  if (admitted.is_boolean() && !admitted.get<bool>() && !j.contains("bound_to")) {
+    // The queue refuses it: that is why it waits, whatever room the GPUs have.
+    const std::string reason = Text(At(queue, "reason"), "");
+    std::printf("; waits on its queue: %s\n", reason.empty() ? "(no reason given)" : reason.c_str());
+  } else {
+    std::printf("; fits on %d of %zu nodes now\n", j.value("fits_on", 0), j["nodes"].size());
+  }
+  if (std::string line = QueueLine(queue); !line.empty()) std::printf("%s\n", line.c_str());
   for (const json& n : j["nodes"]) {
     std::string v = n.value("verdict", "");
     if (v == "fits") {

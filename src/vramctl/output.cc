@@ -48,7 +48,35 @@ std::string AgeText(const nlohmann::json& then_ms, int64_t now_ms) {
   return std::to_string(s / 86400) + "d";
 }
 
-void PrintTable(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += '?';
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      out += '?';  // U+0080..U+009F: C1 controls (U+009B is a CSI to some terminals)
+      ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string Text(const nlohmann::json& j, const std::string& absent) {
+  return j.is_string() ? Printable(j.get_ref<const std::string&>()) : absent;
+}
+
+void PrintTable(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& raw_rows) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(raw_rows.size());
+  for (const auto& r : raw_rows) {
+    std::vector<std::string>& line = rows.emplace_back();
+    for (const std::string& cell : r) line.push_back(Printable(cell));
+  }
   std::vector<size_t> width(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) width[i] = headers[i].size();
   for (const auto& r : rows) {

@@ -38,6 +38,14 @@ std::string RatioText(const nlohmann::json& v);
 // "-" when `then_ms` is not a positive number.
 std::string AgeText(const nlohmann::json& then_ms, int64_t now_ms);
 
+// `text` with each control character (C0, DEL, and C1 written as UTF-8)
+// replaced by '?': a name from the cluster cannot move the cursor, start an
+// escape sequence or break a table's line.
+std::string Printable(std::string_view text);
+
+// j as text when it is a string (Printable), else `absent`.
+std::string Text(const nlohmann::json& j, const std::string& absent = "-");
+
 // One column of a table over rows of type Row: its header, whether only
 // `-o wide` shows it, and how a row's cell is written. A command's columns
 // are one list, so a column is added with one line.
@@ -50,7 +58,7 @@ struct Column {
 
 // Prints `rows` under `headers` on stdout: each column as wide as its widest
 // cell plus three spaces (the last column unpadded); an empty cell stays
-// empty.
+// empty; every cell is written Printable.
 void PrintTable(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows);
 
 // The columns that `format` shows (every column for kWide, those not

@@ -1,6 +1,7 @@
 // The routes of vramd's HTTP listeners, grouped by resource (src/http/routes/):
 //   extender.cc  POST /scheduler/{filter,prioritize,bind,preempt}
-//   ledger.cc    GET /v1/nodes[/{node}], GET|POST /v1/explain, PUT /v1/nodes/{node}/usage
+//   ledger.cc    GET /v1/nodes[/{node}], GET|POST /v1/explain, GET /v1/queues,
+//                PUT /v1/nodes/{node}/usage
 //   locks.cc     /v1/locks (docs/locks.md)
 //   health.cc    GET /healthz, /readyz, /metrics
 // Thin adapters: decode, call a component, encode. The JSON they write and

@@ -1,6 +1,8 @@
 // The ledger's /v1 views: GET /v1/nodes[/{node}], GET|POST /v1/explain (would
-// this pod fit, per node, and why not), PUT /v1/nodes/{node}/usage.
+// this pod fit, per node, and why not; its queue), GET /v1/queues,
+// PUT /v1/nodes/{node}/usage.
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <tuple>
 
@@ -10,6 +12,7 @@
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
+#include "vramd/ledger/queues.h"
 #include "vramd/parse.h"
 
 namespace vramd::http {
@@ -212,9 +215,25 @@ static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_a
   return json{{"gpus", std::move(gpus)}, {"pods", std::move(pods)}};
 }
 
+using TenancyFn = std::function<std::optional<ledger::TenancyView>()>;
+
+// The pod's queue, when queues are on and VramQueue objects exist: would the
+// queue admit the pod now (ledger::AdmitToQueue, as filter asks it, with
+// nothing of its own counted), and where the queue stands. Null otherwise
+// (queues off, no objects, or the queue state unreadable now).
+static json ExplainQueue(const ledger::VramRequest& req, const std::string& ns, const TenancyFn& tenancy) {
+  if (!tenancy) return nullptr;
+  std::optional<ledger::TenancyView> view = tenancy();
+  if (!view || view->set == nullptr || view->set->empty()) return nullptr;
+  if (view->usage.size() != view->set->queues.size()) return nullptr;  // not a computed view
+  const bool preemptible = ledger::IsPreemptible(req.priority, req.priority_class, req.victim, view->policy);
+  ledger::Admission a = ledger::AdmitToQueue(*view->set, view->usage, ns, req.total, preemptible, 0);
+  return QueueExplainView(*view, a, preemptible);
+}
+
 // Per node of the ledger: would this pod fit now, and if not, why.
 static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
-                           int64_t usage_max_age_ms, int64_t now) {
+                           int64_t usage_max_age_ms, int64_t now, const TenancyFn& tenancy) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec, policy.victim_classes);
   json out = {{"pod", {{"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}}}};
   if (!req.ok()) {
@@ -227,6 +246,7 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
                     {"peak_per_gpu_bytes", req->peak_per_gpu},
                     {"model", req->model}};
   if (!pod.node_name.empty()) out["bound_to"] = pod.node_name;
+  if (json q = ExplainQueue(*req, pod.ns, tenancy); !q.is_null()) out["queue"] = std::move(q);
   Result<ledger::SnapshotPtr> snap = store->Snapshot();
   if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
   std::vector<const ledger::Node*> nodes;
@@ -288,6 +308,14 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     return JsonReply(200, NodeView(*n, clock->NowMs(), max_age, ratio));
   });
 
+  TenancyFn tenancy = svc.tenancy;
+  server.Route("GET", "/v1/queues", "v1_queues", [tenancy](const http::Request&) {
+    if (!tenancy) return http::ErrorReply(404, "queues are off (no VramQueue support in this deployment)");
+    std::optional<ledger::TenancyView> view = tenancy();
+    if (!view) return http::ErrorReply(503, "the queues cannot be read now (VramQueue watch or ledger not ready)");
+    return JsonReply(200, QueuesView(view->statuses));
+  });
+
   kube::KubeClient* kube = svc.kube;
   std::string resource = svc.resource_name;
   ledger::Policy policy = svc.policy;
@@ -302,12 +330,12 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     if (!pod.ok()) {
       return http::ErrorReply(pod.status().code() == Code::kNotFound ? 404 : 503, pod.status().message());
     }
-    return Explain(*pod, store, policy, max_age, clock->NowMs());
+    return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
   });
   server.Route("POST", "/v1/explain", "v1_explain", [=](const http::Request& r) {
     Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
     if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
-    return Explain(*pod, store, policy, max_age, clock->NowMs());
+    return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
   });
 
   std::string token = svc.api_token;
