@@ -60,7 +60,9 @@ TEST(DecodeQueue, GoodAndHostileObjects) {
   for (int i = 0; i < 10000; ++i) many_namespaces += (i ? ",\"ns-" : "\"ns-") + std::to_string(i) + "\"";
   many_namespaces += "]";
   std::string max_namespaces = "[";
-  for (size_t i = 0; i < ledger::kMaxQueueNamespaces; ++i) max_namespaces += (i ? ",\"n" : "\"n") + std::to_string(i) + "\"";
+  for (size_t i = 0; i < ledger::kMaxQueueNamespaces; ++i) {
+    max_namespaces += (i ? ",\"n" : "\"n") + std::to_string(i) + "\"";
+  }
   max_namespaces += "]";
 
   const std::vector<Case> cases = {
@@ -81,8 +83,8 @@ TEST(DecodeQueue, GoodAndHostileObjects) {
          EXPECT_EQ(q.deserved, 64 * kGi);
          EXPECT_EQ(q.limit, 32 * kGi);
        }},
-      {"NullLimitAndWeightTakeDefaults", Queue(R"({"deserved":"1Gi","limit":null,"overQuotaWeight":null,"parent":null})"),
-       "", true,
+      {"NullLimitAndWeightTakeDefaults",
+       Queue(R"({"deserved":"1Gi","limit":null,"overQuotaWeight":null,"parent":null})"), "", true,
        [](const ledger::QueueSpec& q) {
          EXPECT_FALSE(q.limit.has_value());
          EXPECT_EQ(q.weight, 1);
@@ -124,14 +126,16 @@ TEST(DecodeQueue, GoodAndHostileObjects) {
        "metadata.uid: expected string, got object"},
       {"BadTimestamp", R"({"metadata":{"name":"q","creationTimestamp":"yesterday"},"spec":{"deserved":1}})",
        "metadata.creationTimestamp: \"yesterday\" is not an RFC 3339 time"},
-      {"TimestampFebruary30", R"({"metadata":{"name":"q","creationTimestamp":"2026-02-30T00:00:00Z"},"spec":{"deserved":1}})",
+      {"TimestampFebruary30",
+       R"({"metadata":{"name":"q","creationTimestamp":"2026-02-30T00:00:00Z"},"spec":{"deserved":1}})",
        "metadata.creationTimestamp"},
 
       // spec.
       {"MissingSpec", R"({"metadata":{"name":"q"}})", "spec: missing"},
       {"SpecNotAnObject", Queue("[]"), "spec: expected object, got array"},
       {"MissingDeserved", Queue(R"({"limit":"1Gi"})"), "spec.deserved: missing"},
-      {"DeservedOfWrongType", Queue(R"({"deserved":true})"), "spec.deserved: expected a quantity (string or integer), got boolean"},
+      {"DeservedOfWrongType", Queue(R"({"deserved":true})"),
+       "spec.deserved: expected a quantity (string or integer), got boolean"},
       {"DeservedNegativeNumber", Queue(R"({"deserved":-5})"), "spec.deserved: -5 is negative"},
       {"DeservedNegativeQuantity", Queue(R"({"deserved":"-5Gi"})"), "spec.deserved:"},
       {"DeservedNotAQuantity", Queue(R"({"deserved":"lots"})"), "spec.deserved:"},
