@@ -79,16 +79,16 @@ void QueueWatcher::Step(std::stop_token st) {
     if (list.status().code() == Code::kNotFound) {
       events_->With({"not_installed"}).Inc();
       bool changed = false;
+      {
+        MutexLock lock(&mu_);  // emptied before Installed() turns false: no reader sees both
+        changed = !specs_.empty();
+        specs_.clear();
+      }
       if (installed_.exchange(false)) {
         spdlog::warn("VramQueue objects are not served by the API server ({}): the vramqueues.vramd.io CRD is "
                      "not installed, queues are off; checking again every {} ms",
                      list.status().message(), opts_.not_installed_retry_ms);
         changed = true;
-      }
-      {
-        MutexLock lock(&mu_);
-        changed = changed || !specs_.empty();
-        specs_.clear();
       }
       if (changed) Changed();
       last_error_.clear();
@@ -110,10 +110,6 @@ void QueueWatcher::Step(std::stop_token st) {
   }
 
   bool changed = false;
-  if (!installed_.exchange(true)) {
-    spdlog::info("VramQueue objects are served by the API server now: the vramqueues.vramd.io CRD is installed");
-    changed = true;
-  }
   {
     metrics::WorkingOn working_on("vramqueue list of " + std::to_string(list->items.size()) + " objects");
     std::map<std::string, ledger::QueueSpec> fresh;
@@ -121,9 +117,13 @@ void QueueWatcher::Step(std::stop_token st) {
       std::string name = q.name;
       fresh.emplace(std::move(name), std::move(q));  // a repeated name (never from a real server): the first
     }
-    MutexLock lock(&mu_);
-    changed = changed || fresh != specs_;
+    MutexLock lock(&mu_);  // filled before Installed() and Synced() turn true
+    changed = fresh != specs_;
     specs_ = std::move(fresh);
+  }
+  if (!installed_.exchange(true)) {
+    spdlog::info("VramQueue objects are served by the API server now: the vramqueues.vramd.io CRD is installed");
+    changed = true;
   }
   lists_.fetch_add(1);
   events_->With({"relist"}).Inc();
