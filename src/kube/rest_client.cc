@@ -270,6 +270,26 @@ class RestClient final : public KubeClient, public SecretClient {
                  [&](std::string_view line) { return HandleNodeWatchLine(line, on_event); });
   }
 
+  Result<List<ledger::QueueSpec>> ListQueues() override {
+    return ListAll<ledger::QueueSpec>(QueuesPath(), {}, "list vramqueues",
+                                      [](const json& o) { return QueueWithName(o); });
+  }
+
+  Status WatchQueues(const std::string& resource_version, const std::atomic<bool>& stop,
+                     const std::function<void(const WatchEvent<ledger::QueueSpec>&)>& on_event) override {
+    return Watch(QueuesPath(), resource_version, stop, "watch vramqueues",
+                 [&](std::string_view line) { return HandleQueueWatchLine(line, on_event); });
+  }
+
+  Status PatchQueueStatus(const std::string& name, const std::string& patch_json) override {
+    const std::string what = "patch vramqueue " + name + " status";
+    Result<HttpReply> r = Send(Method::kPatch, QueuesPath() + "/" + PercentEncode(name) + "/status", patch_json,
+                               "application/merge-patch+json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
+
   Status CreateSecret(const Secret& secret) override {
     const std::string what = "create secret " + secret.ns + "/" + secret.name;
     const std::string path = Api("/api/v1/namespaces/" + PercentEncode(secret.ns) + "/secrets");
@@ -347,6 +367,11 @@ class RestClient final : public KubeClient, public SecretClient {
   }
 
   std::string Api(const std::string& path) const { return endpoint_.base_path + path; }
+
+  // /apis/vramd.io/v1alpha1/vramqueues (cluster-scoped).
+  std::string QueuesPath() const {
+    return Api(std::string("/apis/") + ledger::kQueueGroup + "/" + ledger::kQueueVersion + "/" + ledger::kQueuePlural);
+  }
 
   std::string PodPath(const std::string& ns, const std::string& name) const {
     return Api("/api/v1/namespaces/" + PercentEncode(ns) + "/pods/" + PercentEncode(name));

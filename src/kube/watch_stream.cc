@@ -57,7 +57,7 @@ Status HandleLine(std::string_view line, const char* what, const Decode& decode,
     }
     WatchEvent<T> out{*t, T{}};
     if (*t == WatchEventType::kBookmark) {
-      out.object.resource_version = ResourceVersionOf(*obj_it);
+      if constexpr (requires { out.object.resource_version; }) out.object.resource_version = ResourceVersionOf(*obj_it);
     } else {
       Result<T> decoded = decode(*obj_it);
       if (!decoded.ok()) {
@@ -124,6 +124,11 @@ Status HandlePodWatchLine(std::string_view line, const std::string& resource,
 Status HandleNodeWatchLine(std::string_view line, const std::function<void(const WatchEvent<NodeInfo>&)>& on_event) {
   return HandleLine<NodeInfo>(
       line, "watch nodes", [](const json& obj) { return NodeFromJson(obj); }, on_event);
+}
+
+Status HandleQueueWatchLine(std::string_view line,
+                            const std::function<void(const WatchEvent<ledger::QueueSpec>&)>& on_event) {
+  return HandleLine<ledger::QueueSpec>(line, "watch vramqueues", QueueWithName, on_event);
 }
 
 }  // namespace vramd::kube

@@ -47,5 +47,10 @@ class LineSplitter {
 Status HandlePodWatchLine(std::string_view line, const std::string& resource,
                           const std::function<void(const WatchEvent<PodInfo>&)>& on_event);
 Status HandleNodeWatchLine(std::string_view line, const std::function<void(const WatchEvent<NodeInfo>&)>& on_event);
+// VramQueue events: an object with a readable name is delivered even when its
+// decode_error is set; one without is skipped (warning). BOOKMARK events come
+// with an empty QueueSpec (it has no resourceVersion).
+Status HandleQueueWatchLine(std::string_view line,
+                            const std::function<void(const WatchEvent<ledger::QueueSpec>&)>& on_event);
 
 }  // namespace vramd::kube

@@ -49,7 +49,9 @@ VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
              {("", "pods/binding", "create")} | \
              {("", "pods/eviction", "create")} | \
              {("", "nodes", v) for v in ("get", "list", "watch", "patch")} | \
-             {("", "events", "create")}
+             {("", "events", "create")} | \
+             {("vramd.io", "vramqueues", v) for v in ("get", "list", "watch")} | \
+             {("vramd.io", "vramqueues/status", v) for v in ("patch", "update")}
 
 API = "kubescheduler.config.k8s.io/"
 # ensure: the Secrets the init container `vramd ensure-secrets` must create (flag -> name).
@@ -490,6 +492,91 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     if notes_path:
         check_notes(profile, notes_path, exp, out_dir)
     check_agent(profile, docs, exp)
+    check_queue_crd(profile, docs)
+
+
+def queue_bounds():
+    """kMaxQueueNamespaces and kMaxQueueWeight from include/vramd/ledger/queues.h."""
+    with open(os.path.join(ROOT, "include", "vramd", "ledger", "queues.h"), encoding="utf-8") as f:
+        text = f.read()
+    out = {}
+    for name in ("kMaxQueueNamespaces", "kMaxQueueWeight"):
+        m = re.search(name + r"\s*=\s*(\d+)", text)
+        out[name] = int(m.group(1)) if m else None
+    m = re.search(r"kMaxQueueBytes\s*=\s*int64_t\{1\}\s*<<\s*(\d+)", text)
+    out["kMaxQueueBytes"] = 1 << int(m.group(1)) if m else None
+    return out
+
+
+# The VramQueue CRD's printer columns (name, jsonPath, priority): what `kubectl get vq` shows.
+QUEUE_COLUMNS = [
+    ("Deserved", ".spec.deserved", 0), ("Limit", ".spec.limit", 0), ("Allocated", ".status.allocated", 0),
+    ("Fair Share", ".status.fairShare", 0), ("Pending", ".status.pending", 0),
+    ("Valid", '.status.conditions[?(@.type=="Valid")].status', 0), ("Age", ".metadata.creationTimestamp", 0),
+    ("Parent", ".spec.parent", 1), ("Weight", ".spec.overQuotaWeight", 1),
+    ("Reason", '.status.conditions[?(@.type=="Valid")].reason', 1),
+]
+# Quantities the deserved/limit pattern must accept and refuse (vramd's ParseBytes
+# judges again: "0.5" or "1m" pass the pattern but are not whole bytes).
+QUANTITIES_GOOD = ["0", "16Gi", "1500M", "1e9", "1.5Gi", "+1Ki", "137438953472", "1000e-3"]
+QUANTITIES_BAD = ["", "-1Gi", "lots", "16 Gi", "16GB", "1Gi ", "0x10", "--1"]
+
+
+def check_queue_crd(profile, docs):
+    """The VramQueue CRD (deploy/helm/vramd/crds/vramqueues.yaml, rendered with
+    --include-crds): names, scope, status subresource, printer columns and a
+    schema that validates the spec with vramd's bounds."""
+    crd = one(docs, "CustomResourceDefinition", "vramqueues.vramd.io", profile)
+    if not crd:
+        return
+    spec = crd["spec"]
+    names = spec["names"]
+    C.check(crd["apiVersion"] == "apiextensions.k8s.io/v1", f"[{profile}] the CRD must be apiextensions.k8s.io/v1")
+    C.check(spec["group"] == "vramd.io" and spec["scope"] == "Cluster", f"[{profile}] VramQueue: group vramd.io, cluster-scoped")
+    C.check((names["kind"], names["plural"], names.get("shortNames")) == ("VramQueue", "vramqueues", ["vq"]),
+            f"[{profile}] VramQueue names: kind VramQueue, plural vramqueues, shortNames [vq]; are {names}")
+    versions = spec["versions"]
+    if not C.check([v["name"] for v in versions] == ["v1alpha1"], f"[{profile}] the CRD serves exactly v1alpha1"):
+        return
+    v = versions[0]
+    C.check(v.get("served") is True and v.get("storage") is True, f"[{profile}] v1alpha1 must be served and stored")
+    C.check(v.get("subresources", {}).get("status") == {}, f"[{profile}] the CRD needs the status subresource")
+    cols = [(c["name"], c["jsonPath"], c.get("priority", 0)) for c in v.get("additionalPrinterColumns", [])]
+    C.check(cols == QUEUE_COLUMNS, f"[{profile}] VramQueue printer columns {cols} != {QUEUE_COLUMNS}")
+    schema = v["schema"]["openAPIV3Schema"]
+    C.check(schema.get("required") == ["spec"], f"[{profile}] a VramQueue requires spec")
+    sp = schema["properties"]["spec"]
+    props = sp["properties"]
+    C.check(sp.get("required") == ["deserved"], f"[{profile}] spec requires deserved")
+    C.check(set(props) == {"parent", "namespaces", "deserved", "limit", "overQuotaWeight"},
+            f"[{profile}] spec fields {sorted(props)}")
+    bounds = queue_bounds()
+    ns = props["namespaces"]
+    C.check(ns.get("type") == "array" and ns.get("maxItems") == bounds["kMaxQueueNamespaces"],
+            f"[{profile}] spec.namespaces: an array of at most kMaxQueueNamespaces ({bounds['kMaxQueueNamespaces']}) items")
+    label = re.compile(ns["items"]["pattern"])
+    C.check(ns["items"].get("maxLength") == 63 and all(label.search(x) for x in ("ml", "a", "team-1"))
+            and not any(label.search(x) for x in ("", "ML", "a.b", "-a", "a-", "a_b")),
+            f"[{profile}] spec.namespaces items must be DNS labels")
+    w = props["overQuotaWeight"]
+    C.check((w.get("type"), w.get("minimum"), w.get("maximum"), w.get("default")) ==
+            ("integer", 0, bounds["kMaxQueueWeight"], 1),
+            f"[{profile}] spec.overQuotaWeight: integer 0..kMaxQueueWeight ({bounds['kMaxQueueWeight']}), default 1")
+    parent = re.compile(props["parent"]["pattern"])
+    C.check(all(parent.search(x) for x in ("", "research", "dept.a")) and not any(parent.search(x) for x in ("Research", "a/b", "a..b")),
+            f"[{profile}] spec.parent must be a queue name (DNS subdomain) or empty")
+    for field in ("deserved", "limit"):
+        q = props[field]
+        C.check(q.get("x-kubernetes-int-or-string") is True and q.get("anyOf") == [{"type": "integer"}, {"type": "string"}],
+                f"[{profile}] spec.{field}: a quantity string or an integer")
+        C.check(q.get("minimum") == 0 and q.get("maximum") == bounds["kMaxQueueBytes"],
+                f"[{profile}] spec.{field}: integers 0..kMaxQueueBytes ({bounds['kMaxQueueBytes']})")
+        pat = re.compile(q.get("pattern", "^$"))
+        bad_good = [x for x in QUANTITIES_GOOD if not pat.search(x)] + [x for x in QUANTITIES_BAD if pat.search(x)]
+        C.check(not bad_good, f"[{profile}] spec.{field}'s quantity pattern misjudges {bad_good}")
+    status = schema["properties"].get("status", {})
+    C.check({"allocated", "fairShare", "pending", "conditions"} <= set(status.get("properties", {})),
+            f"[{profile}] the status schema must declare what vramd writes (allocated, fairShare, pending, conditions)")
 
 
 def check_agent(profile, docs, exp):

@@ -168,7 +168,7 @@ for p in "${profiles[@]}"; do
   step "helm template --kube-version ${profile_kube[$p]} ($p)"
   # shellcheck disable=SC2086
   "$helm" template vramd "$chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
-    >"$out/rendered-$p.yaml" || die "helm template ($p)"
+    --include-crds >"$out/rendered-$p.yaml" || die "helm template ($p)"
   # shellcheck disable=SC2086
   "$helm" template vramd "$notes_chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
     --show-only templates/zz-rendered-notes.yaml >"$work/notes-$p.yaml" || die "rendering NOTES.txt ($p)"
@@ -224,7 +224,7 @@ fi
 for p in default all-on; do
   # shellcheck disable=SC2086
   "$helm" template vramd "$chart" --namespace vramd-system --kube-version "${profile_kube[$p]}" ${profile_args[$p]} \
-    >"$work/again-$p.yaml" || die "helm template ($p, again)"
+    --include-crds >"$work/again-$p.yaml" || die "helm template ($p, again)"
   cmp -s "$out/rendered-$p.yaml" "$work/again-$p.yaml" || die "two renders of $p differ: $(diff "$out/rendered-$p.yaml" "$work/again-$p.yaml" | head -5)"
 done
 echo "no lookup or render-time randomness in templates/; two renders of default and all-on are identical"

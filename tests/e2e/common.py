@@ -4,6 +4,8 @@ and a running vramd pointed at the testbed."""
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import unittest
 import urllib.error
@@ -22,7 +24,14 @@ VRAMD_RULES = [
     {"apiGroups": [""], "resources": ["pods/binding", "pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": ["vramd.io"], "resources": ["vramqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["vramd.io"], "resources": ["vramqueues/status"], "verbs": ["patch", "update"]},
 ]
+
+# The chart's VramQueue CRD (issue 16), applied as is by apply_queue_crd.
+QUEUE_CRD_FILE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                               "deploy", "helm", "vramd", "crds", "vramqueues.yaml"))
+QUEUES_PATH = "/apis/vramd.io/v1alpha1/vramqueues"
 
 HOMELAB = {  # the capacity model's three nodes, as GPU Feature Discovery labels them
     "ness-linux3": 98304,
@@ -186,3 +195,63 @@ class SharedTestbed(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.tb.__exit__(None, None, None)
+
+
+def kubectl(tb: Testbed, *args: str, timeout: float = 60) -> str:
+    """Runs kubectl as the testbed's admin and returns its stdout: the testbed's
+    own kubectl 1.20.2 (tests/e2e/testbed/build-k8s.sh builds it beside the API
+    server), else one on PATH. Its discovery cache lives in the testbed's
+    directory (never ~/.kube). Raises RuntimeError with kubectl's stderr when
+    it fails."""
+    binary = os.path.join(tb.k8s_bin_dir, "kubectl")
+    if not os.access(binary, os.X_OK):
+        binary = shutil.which("kubectl") or ""
+    if not binary:
+        raise RuntimeError(f"no kubectl in {tb.k8s_bin_dir} or on PATH: run tests/e2e/testbed/build-k8s.sh")
+    config = tb.path("cfg", "admin.kubeconfig")
+    if not os.path.exists(config):
+        config = tb.write_kubeconfig("admin.kubeconfig", tb.admin_token)
+    done = subprocess.run([binary, f"--kubeconfig={config}", f"--cache-dir={tb.path('cfg', 'kubectl-cache')}", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def apply_queue_crd(tb: Testbed, timeout: float = 30) -> None:
+    """Applies the chart's VramQueue CRD file (deploy/helm/vramd/crds/vramqueues.yaml)
+    as is with `kubectl apply` and waits until the API server serves it: the
+    CRD is Established and a list of vramqueues answers."""
+    kubectl(tb, "apply", "-f", QUEUE_CRD_FILE)
+    kubectl(tb, "wait", "--for=condition=Established", f"--timeout={int(timeout)}s",
+            "crd/vramqueues.vramd.io", timeout=timeout + 10)
+    tb.wait_for(lambda: tb.api.get_or_none(QUEUES_PATH) is not None, timeout,
+                message="the API server to serve vramqueues.vramd.io/v1alpha1")
+    # kubectl's discovery cache predates the CRD: without this, `kubectl get vq`
+    # would answer 'the server doesn't have a resource type "vq"' for minutes.
+    shutil.rmtree(tb.path("cfg", "kubectl-cache"), ignore_errors=True)
+
+
+def queue_manifest(name: str, deserved: int | str, namespaces=(), limit: int | str | None = None,
+                   weight: int | None = None, parent: str | None = None) -> dict:
+    """A VramQueue object (quantities as given: "16Gi" or an integer of bytes)."""
+    spec: dict = {"deserved": deserved}
+    if namespaces:
+        spec["namespaces"] = list(namespaces)
+    if limit is not None:
+        spec["limit"] = limit
+    if weight is not None:
+        spec["overQuotaWeight"] = weight
+    if parent is not None:
+        spec["parent"] = parent
+    return {"apiVersion": "vramd.io/v1alpha1", "kind": "VramQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def create_queue(tb: Testbed, name: str, deserved: int | str, **kwargs) -> dict:
+    """Creates (or replaces) a VramQueue; see queue_manifest for the arguments."""
+    return tb.apply(queue_manifest(name, deserved, **kwargs))
+
+
+def queue_status(tb: Testbed, name: str) -> dict:
+    """A VramQueue's status as vramd wrote it ({} before the first write)."""
+    return (tb.api.get(f"{QUEUES_PATH}/{name}") or {}).get("status") or {}

@@ -388,6 +388,8 @@ _KINDS = {
     "Role": ("roles", True),
     "RoleBinding": ("rolebindings", True),
     "Lease": ("leases", True),
+    "CustomResourceDefinition": ("customresourcedefinitions", False),
+    "VramQueue": ("vramqueues", False),
 }
 
 

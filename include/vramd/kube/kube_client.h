@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vramd/ledger/pod_request.h"
+#include "vramd/ledger/queues.h"
 #include "vramd/status.h"
 
 namespace vramd::kube {
@@ -161,6 +162,24 @@ class KubeClient {
                            const std::function<void(const WatchEvent<PodInfo>&)>& on_event) = 0;
   virtual Status WatchNodes(const std::string& resource_version, const std::atomic<bool>& stop,
                             const std::function<void(const WatchEvent<NodeInfo>&)>& on_event) = 0;
+
+  // VramQueue objects (cluster-scoped, /apis/vramd.io/v1alpha1/vramqueues),
+  // decoded by DecodeQueue (decode.h): an object with a readable name is
+  // kept even when decode_error is set (its queue is then invalid and its
+  // status says why); one without a readable name is skipped with a warning.
+  // kNotFound when the API server does not serve the resource (the CRD is
+  // not installed). Paged like ListPods.
+  virtual Result<List<ledger::QueueSpec>> ListQueues() = 0;
+  // Watches VramQueue objects as WatchPods watches pods. A QueueSpec carries
+  // no resourceVersion, so BOOKMARK events come with an empty object and a
+  // caller starts every watch from a list's resource_version (after the
+  // stream ends it lists again; the queues are few).
+  virtual Status WatchQueues(const std::string& resource_version, const std::atomic<bool>& stop,
+                             const std::function<void(const WatchEvent<ledger::QueueSpec>&)>& on_event) = 0;
+  // PATCH .../vramqueues/{name}/status, application/merge-patch+json, with
+  // `patch_json` (QueueStatusPatch). kNotFound when the object (or the CRD)
+  // is gone.
+  virtual Status PatchQueueStatus(const std::string& name, const std::string& patch_json) = 0;
 };
 
 // Errors of every call: HTTP 404 → kNotFound, 409 and 410 → kConflict,

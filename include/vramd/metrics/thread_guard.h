@@ -1,5 +1,5 @@
 // The last line of defence of vramd's long-lived threads (reconcile, node
-// sync, the pod and node watches, leader election, the ledger's epoch watch,
+// sync, the pod, node and queue watches, leader election, the ledger's epoch watch,
 // the HTTP listener and TLS watch): each loop runs every iteration's body in
 // GuardedStep, which catches whatever escapes it, logs it with the object the
 // thread was working on, counts it in vramd_thread_errors_total{thread} and
@@ -32,13 +32,14 @@ inline constexpr const char* kThreadReconcile = "reconcile";
 inline constexpr const char* kThreadNodeSync = "node_sync";
 inline constexpr const char* kThreadPodWatch = "pod_watch";
 inline constexpr const char* kThreadNodeWatch = "node_watch";
+inline constexpr const char* kThreadQueueWatch = "queue_watch";
 inline constexpr const char* kThreadLeader = "leader";
 inline constexpr const char* kThreadEpochWatch = "epoch_watch";
 inline constexpr const char* kThreadHttpListen = "http_listen";
 inline constexpr const char* kThreadTlsWatch = "tls_watch";
 inline constexpr const char* kKnownThreads[] = {kThreadReconcile,  kThreadNodeSync,   kThreadPodWatch,
-                                                kThreadNodeWatch,  kThreadLeader,     kThreadEpochWatch,
-                                                kThreadHttpListen, kThreadTlsWatch};
+                                                kThreadNodeWatch,  kThreadQueueWatch, kThreadLeader,
+                                                kThreadEpochWatch, kThreadHttpListen, kThreadTlsWatch};
 
 // Adds vramd_thread_errors_total{thread} to `registry` (a collector): every
 // known thread has a series from the start, at 0; other names appear once

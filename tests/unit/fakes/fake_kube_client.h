@@ -3,9 +3,11 @@
 // kube-apiserver in tests/e2e.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vramd/kube/kube_client.h"
@@ -132,6 +134,69 @@ class FakeKubeClient : public kube::KubeClient {
   Status WatchNodes(const std::string&, const std::atomic<bool>&,
                     const std::function<void(const kube::WatchEvent<kube::NodeInfo>&)>&) override {
     return Unavailable("fake: no watch");
+  }
+
+  // VramQueue objects. ListQueues answers `fail_list_queues` when set (e.g.
+  // NotFound: the CRD is not installed), else every queue sorted by name at
+  // `queues_resource_version`. WatchQueues calls `watch_queues` when set,
+  // else answers Unavailable like the other watches. PatchQueueStatus records
+  // (name, body) in `queue_status_patches` and answers `fail_patch_queue_status`.
+  // Tests that change these while a watcher runs use the locked setters.
+  std::map<std::string, ledger::QueueSpec> queues;  // by name
+  Status fail_list_queues;
+  std::string queues_resource_version = "1";
+  std::function<Status(const std::string& resource_version, const std::atomic<bool>& stop,
+                       const std::function<void(const kube::WatchEvent<ledger::QueueSpec>&)>& on_event)>
+      watch_queues;
+  std::vector<std::pair<std::string, std::string>> queue_status_patches;
+  Status fail_patch_queue_status;
+
+  Result<kube::List<ledger::QueueSpec>> ListQueues() override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("list-queues");
+    if (!fail_list_queues.ok()) return fail_list_queues;
+    kube::List<ledger::QueueSpec> out;
+    for (const auto& [name, q] : queues) out.items.push_back(q);
+    out.resource_version = queues_resource_version;
+    return out;
+  }
+  Status WatchQueues(const std::string& resource_version, const std::atomic<bool>& stop,
+                     const std::function<void(const kube::WatchEvent<ledger::QueueSpec>&)>& on_event) override {
+    std::function<Status(const std::string&, const std::atomic<bool>&,
+                         const std::function<void(const kube::WatchEvent<ledger::QueueSpec>&)>&)>
+        watch;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      calls.push_back("watch-queues " + resource_version);
+      watch = watch_queues;
+    }
+    if (!watch) return Unavailable("fake: no watch");
+    return watch(resource_version, stop, on_event);
+  }
+  Status PatchQueueStatus(const std::string& name, const std::string& patch_json) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.push_back("patch-queue-status " + name);
+    queue_status_patches.emplace_back(name, patch_json);
+    return fail_patch_queue_status;
+  }
+  // Locked setters and readers for tests with a watcher running.
+  void SetQueue(const ledger::QueueSpec& q) {
+    std::lock_guard<std::mutex> l(mu_);
+    queues[q.name] = q;
+  }
+  void SetQueuesResourceVersion(const std::string& rv) {
+    std::lock_guard<std::mutex> l(mu_);
+    queues_resource_version = rv;
+  }
+  void SetListQueuesFailure(const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_list_queues = s;
+  }
+  size_t CallCount(const std::string& prefix) {
+    std::lock_guard<std::mutex> l(mu_);
+    size_t n = 0;
+    for (const std::string& c : calls) n += c.rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
   }
 
   // Removes a pod (as a delete with grace period 0); false when absent.

@@ -841,6 +841,129 @@ TEST_F(RestClientTest, StopEndsASilentWatchPromptly) {
   EXPECT_LT(returned_at - stopped_at, 1s);
 }
 
+// --- VramQueues -------------------------------------------------------------
+
+std::string QueueJson(const std::string& name, const std::string& spec = R"({"deserved":"16Gi"})") {
+  return R"({"apiVersion":"vramd.io/v1alpha1","kind":"VramQueue","metadata":{"name":")" + name +
+         R"(","uid":"uid-)" + name + R"(","resourceVersion":"9"},"spec":)" + spec +
+         R"(,"status":{"allocated":"1Gi"}})";
+}
+
+TEST_F(RestClientTest, ListQueuesPagesKeepsBrokenObjectsWithANameAndSkipsNamelessOnes) {
+  server_->Get("/apis/vramd.io/v1alpha1/vramqueues", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    EXPECT_EQ(req.get_param_value("limit"), "2");
+    if (!req.has_param("continue")) {
+      res.set_content(R"({"kind":"VramQueueList","metadata":{"resourceVersion":"40","continue":"p2"},"items":[)" +
+                          QueueJson("b") + "," + QueueJson("a", R"({"deserved":"lots"})") + "]}",
+                      "application/json");
+    } else {
+      res.set_content(R"({"kind":"VramQueueList","metadata":{"resourceVersion":"40"},"items":[)"
+                      R"({"metadata":{"name":{"x":1}},"spec":{"deserved":1}},"not an object"]})",
+                      "application/json");
+    }
+  });
+  Options opts;
+  opts.list_page_size = 2;
+  auto client = Client(opts);
+  ASSERT_NE(client, nullptr);
+  Result<List<ledger::QueueSpec>> list = client->ListQueues();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->resource_version, "40");
+  ASSERT_EQ(list->items.size(), 2u);
+  EXPECT_EQ(list->items[0].name, "b");
+  EXPECT_EQ(list->items[0].uid, "uid-b");
+  EXPECT_EQ(list->items[0].deserved, int64_t{16} << 30);
+  EXPECT_EQ(list->items[0].decode_error, "");
+  EXPECT_EQ(list->items[1].name, "a");
+  EXPECT_NE(list->items[1].decode_error.find("spec.deserved"), std::string::npos) << list->items[1].decode_error;
+  EXPECT_EQ(Last().get_header_value("Authorization"), "Bearer tok-1");
+}
+
+TEST_F(RestClientTest, ListQueuesWithoutTheCrdIsNotFound) {
+  server_->Get("/apis/vramd.io/v1alpha1/vramqueues", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(StatusBody(404, "NotFound", "the server could not find the requested resource"),
+                    "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<List<ledger::QueueSpec>> list = client->ListQueues();
+  EXPECT_EQ(list.status().code(), Code::kNotFound);
+  EXPECT_NE(list.status().message().find("list vramqueues"), std::string::npos) << list.status().message();
+}
+
+TEST_F(RestClientTest, WatchQueuesDeliversEventsAndBookmarksAndSkipsNamelessObjects) {
+  const std::string stream = Event("ADDED", QueueJson("a")) +
+                             Event("MODIFIED", QueueJson("a", R"({"deserved":"8Gi","overQuotaWeight":-1})")) +
+                             Event("MODIFIED", R"({"metadata":{},"spec":{"deserved":"1Gi"}})") +
+                             Event("BOOKMARK", R"({"kind":"VramQueue","metadata":{"resourceVersion":"77"}})") +
+                             Event("DELETED", QueueJson("a"));
+  server_->Get("/apis/vramd.io/v1alpha1/vramqueues", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    ServeChunked(res, stream, 11);
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::vector<WatchEvent<ledger::QueueSpec>> events;
+  std::atomic<bool> stop{false};
+  Status st = client->WatchQueues("40", stop, [&](const WatchEvent<ledger::QueueSpec>& e) { events.push_back(e); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].type, WatchEventType::kAdded);
+  EXPECT_EQ(events[0].object.deserved, int64_t{16} << 30);
+  EXPECT_EQ(events[1].type, WatchEventType::kModified);
+  EXPECT_EQ(events[1].object.deserved, int64_t{8} << 30);
+  EXPECT_NE(events[1].object.decode_error.find("spec.overQuotaWeight"), std::string::npos);
+  EXPECT_EQ(events[2].type, WatchEventType::kBookmark);
+  EXPECT_EQ(events[2].object, ledger::QueueSpec{});
+  EXPECT_EQ(events[3].type, WatchEventType::kDeleted);
+  EXPECT_EQ(events[3].object.name, "a");
+  httplib::Request req = Last();
+  EXPECT_EQ(req.get_param_value("watch"), "1");
+  EXPECT_EQ(req.get_param_value("resourceVersion"), "40");
+}
+
+TEST_F(RestClientTest, WatchQueuesErrorEvent410IsConflict) {
+  server_->Get("/apis/vramd.io/v1alpha1/vramqueues", [&](const httplib::Request&, httplib::Response& res) {
+    ServeChunked(res, Event("ERROR", StatusBody(410, "Expired", "too old resource version: 4 (90)")), 100);
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  std::atomic<bool> stop{false};
+  Status st = client->WatchQueues("4", stop, [](const WatchEvent<ledger::QueueSpec>&) { ADD_FAILURE(); });
+  EXPECT_EQ(st.code(), Code::kConflict);
+  EXPECT_EQ(st.message().rfind("410 Gone", 0), 0u) << st.message();
+}
+
+TEST_F(RestClientTest, PatchQueueStatusSendsAMergePatchToTheStatusSubresource) {
+  server_->Patch(R"(/apis/vramd.io/v1alpha1/vramqueues/([^/]+)/status)",
+                 [&](const httplib::Request& req, httplib::Response& res) {
+                   Record(req);
+                   if (req.matches[1] == "gone") {
+                     res.status = 404;
+                     res.set_content(StatusBody(404, "NotFound", "vramqueues.vramd.io \"gone\" not found"),
+                                     "application/json");
+                     return;
+                   }
+                   res.set_content("{}", "application/json");
+                 });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  const std::string body = R"({"status":{"allocated":"1Gi"}})";
+  Status st = client->PatchQueueStatus("team-a", body);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  httplib::Request req = Last();
+  EXPECT_EQ(req.method, "PATCH");
+  EXPECT_EQ(req.path, "/apis/vramd.io/v1alpha1/vramqueues/team-a/status");
+  EXPECT_EQ(req.get_header_value("Content-Type"), "application/merge-patch+json");
+  EXPECT_EQ(req.body, body);
+
+  Status gone = client->PatchQueueStatus("gone", body);
+  EXPECT_EQ(gone.code(), Code::kNotFound);
+  EXPECT_NE(gone.message().find("patch vramqueue gone status"), std::string::npos) << gone.message();
+}
+
 // --- Construction ------------------------------------------------------------
 
 // --- Secrets (vramd ensure-secrets) -----------------------------------------
