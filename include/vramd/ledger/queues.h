@@ -98,7 +98,8 @@ struct QueueSet {
   std::vector<Queue> queues;  // every object (valid or not), sorted by name,
                               // plus the synthetic default queue when added
   std::unordered_map<std::string, int> by_namespace;  // namespace -> valid leaf queue
-  int default_queue = -1;     // index of the default queue (valid; -1 when it is invalid)
+  int default_queue = -1;     // index of the default queue (valid; -1 when it is invalid
+                              // or a parent with valid children)
   // True when there are no VramQueue objects at all: tenancy then changes nothing
   // (AdmitToQueue admits everything, no reclaim).
   bool empty() const { return objects == 0; }
@@ -141,8 +142,10 @@ inline int64_t EntryBytes(const Entry& e) { return e.per_gpu * static_cast<int64
 
 // A pod vramd refused for VRAM that is still pending (the filter-refusal log
 // checked against the pod watch). `nodes`: the nodes that failed it for room
-// (empty: unknown, any node).
-struct PendingPod {
+// (empty: unknown, any node). Named QueuePendingPod, not PendingPod:
+// protection.h already defines ledger::PendingPod (a different layout), and
+// both headers meet in one translation unit (daemon/leader_loops.h).
+struct QueuePendingPod {
   std::string uid, ns, name;
   int64_t total = 0;          // bytes for the whole pod
   int64_t per_gpu = 0;
@@ -162,20 +165,24 @@ struct QueueUsage {
   int64_t allocated_nonpreemptible = 0;  // the part held by non-preemptible pods
   int64_t pending = 0;                   // Σ total of its pending pods
 };
-std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, std::span<const PendingPod> pending,
+std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, std::span<const QueuePendingPod> pending,
                                      const TenancyPolicy& policy);
 
 // Fair shares, indexed like QueueSet::queues (0 for invalid queues).
 // Top-level queues share `capacity` (Σ GPU capacity of the cluster); each
 // parent's fair share is then shared among its children the same way:
 //  1. each queue gets min(deserved, demand, limit) where demand = allocated +
-//     pending; when these exceed what is shared, they are scaled down in
-//     proportion (more quota than the cluster has);
+//     pending (for a parent: the sum of its children's demands, each capped
+//     by the child's limit, as its children cannot use more); when these
+//     exceed what is shared, they are scaled down in proportion (more quota
+//     than the cluster has);
 //  2. the rest is split by weight among the queues whose demand (capped by
 //     limit) is not met, each capped at that demand, again and again until
 //     nothing is left or nobody wants more (water-filling). Weight 0 gets no
-//     over-quota share. Integer bytes: remainders of a split go to the
-//     queues in order (largest weight first, then name), one byte each.
+//     over-quota share. Integer bytes: each part is rounded down, and the
+//     remainder of a split goes one byte each to the queues whose exact part
+//     had a fraction, in order (largest weight first, then name); a split
+//     that divides exactly leaves nothing over.
 std::vector<int64_t> FairShares(const QueueSet& set, std::span<const QueueUsage> usage, int64_t capacity);
 
 // Everything /v1/queues, the metrics and the objects' status show.
@@ -204,7 +211,7 @@ struct TenancyView {
   std::vector<QueueStatus> statuses;  // indexed like set->queues
   TenancyPolicy policy;
 };
-TenancyView ComputeTenancy(QueueSetPtr set, const Snapshot& snap, std::span<const PendingPod> pending,
+TenancyView ComputeTenancy(QueueSetPtr set, const Snapshot& snap, std::span<const QueuePendingPod> pending,
                            const TenancyPolicy& policy);
 
 // Whether a pod may take `total` more bytes in its queue (filter and bind).
@@ -265,7 +272,7 @@ struct ReclaimPlan {
 // empty) to need the fewest victim bytes. `why_not`, when not null, receives
 // per pending pod without a plan why not (uid -> text). Pure.
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
-                                     std::span<const PendingPod> pending, const TenancyPolicy& policy,
+                                     std::span<const QueuePendingPod> pending, const TenancyPolicy& policy,
                                      const FitPolicy& fit, int64_t now_ms, size_t max_plans,
                                      std::unordered_map<std::string, std::string>* why_not = nullptr);
 
