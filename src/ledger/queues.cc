@@ -431,8 +431,9 @@ std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap,
 std::vector<int64_t> FairShares(const QueueSet& set, std::span<const QueueUsage> usage, int64_t capacity) {
   const size_t n = set.queues.size();
   std::vector<int64_t> share(n, 0);
-  // Capped demand: a leaf's allocated + pending, a parent's the sum of its
-  // children's; each capped by the queue's limit.
+  // Capped demand: a leaf's allocated + pending, a parent's what its
+  // children can use (a child of weight 0 no more than its deserved); each
+  // capped by the queue's limit.
   std::vector<int64_t> cap(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Queue& q = set.queues[i];
@@ -445,7 +446,12 @@ std::vector<int64_t> FairShares(const QueueSet& set, std::span<const QueueUsage>
     const Queue& q = set.queues[i];
     if (!q.valid) continue;
     if (!q.children.empty()) {
-      for (int c : q.children) cap[i] = SatAdd(cap[i], cap[static_cast<size_t>(c)]);
+      for (int c : q.children) {
+        const Queue& child = set.queues[static_cast<size_t>(c)];
+        const int64_t usable = child.spec.weight > 0 ? cap[static_cast<size_t>(c)]
+                                                     : std::min(cap[static_cast<size_t>(c)], child.spec.deserved);
+        cap[i] = SatAdd(cap[i], usable);
+      }
       if (q.spec.limit) cap[i] = std::min(cap[i], std::max<int64_t>(*q.spec.limit, 0));
     }
     if (q.parent < 0) top.push_back(static_cast<int>(i));

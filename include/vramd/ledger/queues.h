@@ -124,6 +124,14 @@ using QueueSetPtr = std::shared_ptr<const QueueSet>;
 // first) and builds the set. Never fails: each broken object is kept with
 // valid = false and its reason; the others keep working. Namespaces of an
 // invalid queue fall to the default queue. Pure.
+// The checks, in order (the first failure is the reason): the object's own
+// fields ("Invalid": decode_error, figures out of range, an empty or more
+// than kMaxQueueNamespaces namespaces, deserved > limit); "Cycle" (a queue
+// on a loop of parent links, itself included); its parent: "ParentNotFound"
+// (also when it names the synthetic default queue, which has no children),
+// "ParentInvalid", "TooDeep"; "ParentServesNamespaces" (then its children
+// are "ParentInvalid"); "ExceedsParent"; "NamespaceConflict" (among the
+// valid leaf queues, oldest created_ms first, then by name).
 QueueSet BuildQueueSet(std::vector<QueueSpec> specs, const TenancyPolicy& policy);
 
 // Whether a pod is preemptible under `policy` (designated victims always are).
@@ -172,8 +180,9 @@ std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, 
 // Top-level queues share `capacity` (Σ GPU capacity of the cluster); each
 // parent's fair share is then shared among its children the same way:
 //  1. each queue gets min(deserved, demand, limit) where demand = allocated +
-//     pending (for a parent: the sum of its children's demands, each capped
-//     by the child's limit, as its children cannot use more); when these
+//     pending (for a parent: the sum of what its children can use, each
+//     child's demand capped by its limit, and by its deserved when its weight
+//     is 0, as the children cannot take more of the parent's share); when these
 //     exceed what is shared, they are scaled down in proportion (more quota
 //     than the cluster has);
 //  2. the rest is split by weight among the queues whose demand (capped by

@@ -227,6 +227,13 @@ const std::vector<ShareCase>& ShareCases() {
        {{"t1", Hungry()}, {"t2", Hungry()}},
        100 * kGi,
        {{"d1", 20 * kGi}, {"d2", 80 * kGi}, {"t1", 20 * kGi}, {"t2", 80 * kGi}}},
+      // t1 has weight 0: it can take 5 of d1's share, never more, so d1's
+      // demand is 5 and d2 gets the rest.
+      {"AWeightZeroChildDoesNotInflateItsParent",
+       {Q("d1", 10 * kGi), Q("d2", 10 * kGi), Under(Team("t1", 5 * kGi, 0), "d1"), Under(Team("t2", 5 * kGi), "d2")},
+       {{"t1", Hungry()}, {"t2", Hungry()}},
+       100 * kGi,
+       {{"d1", 5 * kGi}, {"d2", 95 * kGi}, {"t1", 5 * kGi}, {"t2", 95 * kGi}}},
   };
   return cases;
 }
@@ -823,13 +830,18 @@ World RandomWorld(Random& r) {
   return w;
 }
 
+// What queue i can use (FairShares caps each share at it).
 int64_t CappedDemand(const QueueSet& set, std::span<const QueueUsage> usage, size_t i) {
   const Queue& q = set.queues[i];
   int64_t d = 0;
   if (q.children.empty()) {
     d = usage[i].allocated + usage[i].pending;
   } else {
-    for (int c : q.children) d += CappedDemand(set, usage, static_cast<size_t>(c));
+    for (int c : q.children) {
+      const int64_t cd = CappedDemand(set, usage, static_cast<size_t>(c));
+      const QueueSpec& child = set.queues[static_cast<size_t>(c)].spec;
+      d += child.weight > 0 ? cd : std::min(cd, child.deserved);
+    }
   }
   return q.spec.limit ? std::min(d, *q.spec.limit) : d;
 }
