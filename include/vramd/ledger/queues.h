@@ -99,7 +99,8 @@ struct QueueSet {
   std::vector<Queue> queues;  // every object (valid or not), sorted by name,
                               // plus the synthetic default queue when added
   std::unordered_map<std::string, int> by_namespace;  // namespace -> valid leaf queue
-  int default_queue = -1;     // index of the default queue (valid; -1 when it is invalid)
+  int default_queue = -1;     // index of the default queue (valid; -1 when it is invalid
+                              // or a parent with valid children)
   // True when there are no VramQueue objects at all: tenancy then changes nothing
   // (AdmitToQueue admits everything, no reclaim).
   bool empty() const { return objects == 0; }
@@ -124,6 +125,14 @@ using QueueSetPtr = std::shared_ptr<const QueueSet>;
 // first) and builds the set. Never fails: each broken object is kept with
 // valid = false and its reason; the others keep working. Namespaces of an
 // invalid queue fall to the default queue. Pure.
+// The checks, in order (the first failure is the reason): the object's own
+// fields ("Invalid": decode_error, figures out of range, an empty or more
+// than kMaxQueueNamespaces namespaces, deserved > limit); "Cycle" (a queue
+// on a loop of parent links, itself included); its parent: "ParentNotFound"
+// (also when it names the synthetic default queue, which has no children),
+// "ParentInvalid", "TooDeep"; "ParentServesNamespaces" (then its children
+// are "ParentInvalid"); "ExceedsParent"; "NamespaceConflict" (among the
+// valid leaf queues, oldest created_ms first, then by name).
 QueueSet BuildQueueSet(std::vector<QueueSpec> specs, const TenancyPolicy& policy);
 
 // Whether a pod is preemptible under `policy` (designated victims always are).
@@ -162,13 +171,18 @@ std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, 
 // Top-level queues share `capacity` (Σ GPU capacity of the cluster); each
 // parent's fair share is then shared among its children the same way:
 //  1. each queue gets min(deserved, demand, limit) where demand = allocated +
-//     pending; when these exceed what is shared, they are scaled down in
-//     proportion (more quota than the cluster has);
+//     pending (for a parent: the sum of what its children can use, each
+//     child's demand capped by its limit, and by its deserved when its weight
+//     is 0, as the children cannot take more of the parent's share); when these
+//     exceed what is shared, they are scaled down in proportion (more quota
+//     than the cluster has);
 //  2. the rest is split by weight among the queues whose demand (capped by
 //     limit) is not met, each capped at that demand, again and again until
 //     nothing is left or nobody wants more (water-filling). Weight 0 gets no
-//     over-quota share. Integer bytes: remainders of a split go to the
-//     queues in order (largest weight first, then name), one byte each.
+//     over-quota share. Integer bytes: each part is rounded down, and the
+//     remainder of a split goes one byte each to the queues whose exact part
+//     had a fraction, in order (largest weight first, then name); a split
+//     that divides exactly leaves nothing over.
 std::vector<int64_t> FairShares(const QueueSet& set, std::span<const QueueUsage> usage, int64_t capacity);
 
 // Everything /v1/queues, the metrics and the objects' status show.
