@@ -141,8 +141,10 @@ inline int64_t EntryBytes(const Entry& e) { return e.per_gpu * static_cast<int64
 
 // A pod vramd refused for VRAM that is still pending (the filter-refusal log
 // checked against the pod watch). `nodes`: the nodes that failed it for room
-// (empty: unknown, any node).
-struct PendingPod {
+// (empty: unknown, any node). Named QueuePendingPod, not PendingPod:
+// protection.h already defines ledger::PendingPod (a different layout), and
+// both headers meet in one translation unit (daemon/leader_loops.h).
+struct QueuePendingPod {
   std::string uid, ns, name;
   int64_t total = 0;          // bytes for the whole pod
   int64_t per_gpu = 0;
@@ -162,7 +164,7 @@ struct QueueUsage {
   int64_t allocated_nonpreemptible = 0;  // the part held by non-preemptible pods
   int64_t pending = 0;                   // Σ total of its pending pods
 };
-std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, std::span<const PendingPod> pending,
+std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap, std::span<const QueuePendingPod> pending,
                                      const TenancyPolicy& policy);
 
 // Fair shares, indexed like QueueSet::queues (0 for invalid queues).
@@ -204,7 +206,7 @@ struct TenancyView {
   std::vector<QueueStatus> statuses;  // indexed like set->queues
   TenancyPolicy policy;
 };
-TenancyView ComputeTenancy(QueueSetPtr set, const Snapshot& snap, std::span<const PendingPod> pending,
+TenancyView ComputeTenancy(QueueSetPtr set, const Snapshot& snap, std::span<const QueuePendingPod> pending,
                            const TenancyPolicy& policy);
 
 // Whether a pod may take `total` more bytes in its queue (filter and bind).
@@ -265,7 +267,7 @@ struct ReclaimPlan {
 // empty) to need the fewest victim bytes. `why_not`, when not null, receives
 // per pending pod without a plan why not (uid -> text). Pure.
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
-                                     std::span<const PendingPod> pending, const TenancyPolicy& policy,
+                                     std::span<const QueuePendingPod> pending, const TenancyPolicy& policy,
                                      const FitPolicy& fit, int64_t now_ms, size_t max_plans,
                                      std::unordered_map<std::string, std::string>* why_not = nullptr);
 
