@@ -203,12 +203,21 @@ std::string AdmissionRefusal(const QueueBook& book, int q, int64_t total, bool p
 
 // ---- The nodes, as plans change them ---------------------------------------
 
-// One GPU in the simulation.
-struct SimGpu {
-  const Gpu* gpu = nullptr;  // capacity, the usage report and its per-pod figures
-  int64_t allocated = 0;     // A
-  int64_t used = 0;          // the report's figure less what removed pods held
-  GpuPeak peak;              // P and V
+// One node in the simulation, its GPUs in node.gpus order: their vectors
+// (fit.h's GpuVectorsOf over A and `used`), P and V, and the usage report's
+// figure less what removed pods held there.
+struct NodeSim {
+  const Node* node = nullptr;
+  std::vector<Vectors> v;
+  std::vector<GpuPeak> p;
+  std::vector<int64_t> used;
+};
+
+// Where an entry sits: the position of one of its GPUs among node.gpus and
+// its own figure in that GPU's usage report.
+struct Foot {
+  uint32_t pos = 0;
+  int64_t share = 0;
 };
 
 // The pod's figure in the GPU's usage report (0 when the report names it nowhere).
@@ -226,71 +235,66 @@ int GpuPos(const Node& node, int index) {
   return it != node.gpus.end() && it->index == index ? static_cast<int>(it - node.gpus.begin()) : -1;
 }
 
-std::vector<SimGpu> BuildSim(const Node& node) {
-  const std::vector<int64_t> alloc = AllocatedPerGpu(node);
-  const std::vector<GpuPeak> peaks = GpuPeaks(node);
-  std::vector<SimGpu> out(node.gpus.size());
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    out[i].gpu = &node.gpus[i];
-    out[i].allocated = alloc[i];
-    out[i].used = node.gpus[i].used;
-    out[i].peak = peaks[i];
-  }
-  return out;
-}
-
-// Takes entry `e` of `node` off `gpus`: its allocation, its share of P and V,
-// and its figure in each GPU's usage report.
-void RemoveEntry(const Node& node, const Entry& e, std::vector<SimGpu>* gpus) {
-  GpuPeak share;
-  AddToPeak(&share, e);
-  for (int index : e.gpus) {
-    const int pos = GpuPos(node, index);
-    if (pos < 0) continue;
-    SimGpu& g = (*gpus)[static_cast<size_t>(pos)];
-    g.allocated -= e.per_gpu;
-    g.peak.peak -= share.peak;
-    g.peak.victim -= share.victim;
-    g.used = std::max<int64_t>(0, g.used - ReportedShare(*g.gpu, e.pod_uid));
-  }
-}
-
 // What the pending pod asks of one node.
 struct Ask {
   int64_t per_gpu = 0;
   int count = 1;
+  int64_t peak_per_gpu = 0;
+  bool victim = false;
   PeakDemand demand;
 };
 
-// The fit rule with the peak rule over simulated GPUs (scratch: reused buffers).
-class FitCheck {
+// The simulation's arithmetic: fit.h's rule over NodeSim.
+class Sim {
  public:
-  FitCheck(const FitPolicy& fit, int64_t now_ms) : fit_(fit), now_ms_(now_ms) {}
+  Sim(const FitPolicy& fit, int64_t now_ms) : fit_(fit), now_ms_(now_ms) {}
 
-  void Load(const std::vector<SimGpu>& gpus) {
-    v_.resize(gpus.size());
-    p_.resize(gpus.size());
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      const SimGpu& g = gpus[i];
-      v_[i] = GpuVectorsOf(g.gpu->capacity, g.allocated, g.used, g.gpu->used_ts_ms, now_ms_, fit_);
-      p_[i] = g.peak;
+  NodeSim Build(const Node& node) const {
+    NodeSim s;
+    s.node = &node;
+    s.v = GpuVectors(node, now_ms_, fit_);
+    s.p = GpuPeaks(node);
+    s.used.reserve(node.gpus.size());
+    for (const Gpu& g : node.gpus) s.used.push_back(g.used);
+    return s;
+  }
+
+  // Takes entry `e` (sitting at `feet`) off `s`: its allocation, its share
+  // of P and V, and its figure in each GPU's usage report.
+  void Remove(NodeSim* s, const Entry& e, std::span<const Foot> feet) const {
+    GpuPeak share;
+    AddToPeak(&share, e);
+    for (const Foot& f : feet) {
+      s->p[f.pos].peak -= share.peak;
+      s->p[f.pos].victim -= share.victim;
+      s->used[f.pos] = std::max<int64_t>(0, s->used[f.pos] - f.share);
+      Reset(s, f.pos, s->v[f.pos].allocated - e.per_gpu);
     }
   }
-  bool Fits(const std::vector<SimGpu>& gpus, const Ask& ask) {
-    Load(gpus);
-    return FitNodeWithPeak(v_, p_, ask.per_gpu, ask.count, ask.demand).miss == FitMiss::kNone;
+
+  // Places the pod on `s` (fit.h's choice of GPUs); false when it does not fit.
+  bool Place(NodeSim* s, const Ask& ask) const {
+    const std::vector<size_t> gpus = ChooseGpus(s->v, s->p, ask.per_gpu, ask.count, ask.demand, GpuOrder::kMostFree);
+    for (size_t pos : gpus) {
+      AddToPeak(&s->p[pos], ask.per_gpu, ask.peak_per_gpu, ask.victim);
+      Reset(s, pos, s->v[pos].allocated + ask.per_gpu);
+    }
+    return !gpus.empty();
   }
-  // The GPUs (positions) the pod would get on `gpus`: fit.h's choice.
-  std::vector<size_t> Choose(const std::vector<SimGpu>& gpus, const Ask& ask) {
-    Load(gpus);
-    return ChooseGpus(v_, p_, ask.per_gpu, ask.count, ask.demand, GpuOrder::kMostFree);
+
+  static bool Fits(const NodeSim& s, const Ask& ask) {
+    return FitNodeWithPeak(s.v, s.p, ask.per_gpu, ask.count, ask.demand).miss == FitMiss::kNone;
   }
 
  private:
+  // GPU `pos` of `s` with allocation `allocated`: its vectors again.
+  void Reset(NodeSim* s, size_t pos, int64_t allocated) const {
+    const Gpu& g = s->node->gpus[pos];
+    s->v[pos] = GpuVectorsOf(g.capacity, allocated, s->used[pos], g.used_ts_ms, now_ms_, fit_);
+  }
+
   FitPolicy fit_;
   int64_t now_ms_;
-  std::vector<Vectors> v_;
-  std::vector<GpuPeak> p_;
 };
 
 // ---- Candidates ------------------------------------------------------------
@@ -303,25 +307,38 @@ struct Cand {
   int64_t bytes = 0;   // EntryBytes
   bool young = false;  // within its minimum runtime: never a victim
   bool taken = false;  // a victim of an earlier plan of this call
+  int32_t foot = -1;   // its Foot records in NodeTable::feet (-1: not looked up yet)
+  uint32_t feet = 0;   // how many
 };
 
 // Every node by name, their simulations (built on first use) and the
 // candidates on each.
 struct NodeTable {
-  std::vector<const Node*> nodes;                  // sorted by name
-  std::vector<std::vector<SimGpu>> sims;           // by ordinal
-  std::vector<char> built;                         // by ordinal
+  std::vector<const Node*> nodes;                       // sorted by name
+  std::vector<NodeSim> sims;                            // by ordinal; node == null until built
   std::vector<std::pair<uint32_t, uint32_t>> cands_at;  // [begin, end) in `cands`, by ordinal
-  std::vector<uint32_t> with_cands;                // ordinals with at least one candidate, ascending
+  std::vector<uint32_t> with_cands;                     // ordinals with a candidate, ascending
   std::vector<Cand> cands;
+  std::vector<Foot> feet;                               // looked up on first use
   std::unordered_map<std::string_view, uint32_t> by_name;  // built on first use
 
-  std::vector<SimGpu>& Sim(uint32_t n) {
-    if (!built[n]) {
-      sims[n] = BuildSim(*nodes[n]);
-      built[n] = 1;
-    }
+  NodeSim& SimOf(uint32_t n, const Sim& sim) {
+    if (sims[n].node == nullptr) sims[n] = sim.Build(*nodes[n]);
     return sims[n];
+  }
+  std::span<const Foot> FeetOf(uint32_t i) {
+    Cand& c = cands[i];
+    if (c.foot < 0) {
+      const Node& node = *nodes[c.node];
+      c.foot = static_cast<int32_t>(feet.size());
+      for (int index : c.e->gpus) {
+        const int pos = GpuPos(node, index);
+        if (pos < 0) continue;
+        feet.push_back(Foot{static_cast<uint32_t>(pos), ReportedShare(node.gpus[static_cast<size_t>(pos)], c.e->pod_uid)});
+      }
+      c.feet = static_cast<uint32_t>(feet.size()) - static_cast<uint32_t>(c.foot);
+    }
+    return std::span<const Foot>(feet.data() + c.foot, c.feet);
   }
   int Ordinal(std::string_view name) {
     if (by_name.empty()) {
@@ -344,7 +361,6 @@ NodeTable BuildTable(const QueueSet& set, const Snapshot& snap, const TenancyPol
   std::sort(t.nodes.begin(), t.nodes.end(), [](const Node* a, const Node* b) { return a->name < b->name; });
   const size_t n = t.nodes.size();
   t.sims.resize(n);
-  t.built.assign(n, 0);
   t.cands_at.resize(n);
   std::unordered_map<std::string_view, int> queue_of;  // namespace -> queue, looked up once
   for (uint32_t i = 0; i < n; ++i) {
@@ -396,12 +412,12 @@ struct Search {
 class Planner {
  public:
   Planner(QueueBook& book, NodeTable& table, const FitPolicy& fit, int64_t now_ms)
-      : book_(book), t_(table), check_(fit, now_ms) {}
+      : book_(book), t_(table), sim_(fit, now_ms) {}
 
   // Whether the pod fits a node of `nodes` as it is; the first such node's ordinal, else -1.
   int FitsSomewhere(const std::vector<uint32_t>& nodes, const Ask& ask) {
     for (uint32_t n : nodes) {
-      if (check_.Fits(t_.Sim(n), ask)) return static_cast<int>(n);
+      if (Sim::Fits(t_.SimOf(n, sim_), ask)) return static_cast<int>(n);
     }
     return -1;
   }
@@ -418,19 +434,15 @@ class Planner {
   // Carries a plan out in the figures: the victims leave their nodes and
   // queues, the pod joins its queue and takes its GPUs on the node.
   void Commit(const Pending& pod, const Search& s) {
-    std::vector<SimGpu>& sim = t_.Sim(s.node);
-    const Node& node = *t_.nodes[s.node];
+    NodeSim& node = t_.SimOf(s.node, sim_);
     for (uint32_t i : s.victims) {
       Cand& c = t_.cands[i];
       c.taken = true;
-      RemoveEntry(node, *c.e, &sim);
+      sim_.Remove(&node, *c.e, t_.FeetOf(i));
       book_.Add(c.queue, -c.bytes, false);
     }
     book_.Add(pod.queue, pod.p->total, !pod.preemptible);
-    for (size_t pos : check_.Choose(sim, pod.ask)) {
-      sim[pos].allocated += pod.ask.per_gpu;
-      AddToPeak(&sim[pos].peak, pod.ask.per_gpu, pod.p->peak_per_gpu, pod.p->victim);
-    }
+    sim_.Place(&node, pod.ask);
   }
 
  private:
@@ -442,18 +454,18 @@ class Planner {
     return c.queue != pod.queue && book_.Over(c.queue);
   }
 
-  std::vector<Leaving> Gone(const std::vector<uint32_t>& set) const {
-    std::vector<Leaving> out;
-    out.reserve(set.size());
-    for (uint32_t i : set) out.push_back(Leaving{t_.cands[i].queue, t_.cands[i].bytes});
-    return out;
+  // The queues and bytes of `set` (into gone_).
+  const std::vector<Leaving>& Gone(const std::vector<uint32_t>& set) {
+    gone_.clear();
+    for (uint32_t i : set) gone_.push_back(Leaving{t_.cands[i].queue, t_.cands[i].bytes});
+    return gone_;
   }
 
   // The queue rule for a whole set (kReclaim: every victim's queue; kPriority:
   // same-queue victims need none). "" when it holds.
-  std::string SetRefusal(const Pending& pod, ReclaimKind kind, const std::vector<uint32_t>& set) const {
+  std::string SetRefusal(const Pending& pod, ReclaimKind kind, const std::vector<uint32_t>& set) {
     if (kind == ReclaimKind::kPriority) return "";
-    const std::vector<Leaving> gone = Gone(set);
+    const std::vector<Leaving>& gone = Gone(set);
     for (uint32_t i : set) {
       std::string why = CrossQueueRefusal(book_, pod.queue, t_.cands[i].queue, pod.p->total, gone);
       if (!why.empty()) return why;
@@ -461,12 +473,12 @@ class Planner {
     return "";
   }
 
-  std::string Admission(const Pending& pod, const std::vector<uint32_t>& set) const {
+  std::string Admission(const Pending& pod, const std::vector<uint32_t>& set) {
     return AdmissionRefusal(book_, pod.queue, pod.p->total, pod.preemptible, Gone(set));
   }
 
   // Whether a comes before b in the order victims are taken: kReclaim the
-  // most over-share queue first (as the set so far leaves it), then lowest
+  // most over-share queue first (as `gone` leaves the queues), then lowest
   // priority, then youngest; kPriority lowest priority, then youngest. Ties
   // by uid.
   bool Before(const Cand& a, const Cand& b, ReclaimKind kind, const Pending& pod,
@@ -481,20 +493,75 @@ class Planner {
     return a.e->pod_uid < b.e->pod_uid;
   }
 
-  bool Fits(uint32_t n, const std::vector<uint32_t>& set, const Ask& ask) {
-    scratch_ = t_.Sim(n);
-    for (uint32_t i : set) RemoveEntry(*t_.nodes[n], *t_.cands[i].e, &scratch_);
-    return check_.Fits(scratch_, ask);
+  // Whether the pod fits node n once `set` is gone.
+  bool FitsWithout(uint32_t n, const std::vector<uint32_t>& set, const Ask& ask) {
+    Copy(t_.SimOf(n, sim_), &scratch_);
+    for (uint32_t i : set) sim_.Remove(&scratch_, *t_.cands[i].e, t_.FeetOf(i));
+    return Sim::Fits(scratch_, ask);
+  }
+
+  static void Copy(const NodeSim& from, NodeSim* to) {
+    to->node = from.node;
+    to->v.assign(from.v.begin(), from.v.end());
+    to->p.assign(from.p.begin(), from.p.end());
+    to->used.assign(from.used.begin(), from.used.end());
   }
 
   // Whether the set makes room on node n and keeps every rule.
   bool Works(const Pending& pod, ReclaimKind kind, uint32_t n, const std::vector<uint32_t>& set) {
-    return SetRefusal(pod, kind, set).empty() && Admission(pod, set).empty() && Fits(n, set, pod.ask);
+    return SetRefusal(pod, kind, set).empty() && Admission(pod, set).empty() && FitsWithout(n, set, pod.ask);
+  }
+
+  // Lower bounds on what any set of `cands` making room on node n takes: its
+  // bytes and its number of victims. A GPU can take the pod only once its
+  // allocation is at most C - per_gpu (fit.h's rule with U and the peak rule
+  // on top only asks more), so it needs victims there holding at least the
+  // excess, and at least one of them; a victim's bytes count its per-GPU
+  // bytes on each of its GPUs. False when fewer than `count` GPUs can take
+  // the pod whatever goes: no set makes room.
+  bool Bounds(const Pending& pod, uint32_t n, const std::vector<uint32_t>& cands, int64_t* bytes, size_t* victims) {
+    const NodeSim& sim = t_.SimOf(n, sim_);
+    const size_t g = sim.v.size();
+    least_.assign(g, kMaxBytes);
+    freeable_.assign(g, 0);
+    uint32_t span = 1;
+    for (uint32_t i : cands) {
+      const std::span<const Foot> feet = t_.FeetOf(i);
+      span = std::max<uint32_t>(span, static_cast<uint32_t>(feet.size()));
+      for (const Foot& f : feet) {
+        freeable_[f.pos] = AddSat(freeable_[f.pos], t_.cands[i].e->per_gpu);
+        least_[f.pos] = std::min(least_[f.pos], t_.cands[i].e->per_gpu);
+      }
+    }
+    size_t ready = 0;  // GPUs whose allocation already leaves room
+    lower_.clear();
+    for (size_t k = 0; k < g; ++k) {
+      const Vectors& v = sim.v[k];
+      if (!LargeEnough(v, pod.ask.per_gpu)) continue;
+      const int64_t excess = AddSat(AddSat(v.allocated, pod.ask.per_gpu), -v.capacity);
+      if (excess <= 0) {
+        ++ready;
+        lower_.push_back(0);
+      } else if (freeable_[k] >= excess) {
+        lower_.push_back(std::max(excess, least_[k]));
+      }
+    }
+    const size_t count = static_cast<size_t>(pod.ask.count);
+    if (lower_.size() < count) return false;
+    std::nth_element(lower_.begin(), lower_.begin() + static_cast<std::ptrdiff_t>(count - 1), lower_.end());
+    int64_t sum = 0;
+    for (size_t k = 0; k < count; ++k) sum = AddSat(sum, lower_[k]);
+    *bytes = sum;
+    const size_t short_gpus = count > ready ? count - ready : 0;
+    *victims = std::max<size_t>(1, (short_gpus + span - 1) / span);
+    return true;
   }
 
   void TryNode(const Pending& pod, ReclaimKind kind, uint32_t n, Search* s) {
     const auto [begin, end] = t_.cands_at[n];
-    std::vector<uint32_t> cands;
+    std::vector<uint32_t>& cands = cands_;
+    cands.clear();
+    int64_t least = kMaxBytes;  // the smallest candidate: every set takes at least that
     for (uint32_t i = begin; i < end; ++i) {
       const Cand& c = t_.cands[i];
       if (!Eligible(c, pod, kind)) continue;
@@ -503,27 +570,36 @@ class Planner {
         continue;
       }
       cands.push_back(i);
+      least = std::min(least, c.bytes);
     }
     if (cands.empty()) return;
     ++s->nodes_with_cands;
-    // Room even with every candidate gone? (No queue rule yet: a cheap bound.)
-    if (!Fits(n, cands, pod.ask)) return;
+    int64_t min_bytes = 0;
+    size_t min_victims = 1;
+    if (!Bounds(pod, n, cands, &min_bytes, &min_victims)) return;
+    min_bytes = std::max(min_bytes, least);
+    // A node can win only with fewer bytes, or as many in fewer victims
+    // (nodes come in name order: a full tie keeps the earlier one).
+    if (s->found && (min_bytes > s->bytes || (min_bytes == s->bytes && min_victims >= s->victims.size()))) return;
+    // Room even with every candidate gone? (No queue rule yet.)
+    if (!FitsWithout(n, cands, pod.ask)) return;
 
     // Greedy, in order, each victim allowed by the queue rule given those
     // before it, until the pod fits and is admitted.
     std::vector<uint32_t> chosen;
     std::vector<char> used(cands.size(), 0);
     std::string stop;
-    trial_ = t_.Sim(n);
+    Copy(t_.SimOf(n, sim_), &trial_);
     while (true) {
-      if (!chosen.empty() && check_.Fits(trial_, pod.ask)) {
+      if (!chosen.empty() && Sim::Fits(trial_, pod.ask)) {
         stop = Admission(pod, chosen);
         if (stop.empty()) break;
         stop = "waits on its queue: " + stop;
       }
       // The first in order among those the queue rule allows; when none is,
       // the first in order names the rule that stopped it.
-      const std::vector<Leaving> gone = Gone(chosen);
+      std::vector<Leaving>& gone = with_;
+      gone = Gone(chosen);
       int pick = -1;
       int refused = -1;
       std::string refused_why;
@@ -532,9 +608,9 @@ class Planner {
         const Cand& c = t_.cands[cands[k]];
         if (pick >= 0 && !Before(c, t_.cands[cands[static_cast<size_t>(pick)]], kind, pod, gone)) continue;
         if (kind == ReclaimKind::kReclaim) {
-          std::vector<Leaving> with = gone;
-          with.push_back(Leaving{c.queue, c.bytes});
-          std::string why = CrossQueueRefusal(book_, pod.queue, c.queue, pod.p->total, with);
+          gone.push_back(Leaving{c.queue, c.bytes});
+          std::string why = CrossQueueRefusal(book_, pod.queue, c.queue, pod.p->total, gone);
+          gone.pop_back();
           if (!why.empty()) {
             if (refused < 0 || Before(c, t_.cands[cands[static_cast<size_t>(refused)]], kind, pod, gone)) {
               refused = static_cast<int>(k);
@@ -553,7 +629,7 @@ class Planner {
       used[static_cast<size_t>(pick)] = 1;
       const uint32_t ci = cands[static_cast<size_t>(pick)];
       chosen.push_back(ci);
-      RemoveEntry(*t_.nodes[n], *t_.cands[ci].e, &trial_);
+      sim_.Remove(&trial_, *t_.cands[ci].e, t_.FeetOf(ci));
       stop.clear();
     }
 
@@ -576,9 +652,12 @@ class Planner {
 
   QueueBook& book_;
   NodeTable& t_;
-  FitCheck check_;
-  std::vector<SimGpu> scratch_;  // Fits
-  std::vector<SimGpu> trial_;    // TryNode's greedy walk
+  Sim sim_;
+  NodeSim scratch_;              // FitsWithout
+  NodeSim trial_;                // TryNode's greedy walk
+  std::vector<uint32_t> cands_;  // TryNode's candidates
+  std::vector<Leaving> gone_, with_;
+  std::vector<int64_t> least_, freeable_, lower_;  // Bounds
 };
 
 std::string NoRoomText(const Search& s, std::string_view what, bool restricted) {
@@ -653,7 +732,8 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
       continue;
     }
     pod.preemptible = IsPreemptible(p.priority, p.priority_class, p.victim, policy);
-    pod.ask = Ask{p.per_gpu, p.gpu_count, PeakDemandOf(p.per_gpu, p.peak_per_gpu, p.victim, fit.max_peak_ratio)};
+    pod.ask = Ask{p.per_gpu, p.gpu_count, p.peak_per_gpu, p.victim,
+                  PeakDemandOf(p.per_gpu, p.peak_per_gpu, p.victim, fit.max_peak_ratio)};
 
     // Its nodes (ascending ordinals; unknown names skipped), or every node.
     std::vector<uint32_t> restricted;

@@ -231,6 +231,30 @@ std::vector<PlanCase> PlanCases() {
       {WantPlan{"a1", ReclaimKind::kReclaim, "n2", {"b3"}}},
   });
 
+  // n1's walk takes its youngest pod (70Gi); n2 comes later by name but
+  // needs only 38Gi: a later node still wins on fewer bytes.
+  cases.push_back(PlanCase{
+      "ALaterNodeWinsWithFewerBytes",
+      TwoTeams(),
+      {MakeNode("n1", {80, 80}, {Pod("b1", "b", 70, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 38, {1}, 10, kNow - 20 * kSec),
+                                 Pod("x1", "b", 38, {1}, 100)}),
+       MakeNode("n2", {80}, {Pod("b3", "b", 38, {0}), Pod("x2", "b", 38, {0}, 100)})},
+      {Waiting("a1", "a", 40)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n2", {"b3"}}},
+  });
+
+  // Two GPUs of 40Gi each: n1 needs two pods (80Gi), n2 one pod spanning
+  // both GPUs (80Gi): as many bytes, fewer victims.
+  cases.push_back(PlanCase{
+      "OneVictimOnTwoGpusBeatsTwoVictims",
+      TwoTeams(),
+      {MakeNode("n1", {80, 80}, {Pod("b1", "b", 40, {0}), Pod("b2", "b", 40, {1}), Pod("x1", "b", 40, {0}, 100),
+                                 Pod("x2", "b", 40, {1}, 100)}),
+       MakeNode("n2", {80, 80}, {Pod("b3", "b", 40, {0, 1}), Pod("x3", "b", 40, {0}, 100), Pod("x4", "b", 40, {1}, 100)})},
+      {Waiting("a1", "a", 40, 2)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n2", {"b3"}}},
+  });
+
   // B holds 80Gi, fair share 60Gi: evicting a 40Gi pod would leave 40Gi.
   cases.push_back(PlanCase{
       "NeverBelowFairShare",
