@@ -674,6 +674,22 @@ std::string NoRoomText(const Search& s, std::string_view what, bool restricted) 
          std::to_string(s.nodes_with_cands) + (s.nodes_with_cands == 1 ? " node" : " nodes");
 }
 
+ReclaimPlan MakePlan(ReclaimKind kind, const Pending& pod, const Search& s, const NodeTable& table) {
+  ReclaimPlan plan;
+  plan.kind = kind;
+  plan.pending_uid = pod.p->uid;
+  plan.pending_ns = pod.p->ns;
+  plan.pending_name = pod.p->name;
+  plan.queue = pod.queue;
+  plan.node = table.nodes[s.node]->name;
+  for (uint32_t i : s.victims) {
+    const Cand& c = table.cands[i];
+    plan.victims.push_back(ReclaimVictim{c.e->pod_uid, c.e->ns, c.e->name, plan.node, c.queue, c.bytes,
+                                         c.e->priority, c.e->created_ms});
+  }
+  return plan;
+}
+
 }  // namespace
 
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
@@ -765,20 +781,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
         reclaim_text = NoRoomText(s, "preemptible pod of a queue above its fair share", is_restricted);
       } else {
         planner.Commit(pod, s);
-        ReclaimPlan plan;
-        plan.kind = ReclaimKind::kReclaim;
-        plan.pending_uid = p.uid;
-        plan.pending_ns = p.ns;
-        plan.pending_name = p.name;
-        plan.queue = pod.queue;
-        plan.node = table.nodes[s.node]->name;
-        for (uint32_t i : s.victims) {
-          const Cand& c = table.cands[i];
-          plan.victims.push_back(
-              ReclaimVictim{c.e->pod_uid, c.e->ns, c.e->name, plan.node, c.queue, c.bytes, c.e->priority,
-                            c.e->created_ms});
-        }
-        plans.push_back(std::move(plan));
+        plans.push_back(MakePlan(ReclaimKind::kReclaim, pod, s, table));
         continue;
       }
     } else {
@@ -794,19 +797,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
       continue;
     }
     planner.Commit(pod, s);
-    ReclaimPlan plan;
-    plan.kind = ReclaimKind::kPriority;
-    plan.pending_uid = p.uid;
-    plan.pending_ns = p.ns;
-    plan.pending_name = p.name;
-    plan.queue = pod.queue;
-    plan.node = table.nodes[s.node]->name;
-    for (uint32_t i : s.victims) {
-      const Cand& c = table.cands[i];
-      plan.victims.push_back(ReclaimVictim{c.e->pod_uid, c.e->ns, c.e->name, plan.node, c.queue, c.bytes,
-                                           c.e->priority, c.e->created_ms});
-    }
-    plans.push_back(std::move(plan));
+    plans.push_back(MakePlan(ReclaimKind::kPriority, pod, s, table));
   }
   return plans;
 }
