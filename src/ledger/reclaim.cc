@@ -809,15 +809,23 @@ std::string PreemptVictimsAllowed(const QueueSet& set, std::span<const QueueStat
   if (statuses.size() != set.queues.size()) return "queue figures do not match the queues";
   const QueueBook book(set, statuses);
   const int q = set.QueueOf(ns);
-  // Every victim gone, then each judged against that end state.
+  // Every victim gone (a pod named twice counts once), then each judged
+  // against that end state.
   std::vector<Leaving> gone;
   std::vector<int> queue_of(victims.size(), -1);
+  std::vector<char> repeated(victims.size(), 0);
+  std::unordered_set<std::string_view> seen;
   for (size_t i = 0; i < victims.size(); ++i) {
     if (victims[i] == nullptr) return "a victim without a ledger entry";
+    if (!seen.insert(victims[i]->pod_uid).second) {
+      repeated[i] = 1;
+      continue;
+    }
     queue_of[i] = set.QueueOf(victims[i]->ns);
     gone.push_back(Leaving{queue_of[i], EntryBytes(*victims[i])});
   }
   for (size_t i = 0; i < victims.size(); ++i) {
+    if (repeated[i]) continue;
     const Entry& e = *victims[i];
     const std::string pod = "pod " + PodName(e.ns, e.name);
     if (!IsPreemptible(e, policy)) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -596,35 +597,103 @@ std::string Describe(const std::vector<ReclaimPlan>& plans) {
   return s;
 }
 
-TEST(PlanReclaim, Table) {
-  for (PlanCase& c : PlanCases()) {
-    SCOPED_TRACE(c.name);
-    TenancyPolicy policy;
-    policy.min_runtime_ms = c.min_runtime_ms;
-    const Snapshot snap = Snap(std::move(c.nodes));
-    const World w = MakeWorld(c.queues, snap, policy);
-    std::unordered_map<std::string, std::string> why;
-    const std::vector<ReclaimPlan> got =
-        PlanReclaim(w.set, w.statuses, snap, c.pending, policy, FitPolicy{}, kNow, c.max_plans, &why);
-    ASSERT_EQ(got.size(), c.want.size()) << Describe(got);
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].pending_uid, c.want[i].pending) << Describe(got);
-      EXPECT_EQ(got[i].kind, c.want[i].kind) << Describe(got);
-      EXPECT_EQ(got[i].node, c.want[i].node) << Describe(got);
-      std::vector<std::string> victims;
-      for (const ReclaimVictim& v : got[i].victims) {
-        victims.push_back(v.uid);
-        EXPECT_EQ(v.node, got[i].node);
-      }
-      EXPECT_EQ(victims, c.want[i].victims) << Describe(got);
-      EXPECT_EQ(got[i].queue, w.set.QueueOf(got[i].pending_ns));
-      EXPECT_FALSE(why.contains(got[i].pending_uid)) << why[got[i].pending_uid];
+void CheckCase(PlanCase& c) {
+  SCOPED_TRACE(c.name);
+  TenancyPolicy policy;
+  policy.min_runtime_ms = c.min_runtime_ms;
+  const Snapshot snap = Snap(std::move(c.nodes));
+  const World w = MakeWorld(c.queues, snap, policy);
+  std::unordered_map<std::string, std::string> why;
+  const std::vector<ReclaimPlan> got =
+      PlanReclaim(w.set, w.statuses, snap, c.pending, policy, FitPolicy{}, kNow, c.max_plans, &why);
+  ASSERT_EQ(got.size(), c.want.size()) << Describe(got);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].pending_uid, c.want[i].pending) << Describe(got);
+    EXPECT_EQ(got[i].kind, c.want[i].kind) << Describe(got);
+    EXPECT_EQ(got[i].node, c.want[i].node) << Describe(got);
+    std::vector<std::string> victims;
+    for (const ReclaimVictim& v : got[i].victims) {
+      victims.push_back(v.uid);
+      EXPECT_EQ(v.node, got[i].node);
     }
-    for (const auto& [uid, text] : c.why_not) {
-      ASSERT_TRUE(why.contains(uid)) << uid;
-      EXPECT_EQ(why[uid], text) << uid;
-    }
+    EXPECT_EQ(victims, c.want[i].victims) << Describe(got);
+    EXPECT_EQ(got[i].queue, w.set.QueueOf(got[i].pending_ns));
+    EXPECT_FALSE(why.contains(got[i].pending_uid)) << why[got[i].pending_uid];
   }
+  for (const auto& [uid, text] : c.why_not) {
+    ASSERT_TRUE(why.contains(uid)) << uid;
+    EXPECT_EQ(why[uid], text) << uid;
+  }
+}
+
+TEST(PlanReclaim, Table) {
+  for (PlanCase& c : PlanCases()) CheckCase(c);
+}
+
+// Input no real cluster should send: no crash, no plan that breaks a rule.
+std::vector<PlanCase> HostileCases() {
+  std::vector<PlanCase> cases;
+  QueuePendingPod huge = Waiting("a1", "a", 1);
+  huge.gpu_count = 1'000'000;
+  huge.total = huge.per_gpu * huge.gpu_count;
+  cases.push_back(PlanCase{
+      "AMillionGpus",
+      TwoTeams(kMaxQueueBytes / kGi),
+      {MakeNode("n1", {80}, {Pod("b1", "b", 80, {0})})},
+      {huge},
+      {},
+      {{"a1",
+        "evicting every preemptible pod of a queue above its fair share would still leave no room on any of 1 "
+        "node; within queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+  QueuePendingPod negative = Waiting("a1", "a", 40);
+  negative.per_gpu = -kGi;
+  cases.push_back(PlanCase{
+      "NegativeSize", TwoTeams(), {MakeNode("n1", {80}, {Pod("b1", "b", 80, {0})})}, {negative}, {},
+      {{"a1", "wants no VRAM"}},
+  });
+  cases.push_back(PlanCase{
+      "TheSamePodTwice",
+      TwoTeams(),
+      {MakeNode("n1", {80}, {Pod("b1", "b", 40, {0}), Pod("b2", "b", 40, {0})})},
+      {Waiting("a1", "a", 40), Waiting("a1", "a", 40)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
+  });
+  // b9 names a GPU the node does not have: it frees nothing there.
+  cases.push_back(PlanCase{
+      "AVictimOnAGpuTheNodeLacks",
+      TwoTeams(),
+      {MakeNode("n1", {80}, {Pod("b9", "b", 80, {7}, 10, kNow - 1 * kSec), Pod("b1", "b", 80, {0})})},
+      {Waiting("a1", "a", 40)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
+  });
+  cases.push_back(PlanCase{
+      "ANodeWithoutGpus",
+      TwoTeams(),
+      {MakeNode("n1", {}, {Pod("b1", "b", 80, {0})})},
+      {Waiting("a1", "a", 40)},
+      {},
+      {{"a1",
+        "evicting every preemptible pod of a queue above its fair share would still leave no room on any of 1 "
+        "node; within queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+  QueuePendingPod big = Waiting("a1", "a", 40);
+  big.total = std::numeric_limits<int64_t>::max();
+  cases.push_back(PlanCase{
+      "ATotalAtTheLimitOfInt64",
+      TwoTeams(kMaxQueueBytes / kGi),
+      {MakeNode("n1", {80}, {Pod("b1", "b", 80, {0})})},
+      {big},
+      {},
+      {{"a1",
+        "queue team-a would go above its fair share (0 allocated + 8.0Ei requested > fair share 4Ei); within "
+        "queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+  return cases;
+}
+
+TEST(PlanReclaim, HostileInputs) {
+  for (PlanCase& c : HostileCases()) CheckCase(c);
 }
 
 TEST(PlanReclaim, VictimFieldsComeFromTheEntry) {
@@ -730,6 +799,29 @@ std::vector<PreemptCase> PreemptCases() {
       PreemptCase{"MinimumRuntime", {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 40}}, held, {"b4"}, "a",
                   50, 40, "pod b/b4 is within its minimum runtime (10 s of 60 s)", 60 * kSec},
       PreemptCase{"EmptySetAllowsAll", {}, held, {"b3", "a3"}, "a", 50, 40, ""},
+      // B holds 160Gi, fair share 120Gi: b1 once leaves 120Gi; twice would be 80Gi.
+      PreemptCase{"TheSameVictimTwiceCountsOnce", {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 120}}, held,
+                  {"b1", "b1"}, "a", 50, 40, ""},
+      PreemptCase{"TwoVictimsTakeTheQueueBelow", {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 120}}, held,
+                  {"b1", "b2"}, "a", 50, 40,
+                  "pod b/b1 may not go: it would take queue team-b below its fair share (80Gi left < fair share 120Gi)"},
+      // Departments: a victim of another department needs the pod's
+      // department within its share, and the victim's at or above its own.
+      PreemptCase{"CrossDepartmentThePodsDepartmentWouldGoAbove",
+                  {Q{"d1", {}, 80, 80}, Q{"d2", {}, 40, 40}, Q{"team-a", {"a"}, 80, 160, "d1"},
+                   Q{"team-b", {"b"}, 40, 40, "d2"}},
+                  held, {"b1"}, "a", 50, 40,
+                  "pod b/b1 may not go: queue d1 (the parent of team-a) would go above its fair share (120Gi > fair "
+                  "share 80Gi)"},
+      PreemptCase{"CrossDepartmentTheVictimsDepartmentWouldGoBelow",
+                  {Q{"d1", {}, 160, 160}, Q{"d2", {}, 160, 160}, Q{"team-a", {"a"}, 80, 160, "d1"},
+                   Q{"team-b", {"b"}, 40, 40, "d2"}},
+                  held, {"b1"}, "a", 50, 40,
+                  "pod b/b1 may not go: it would take queue d2 below its fair share (120Gi left < fair share 160Gi)"},
+      PreemptCase{"CrossDepartmentAllowed",
+                  {Q{"d1", {}, 160, 160}, Q{"d2", {}, 80, 80}, Q{"team-a", {"a"}, 80, 160, "d1"},
+                   Q{"team-b", {"b"}, 40, 40, "d2"}},
+                  held, {"b1"}, "a", 50, 40, ""},
   };
 }
 
