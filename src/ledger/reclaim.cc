@@ -249,13 +249,27 @@ class Sim {
  public:
   Sim(const FitPolicy& fit, int64_t now_ms) : fit_(fit), now_ms_(now_ms) {}
 
+  // The node as the snapshot has it: what GpuVectors and GpuPeaks give, in
+  // one pass over its entries.
   NodeSim Build(const Node& node) const {
+    const size_t n = node.gpus.size();
     NodeSim s;
     s.node = &node;
-    s.v = GpuVectors(node, now_ms_, fit_);
-    s.p = GpuPeaks(node);
-    s.used.reserve(node.gpus.size());
-    for (const Gpu& g : node.gpus) s.used.push_back(g.used);
+    s.v.resize(n);
+    s.p.resize(n);
+    s.used.resize(n);
+    for (const Entry& e : node.entries) {
+      for (int index : e.gpus) {
+        const int pos = GpuPos(node, index);
+        if (pos < 0) continue;
+        s.v[static_cast<size_t>(pos)].allocated += e.per_gpu;
+        AddToPeak(&s.p[static_cast<size_t>(pos)], e);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      s.used[i] = node.gpus[i].used;
+      Reset(&s, i, s.v[i].allocated);
+    }
     return s;
   }
 
@@ -574,13 +588,17 @@ class Planner {
     }
     if (cands.empty()) return;
     ++s->nodes_with_cands;
+    // A node can win only with fewer bytes, or as many in fewer victims
+    // (nodes come in name order: a full tie keeps the earlier one). Every
+    // set takes one victim at least: the cheap bound first.
+    auto cannot_win = [&](int64_t min_bytes, size_t min_victims) {
+      return s->found && (min_bytes > s->bytes || (min_bytes == s->bytes && min_victims >= s->victims.size()));
+    };
+    if (cannot_win(least, 1)) return;
     int64_t min_bytes = 0;
     size_t min_victims = 1;
     if (!Bounds(pod, n, cands, &min_bytes, &min_victims)) return;
-    min_bytes = std::max(min_bytes, least);
-    // A node can win only with fewer bytes, or as many in fewer victims
-    // (nodes come in name order: a full tie keeps the earlier one).
-    if (s->found && (min_bytes > s->bytes || (min_bytes == s->bytes && min_victims >= s->victims.size()))) return;
+    if (cannot_win(std::max(min_bytes, least), min_victims)) return;
     // Room even with every candidate gone? (No queue rule yet.)
     if (!FitsWithout(n, cands, pod.ask)) return;
 
