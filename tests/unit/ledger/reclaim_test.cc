@@ -473,6 +473,19 @@ std::vector<PlanCase> PlanCases() {
         "60Gi"}},
   });
 
+  // A non-preemptible pod (priority 200) may use only A's deserved quota,
+  // which A's own non-preemptible pod already fills: room alone is not enough.
+  cases.push_back(PlanCase{
+      "NonPreemptiblePendingPodNeedsInQuotaRoom",
+      {Q{"team-a", {"a"}, 40, 160}, Q{"team-b", {"b"}, 0, 0}},
+      {MakeNode("n1", {80, 80}, {Pod("x1", "a", 40, {0}, 150), Pod("b1", "b", 40, {0}), Pod("b2", "b", 80, {1})})},
+      {Waiting("a1", "a", 40, 1, 200)},
+      {},
+      {{"a1",
+        "waits on its queue: queue team-a has no in-quota room for a non-preemptible pod: 40Gi non-preemptible + "
+        "40Gi requested > deserved 40Gi; within queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+
   // Entitled, but nobody is over their share: priority preemption in its
   // own queue comes next.
   cases.push_back(PlanCase{
