@@ -348,7 +348,8 @@ struct NodeTable {
       for (int index : c.e->gpus) {
         const int pos = GpuPos(node, index);
         if (pos < 0) continue;
-        feet.push_back(Foot{static_cast<uint32_t>(pos), ReportedShare(node.gpus[static_cast<size_t>(pos)], c.e->pod_uid)});
+        feet.push_back(
+            Foot{static_cast<uint32_t>(pos), ReportedShare(node.gpus[static_cast<size_t>(pos)], c.e->pod_uid)});
       }
       c.feet = static_cast<uint32_t>(feet.size()) - static_cast<uint32_t>(c.foot);
     }
