@@ -178,24 +178,35 @@ std::string CrossQueueRefusal(const QueueBook& book, int q, int v, int64_t pod_b
 }
 
 // The admission rule over the figures (the rule of AdmitToQueue, which reads
-// QueueUsage): why a pod of `total` bytes may not join queue q once `gone`
-// left; "" when admitted. Refused when it takes q or its parent above a hard
-// limit, or, not preemptible, the non-preemptible bytes of q or its parent
-// above the deserved quota. An unmanaged queue or no queue admits everything.
+// QueueUsage, in the same order and words): why a pod of `total` bytes may
+// not join queue q once `gone` left; "" when admitted. Refused when it takes
+// q or its parent above a hard limit, or, not preemptible, the
+// non-preemptible bytes of q or its parent above the deserved quota. An
+// unmanaged queue or no queue admits everything.
 std::string AdmissionRefusal(const QueueBook& book, int q, int64_t total, bool preemptible,
                              std::span<const Leaving> gone) {
   if (q < 0 || book.Unmanaged(q)) return "";
-  for (int x = q, depth = 0; x >= 0 && depth < 2; x = book.Parent(x), ++depth) {
+  const int levels[2] = {q, book.Parent(q)};
+  for (int x : levels) {
+    if (x < 0) continue;
     const int64_t alloc = AllocAfter(book, x, -1, 0, gone);
     const std::optional<int64_t>& limit = book.Limit(x);
     if (limit && AddSat(alloc, total) > *limit) {
-      return "queue " + book.Name(x) + " at its limit: " + FormatBytes(alloc) + " allocated + " + FormatBytes(total) +
-             " requested > limit " + FormatBytes(*limit);
+      return "queue " + book.Name(q) + (x == q ? "" : "'s parent " + book.Name(x)) + " at its limit: " +
+             FormatBytes(alloc) + " allocated + " + FormatBytes(total) + " requested > limit " + FormatBytes(*limit);
     }
-    if (!preemptible && AddSat(book.NonPreemptible(x), total) > book.Deserved(x)) {
-      return "queue " + book.Name(x) + " has no in-quota room for a non-preemptible pod: " +
-             FormatBytes(book.NonPreemptible(x)) + " non-preemptible + " + FormatBytes(total) +
-             " requested > deserved " + FormatBytes(book.Deserved(x));
+  }
+  if (preemptible) return "";
+  for (int x : levels) {
+    if (x < 0) continue;
+    const int64_t in_use = book.NonPreemptible(x);
+    if (AddSat(in_use, total) > book.Deserved(x)) {
+      std::string s = "queue " + book.Name(q) + ": non-preemptible pods may use only ";
+      s += x == q ? "its deserved " + FormatBytes(book.Deserved(x))
+                  : "the deserved " + FormatBytes(book.Deserved(x)) + " of its parent " + book.Name(x);
+      s += " (" + FormatBytes(in_use) + (x == q ? " in use, " : " in use there, ") + FormatBytes(total) +
+           " requested)";
+      return s;
     }
   }
   return "";

@@ -479,6 +479,19 @@ std::vector<PlanCase> PlanCases() {
         "60Gi"}},
   });
 
+  cases.push_back(PlanCase{
+      "PriorityRefusedByTheParentsLimit",
+      {Q{"d1", {}, 40, 60, "", 60}, Q{"team-a", {"a"}, 40, 40, "d1"}, Q{"team-b", {"b"}, 0, 0}},
+      {MakeNode("n1", {80, 80}, {Pod("a2", "a", 40, {0}, 60), Pod("b2", "b", 40, {0}, 100), Pod("a3", "a", 40, {1}, 10),
+                                 Pod("b1", "b", 40, {1}, 100)})},
+      {Waiting("a1", "a", 40, 1, 50)},
+      {},
+      {{"a1",
+        "queue team-a would go above its fair share (80Gi allocated + 40Gi requested > fair share 40Gi); within "
+        "queue team-a: waits on its queue: queue team-a's parent d1 at its limit: 40Gi allocated + 40Gi requested "
+        "> limit 60Gi"}},
+  });
+
   // A non-preemptible pod (priority 200) may use only A's deserved quota,
   // which A's own non-preemptible pod already fills: room alone is not enough.
   cases.push_back(PlanCase{
@@ -488,8 +501,8 @@ std::vector<PlanCase> PlanCases() {
       {Waiting("a1", "a", 40, 1, 200)},
       {},
       {{"a1",
-        "waits on its queue: queue team-a has no in-quota room for a non-preemptible pod: 40Gi non-preemptible + "
-        "40Gi requested > deserved 40Gi; within queue team-a: no lower-priority preemptible pod may be evicted"}},
+        "waits on its queue: queue team-a: non-preemptible pods may use only its deserved 40Gi (40Gi in use, "
+        "40Gi requested); within queue team-a: no lower-priority preemptible pod may be evicted"}},
   });
 
   // Entitled, but nobody is over their share: priority preemption in its
