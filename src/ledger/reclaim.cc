@@ -611,13 +611,11 @@ class Planner {
     size_t min_victims = 1;
     if (!Bounds(pod, n, cands, &min_bytes, &min_victims)) return;
     if (cannot_win(std::max(min_bytes, least), min_victims)) return;
-    // Room even with every candidate gone? (No queue rule yet.)
-    if (!FitsWithout(n, cands, pod.ask)) return;
-
     // Greedy, in order, each victim allowed by the queue rule given those
     // before it, until the pod fits and is admitted.
-    std::vector<uint32_t> chosen;
-    std::vector<char> used(cands.size(), 0);
+    std::vector<uint32_t>& chosen = chosen_;
+    chosen.clear();
+    used_.assign(cands.size(), 0);
     std::string stop;
     Copy(t_.SimOf(n, sim_), &trial_);
     while (true) {
@@ -634,7 +632,7 @@ class Planner {
       int refused = -1;
       std::string refused_why;
       for (size_t k = 0; k < cands.size(); ++k) {
-        if (used[k]) continue;
+        if (used_[k]) continue;
         const Cand& c = t_.cands[cands[k]];
         if (pick >= 0 && !Before(c, t_.cands[cands[static_cast<size_t>(pick)]], kind, pod, gone)) continue;
         if (kind == ReclaimKind::kReclaim) {
@@ -652,11 +650,14 @@ class Planner {
         pick = static_cast<int>(k);
       }
       if (pick < 0) {
+        // A queue rule stopped the walk where every candidate gone (no rule
+        // looked at) would have made room: that is why, unless an earlier
+        // node said so already.
         if (stop.empty()) stop = refused_why;
-        if (s->blocked.empty()) s->blocked = stop;
+        if (s->blocked.empty() && !stop.empty() && FitsWithout(n, cands, pod.ask)) s->blocked = stop;
         return;
       }
-      used[static_cast<size_t>(pick)] = 1;
+      used_[static_cast<size_t>(pick)] = 1;
       const uint32_t ci = cands[static_cast<size_t>(pick)];
       chosen.push_back(ci);
       sim_.Remove(&trial_, *t_.cands[ci].e, t_.FeetOf(ci));
@@ -665,9 +666,10 @@ class Planner {
 
     // Drop the victims the others do without, the last taken first.
     for (size_t k = chosen.size(); k-- > 0;) {
-      std::vector<uint32_t> less = chosen;
-      less.erase(less.begin() + static_cast<std::ptrdiff_t>(k));
-      if (!less.empty() && Works(pod, kind, n, less)) chosen = std::move(less);
+      if (chosen.size() < 2) break;
+      less_.assign(chosen.begin(), chosen.end());
+      less_.erase(less_.begin() + static_cast<std::ptrdiff_t>(k));
+      if (Works(pod, kind, n, less_)) chosen.swap(less_);
     }
     int64_t bytes = 0;
     for (uint32_t i : chosen) bytes = AddSat(bytes, t_.cands[i].bytes);
@@ -676,7 +678,7 @@ class Planner {
       s->found = true;
       s->node = n;
       s->bytes = bytes;
-      s->victims = std::move(chosen);
+      s->victims.assign(chosen.begin(), chosen.end());
     }
   }
 
@@ -686,6 +688,8 @@ class Planner {
   NodeSim scratch_;              // FitsWithout
   NodeSim trial_;                // TryNode's greedy walk
   std::vector<uint32_t> cands_;  // TryNode's candidates
+  std::vector<uint32_t> chosen_, less_;  // TryNode's walk
+  std::vector<char> used_;              // TryNode's walk
   std::vector<Leaving> gone_, with_;
   std::vector<int64_t> least_, freeable_, lower_;  // Bounds
 };

@@ -380,6 +380,32 @@ std::vector<PlanCase> PlanCases() {
         "node; within queue team-a: no lower-priority preemptible pod may be evicted"}},
   });
 
+  // As above, and the queue rule would refuse the victims too: no room is
+  // the reason that counts.
+  cases.push_back(PlanCase{
+      "NoRoomIsTheReasonWhenTheQueueRuleWouldRefuseToo",
+      TwoTeams(160, 120),
+      {MakeNode("n1", {80, 80}, {Pod("b1", "b", 40, {0}), Pod("b2", "b", 40, {0}), Pod("b3", "b", 60, {1}, 100)})},
+      {Waiting("a1", "a", 40, 2)},
+      {},
+      {{"a1",
+        "evicting every preemptible pod of a queue above its fair share would still leave no room on any of 1 "
+        "node; within queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+
+  // Usage, not allocation, is what leaves no room: only the simulation can
+  // tell, and the queue rule refuses the victim.
+  cases.push_back(PlanCase{
+      "QueueRuleIsTheReasonWhenRoomWouldBeMade",
+      TwoTeams(160, 40),
+      {Reported(MakeNode("n1", {80}, {Pod("b1", "b", 40, {0}), Pod("x1", "b", 10, {0}, 100)}), {{"b1", 60}})},
+      {Waiting("a1", "a", 30)},
+      {},
+      {{"a1",
+        "evicting b/b1: it would take queue team-b below its fair share (10Gi left < fair share 40Gi); within "
+        "queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+
   cases.push_back(PlanCase{
       "MultiGpuPodTakesAVictimOnEachGpu",
       TwoTeams(),
