@@ -271,6 +271,17 @@ struct ReclaimPlan {
 // removed; the node is chosen among `nodes` of the pending pod (all when
 // empty) to need the fewest victim bytes. `why_not`, when not null, receives
 // per pending pod without a plan why not (uid -> text). Pure.
+// In detail (src/ledger/reclaim.cc): victims are bound entries only (not
+// reserved, not terminating); a removed victim takes its entry (A, P, V) and
+// its own figure in each GPU's usage report (Gpu::pods) off U; with a victim
+// of another department, Q's department must stay within its fair share
+// too; an entitled pod whose reclaim finds nothing tries kPriority next (the
+// guide's order); every plan needs the pod admitted (limits, in-quota rule)
+// with the figures its victims leave. Per node, victims are taken in order
+// until the pod fits and is admitted, then each one the others do without
+// is dropped (the last taken first); ties between nodes: fewest victims,
+// then node name. A pod that fits one of its nodes as it is, a designated
+// victim, one holding an entry already, or one of no valid queue gets none.
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
                                      std::span<const PendingPod> pending, const TenancyPolicy& policy,
                                      const FitPolicy& fit, int64_t now_ms, size_t max_plans,
