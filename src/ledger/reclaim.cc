@@ -4,6 +4,12 @@
 // Choices the header leaves open, made here:
 //  - Victims are bound entries only: a reserved entry belongs to a pod in the
 //    middle of its bind, a terminating one is leaving anyway.
+//  - Room being freed counts first: a terminating entry is treated as gone
+//    (off its node's A, P, V and usage report, off its queue's figures), and
+//    a pending pod that fits once such pods are gone takes that room in the
+//    simulation and gets no plan. So nothing is evicted twice for one pod
+//    while its first victims terminate, and no queue is taken below its fair
+//    share by counting bytes that are already leaving.
 //  - Removing a victim in the simulation takes its entry off the node (A, and
 //    P and V of the peak rule, through fit.h's own sums) and its own figure in
 //    each of its GPUs' usage report (Gpu::pods) off U, as idle eviction does
@@ -269,18 +275,23 @@ class Sim {
     s.v.resize(n);
     s.p.resize(n);
     s.used.resize(n);
+    for (size_t i = 0; i < n; ++i) s.used[i] = node.gpus[i].used;
     for (const Entry& e : node.entries) {
       for (int index : e.gpus) {
         const int pos = GpuPos(node, index);
         if (pos < 0) continue;
-        s.v[static_cast<size_t>(pos)].allocated += e.per_gpu;
-        AddToPeak(&s.p[static_cast<size_t>(pos)], e);
+        const size_t at = static_cast<size_t>(pos);
+        if (e.state == EntryState::kTerminating) {
+          // Leaving already: its room counts as free (nothing is evicted
+          // for room that is on its way), its processes as gone.
+          s.used[at] = std::max<int64_t>(0, s.used[at] - ReportedShare(node.gpus[at], e.pod_uid));
+          continue;
+        }
+        s.v[at].allocated += e.per_gpu;
+        AddToPeak(&s.p[at], e);
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      s.used[i] = node.gpus[i].used;
-      Reset(&s, i, s.v[i].allocated);
-    }
+    for (size_t i = 0; i < n; ++i) Reset(&s, i, s.v[i].allocated);
     return s;
   }
 
@@ -346,6 +357,12 @@ struct NodeTable {
   std::vector<Cand> cands;
   std::vector<Foot> feet;                               // looked up on first use
   std::unordered_map<std::string_view, uint32_t> by_name;  // built on first use
+  struct Gone {
+    int queue = -1;
+    int64_t bytes = 0;
+    bool nonpreemptible = false;
+  };
+  std::vector<Gone> terminating;                        // entries on their way out, by queue
 
   NodeSim& SimOf(uint32_t n, const Sim& sim) {
     if (sims[n].node == nullptr) sims[n] = sim.Build(*nodes[n]);
@@ -394,12 +411,18 @@ NodeTable BuildTable(const QueueSet& set, const Snapshot& snap, const TenancyPol
     const uint32_t begin = static_cast<uint32_t>(t.cands.size());
     for (const Entry& e : node.entries) {
       if (!pending_uids.empty() && pending_uids.contains(e.pod_uid)) holds->emplace(e.pod_uid, node.name);
-      if (e.state != EntryState::kBound || !IsPreemptible(e, policy)) continue;
+      if (e.state == EntryState::kReserved) continue;
+      const bool terminating = e.state == EntryState::kTerminating;
+      if (!terminating && !IsPreemptible(e, policy)) continue;
       const int64_t bytes = EntryBytes(e);
       if (bytes <= 0) continue;
       auto it = queue_of.find(e.ns);
       if (it == queue_of.end()) it = queue_of.emplace(e.ns, set.QueueOf(e.ns)).first;
       if (it->second < 0) continue;
+      if (terminating) {
+        t.terminating.push_back({it->second, bytes, !IsPreemptible(e, policy)});
+        continue;
+      }
       Cand c;
       c.e = &e;
       c.node = i;
@@ -440,13 +463,24 @@ class Planner {
   Planner(QueueBook& book, NodeTable& table, const FitPolicy& fit, int64_t now_ms)
       : book_(book), t_(table), sim_(fit, now_ms) {}
 
-  // Whether the pod fits a node of `nodes` as it is; the first such node's ordinal, else -1.
+  // Whether the pod fits a node of `nodes` as it is (terminating pods gone);
+  // the first such node's ordinal, else -1.
   int FitsSomewhere(const std::vector<uint32_t>& nodes, const Ask& ask) {
     for (uint32_t n : nodes) {
       if (Sim::Fits(t_.SimOf(n, sim_), ask)) return static_cast<int>(n);
     }
     return -1;
   }
+
+  // The pod takes room it fits without evictions (FitsSomewhere): the next
+  // pending pod cannot count the same room.
+  void Occupy(const Pending& pod, uint32_t n) {
+    book_.Add(pod.queue, pod.p->demand.total, !pod.preemptible);
+    sim_.Place(&t_.SimOf(n, sim_), pod.ask);
+  }
+
+  // A terminating entry's bytes leave its queue's figures: what it holds is on its way out.
+  void Terminating(int queue, int64_t bytes, bool nonpreemptible) { book_.Add(queue, -bytes, nonpreemptible); }
 
   // The best node and victims for `pod` of `kind` over `nodes` (ascending
   // ordinals; null: every node holding candidates).
@@ -754,6 +788,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
   NodeTable table = BuildTable(set, snap, policy, now_ms, uids, &holds);
   QueueBook book(set, statuses);
   Planner planner(book, table, fit, now_ms);
+  for (const NodeTable::Gone& g : table.terminating) planner.Terminating(g.queue, g.bytes, g.nonpreemptible);
   std::vector<uint32_t> all_nodes;
 
   for (const PendingPod* pp : order) {
@@ -800,6 +835,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
     }
     const int fits = planner.FitsSomewhere(is_restricted ? restricted : all_nodes, pod.ask);
     if (fits >= 0) {
+      planner.Occupy(pod, static_cast<uint32_t>(fits));
       why(p, "fits without evictions (node " + table.nodes[static_cast<size_t>(fits)]->name + ")");
       continue;
     }

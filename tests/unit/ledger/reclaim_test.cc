@@ -336,8 +336,30 @@ std::vector<PlanCase> PlanCases() {
       {MakeNode("n1", {80, 80},
                 {Terminating(Pod("b1", "b", 40, {0}, 10, kNow - 1 * kSec)),
                  Reserved(Pod("b2", "b", 40, {0}, 10, kNow - 2 * kSec)), Pod("b3", "b", 80, {1}, 10)})},
-      {Waiting("a1", "a", 40)},
+      {Waiting("a1", "a", 80)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b3"}}},
+  });
+
+  // b1 is terminating (evicted earlier): a1, the older, fits once it is gone
+  // and takes that room; a2 needs one more victim.
+  cases.push_back(PlanCase{
+      "RoomBeingFreedByTerminatingPodsCountsFirst",
+      TwoTeams(),
+      {MakeNode("n1", {80}, {Terminating(Pod("b1", "b", 40, {0})), Pod("b2", "b", 40, {0})})},
+      {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
+      {WantPlan{"a2", ReclaimKind::kReclaim, "n1", {"b2"}}},
+      {{"a1", "fits without evictions (node n1)"}},
+  });
+
+  // Team B's fair share is 40Gi; it holds 80Gi of which 40Gi are leaving:
+  // taking b2 as well would leave it below its share.
+  cases.push_back(PlanCase{
+      "BytesAlreadyLeavingDoNotCountTowardsAQueuesShare",
+      TwoTeams(160, 40),
+      {MakeNode("n1", {80}, {Terminating(Pod("b1", "b", 40, {0})), Pod("b2", "b", 40, {0})})},
+      {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
+      {},
+      {{"a1", "fits without evictions (node n1)"}},
   });
 
   // B is 60Gi over its share, C 20Gi: B's pod goes though C's is of lower
