@@ -622,6 +622,8 @@ class Planner {
     std::vector<uint32_t>& cands = cands_;
     cands.clear();
     int64_t least = kMaxBytes;  // the smallest candidate: every set takes at least that
+    static const std::vector<Leaving> none;
+    const Cand* first = nullptr;  // the candidate first in the order: no set of this node starts earlier
     for (uint32_t i = begin; i < end; ++i) {
       const Cand& c = t_.cands[i];
       if (!Eligible(c, pod, kind)) continue;
@@ -634,11 +636,20 @@ class Planner {
     }
     if (cands.empty()) return;
     ++s->nodes_with_cands;
-    // A node can win only with fewer bytes, or as many in fewer victims
-    // (nodes come in name order: a full tie keeps the earlier one). Every
-    // set takes one victim at least: the cheap bound first.
+    // A node can win only with fewer bytes, or as many in fewer victims, or
+    // as many in as many whose order comes first (nodes come in name order:
+    // a full tie keeps the earlier one). Every set takes one victim at
+    // least: the cheap bound first.
     auto cannot_win = [&](int64_t min_bytes, size_t min_victims) {
-      return s->found && (min_bytes > s->bytes || (min_bytes == s->bytes && min_victims >= s->victims.size()));
+      if (!s->found || min_bytes < s->bytes) return false;
+      if (min_bytes > s->bytes || min_victims > s->victims.size()) return true;
+      if (min_victims != s->victims.size()) return false;
+      if (first == nullptr) {  // only at a tie: rare, and one pass over this node's candidates
+        for (uint32_t i : cands) {
+          if (first == nullptr || Before(t_.cands[i], *first, kind, pod, none)) first = &t_.cands[i];
+        }
+      }
+      return !Before(*first, t_.cands[s->victims[0]], kind, pod, none);
     };
     if (cannot_win(least, 1)) return;
     int64_t min_bytes = 0;
@@ -707,8 +718,20 @@ class Planner {
     }
     int64_t bytes = 0;
     for (uint32_t i : chosen) bytes = AddSat(bytes, t_.cands[i].bytes);
-    const bool better = !s->found || bytes < s->bytes || (bytes == s->bytes && chosen.size() < s->victims.size());
-    if (better) {  // nodes come in name order: a tie keeps the earlier name
+    bool better = !s->found || bytes < s->bytes || (bytes == s->bytes && chosen.size() < s->victims.size());
+    if (!better && bytes == s->bytes && chosen.size() == s->victims.size()) {
+      // As many bytes in as many victims: the set whose victims come first
+      // in the order (lowest priority, then youngest) wins.
+      static const std::vector<Leaving> none;
+      for (size_t k = 0; k < chosen.size(); ++k) {
+        const Cand& a = t_.cands[chosen[k]];
+        const Cand& b = t_.cands[s->victims[k]];
+        if (a.e == b.e) continue;
+        better = Before(a, b, kind, pod, none);
+        break;
+      }
+    }
+    if (better) {  // nodes come in name order: a full tie keeps the earlier name
       s->found = true;
       s->node = n;
       s->bytes = bytes;

@@ -16,7 +16,6 @@ objects (a cycle, a namespace another queue already serves, a child above
 its parent) get a clear condition and change nothing else.
 """
 
-import glob
 import json
 import os
 import subprocess
@@ -24,42 +23,17 @@ import sys
 import threading
 import time
 
-import yaml
-
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import BIN_DIR, GI, SharedTestbed, get_json, ledger_nodes, metric_value, start_vramd  # noqa: E402
+from common import (BIN_DIR, GI, SharedTestbed, apply_queue_crd, create_queue, get_json, kubectl,  # noqa: E402
+                    ledger_nodes, metric_value, queue_status, start_vramd)
 from testbed import clean_env  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-QUEUES = "/apis/vramd.io/v1alpha1/vramqueues"
 VRAMCTL = os.path.join(BIN_DIR, "vramctl")
 # How long team A may wait for its VRAM once it submits (queue pass every
 # 500 ms, eviction, the kubelet's part played at once, kube-scheduler's retry).
 RECLAIM_BOUND_S = 60
-
-
-def queue_crd() -> dict:
-    """The chart's VramQueue CustomResourceDefinition, as Helm installs it."""
-    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "**", "*.yaml"), recursive=True)):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        if "kind: CustomResourceDefinition" not in text or "{{" in text:
-            continue
-        for doc in yaml.safe_load_all(text):
-            if doc and doc.get("kind") == "CustomResourceDefinition" and doc["spec"]["names"]["kind"] == "VramQueue":
-                return doc
-    raise AssertionError("the chart has no VramQueue CustomResourceDefinition under deploy/")
-
-
-def queue(name, namespaces=(), deserved="0", limit=None, weight=1, parent=None):
-    spec = {"namespaces": list(namespaces), "deserved": deserved, "overQuotaWeight": weight}
-    if limit is not None:
-        spec["limit"] = limit
-    if parent is not None:
-        spec["parent"] = parent
-    return {"apiVersion": "vramd.io/v1alpha1", "kind": "VramQueue", "metadata": {"name": name}, "spec": spec}
 
 
 def gfd(pool):
@@ -69,17 +43,12 @@ def gfd(pool):
 class Tenants(SharedTestbed):
     @classmethod
     def prepare(cls, tb):
-        crd = queue_crd()
-        tb.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        tb.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in tb.api.get(
-            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
-            .get("status", {}).get("conditions", [])), 30, message="the VramQueue CRD established")
-        tb.wait_for(lambda: tb.api.get_or_none(QUEUES) is not None, 30, message="vramqueues served")
+        apply_queue_crd(tb)
         for ns in ("team-a", "team-b", "team-c"):
             tb.create_namespace(ns)
-        for q in (queue("team-a", ["team-a"], "16Gi"), queue("team-b", ["team-b"], "8Gi"),
-                  queue("team-c", ["team-c"], "0", limit="4Gi")):
-            tb.api.post(QUEUES, q)
+        create_queue(tb, "team-a", "16Gi", namespaces=["team-a"])
+        create_queue(tb, "team-b", "8Gi", namespaces=["team-b"])
+        create_queue(tb, "team-c", "0", namespaces=["team-c"], limit="4Gi")
         for name in ("q-1", "q-2"):
             tb.create_node(name, labels=gfd("q"))
         config = {"queues": {"interval_ms": 500, "reclaim_mode": "enforce", "reclaim_cooldown_ms": 3000},
@@ -92,7 +61,7 @@ class Tenants(SharedTestbed):
         return {q["name"]: q for q in get_json(self.vramd.url + "/v1/queues")["queues"]}
 
     def status(self, name):
-        return (self.tb.api.get(f"{QUEUES}/{name}") or {}).get("status", {})
+        return queue_status(self.tb, name)
 
     def create(self, ns, name, vram):
         self.tb.create_pod(name, vram, namespace=ns, extra_spec={"nodeSelector": {"pool": "q"}})
@@ -100,11 +69,11 @@ class Tenants(SharedTestbed):
     def test_1_broken_queue_objects_get_a_condition_and_change_nothing_else(self):
         tb = self.tb
         # Each passes the CRD's schema; vramd's own checks refuse them.
-        tb.api.post(QUEUES, queue("loop-a", deserved="1Gi", parent="loop-b"))
-        tb.api.post(QUEUES, queue("loop-b", deserved="1Gi", parent="loop-a"))
-        tb.api.post(QUEUES, queue("steals-team-a", ["team-a"], "1Gi"))
-        tb.api.post(QUEUES, queue("dept", deserved="2Gi"))
-        tb.api.post(QUEUES, queue("greedy-child", ["greedy"], "4Gi", parent="dept"))
+        create_queue(tb, "loop-a", "1Gi", parent="loop-b")
+        create_queue(tb, "loop-b", "1Gi", parent="loop-a")
+        create_queue(tb, "steals-team-a", "1Gi", namespaces=["team-a"])
+        create_queue(tb, "dept", "2Gi")
+        create_queue(tb, "greedy-child", "4Gi", namespaces=["greedy"], parent="dept")
 
         def condition(name):
             conds = self.status(name).get("conditions", [])
@@ -214,6 +183,10 @@ class Tenants(SharedTestbed):
                     message="team-a's status: 16Gi allocated")
         st = self.status("team-a")
         self.assertEqual(st["fairShare"], "16Gi")
+        table = kubectl(tb, "get", "vq")
+        print(table)
+        row = next(line.split() for line in table.splitlines() if line.startswith("team-a "))
+        self.assertEqual(row[1:6], ["16Gi", "<none>", "16Gi", "16Gi", "0"], table)
         out = subprocess.run([VRAMCTL, "--server", self.vramd.url, "queues"], capture_output=True, text=True,
                              timeout=10, env=clean_env())
         self.assertEqual(out.returncode, 0, out.stderr)

@@ -223,6 +223,16 @@ std::vector<PlanCase> PlanCases() {
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
   });
 
+  // As many bytes in as many victims on either node: the younger victim's node.
+  cases.push_back(PlanCase{
+      "AtEqualCostTheNodeOfTheYoungerVictimWins",
+      TwoTeams(),
+      {MakeNode("n1", {80}, {Pod("b1", "b", 80, {0}, 10, kNow - 200 * kSec)}),
+       MakeNode("n2", {80}, {Pod("b2", "b", 80, {0}, 10, kNow - 100 * kSec)})},
+      {Waiting("a1", "a", 40)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n2", {"b2"}}},
+  });
+
   cases.push_back(PlanCase{
       "FewerVictimsWinAByteTie",
       TwoTeams(),
