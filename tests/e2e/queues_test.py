@@ -150,7 +150,14 @@ class Tenants(SharedTestbed):
             self.create("team-a", "a-1", "8Gi")
             self.create("team-a", "a-2", "8Gi")
             for name in ("a-1", "a-2"):
-                tb.wait_pod_bound(name, timeout=RECLAIM_BOUND_S, namespace="team-a")
+                try:
+                    tb.wait_pod_bound(name, timeout=RECLAIM_BOUND_S, namespace="team-a")
+                except Exception:
+                    print("ledger:", {n: [(p["name"], p["state"]) for p in node["pods"]]
+                                      for n, node in ledger_nodes(self.vramd).items()})
+                    print("pods:", [(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"))
+                                    for ns in ("team-a", "team-b") for p in tb.list_pods(namespace=ns)])
+                    raise
             took = time.monotonic() - start
             time.sleep(1)  # a few more samples after the binds
         finally:
@@ -163,7 +170,9 @@ class Tenants(SharedTestbed):
         self.assertEqual(violations, [])
         # Team B's two youngest pods went; the two oldest run on.
         left = sorted(p["metadata"]["name"] for p in tb.list_pods(namespace="team-b"))
-        self.assertEqual(left, ["b-1", "b-2"])
+        placed = {n: sorted(p["name"] for p in node["pods"]) for n, node in ledger_nodes(self.vramd).items()}
+        events = {n: tb.pod_events(n, namespace="team-b", reason="VramdEvicted") for n in ("b-1", "b-2", "b-3", "b-4")}
+        self.assertEqual(left, ["b-1", "b-2"], (placed, events))
         qs = self.queues()
         self.assertEqual(qs["team-a"]["allocated_bytes"], 16 * GI)
         self.assertEqual(qs["team-b"]["allocated_bytes"], 16 * GI)
@@ -186,7 +195,8 @@ class Tenants(SharedTestbed):
         table = kubectl(tb, "get", "vq")
         print(table)
         row = next(line.split() for line in table.splitlines() if line.startswith("team-a "))
-        self.assertEqual(row[1:6], ["16Gi", "<none>", "16Gi", "16Gi", "0"], table)
+        # DESERVED, (no LIMIT: an empty cell), ALLOCATED, FAIR SHARE, PENDING, VALID
+        self.assertEqual(row[1:6], ["16Gi", "16Gi", "16Gi", "0", "True"], table)
         out = subprocess.run([VRAMCTL, "--server", self.vramd.url, "queues"], capture_output=True, text=True,
                              timeout=10, env=clean_env())
         self.assertEqual(out.returncode, 0, out.stderr)

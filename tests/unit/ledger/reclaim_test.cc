@@ -233,6 +233,29 @@ std::vector<PlanCase> PlanCases() {
       {WantPlan{"a1", ReclaimKind::kReclaim, "n2", {"b2"}}},
   });
 
+  // The e2e's cluster: two 16Gi GPUs, team B holds both with 8Gi pods; team
+  // A's two pods each take the youngest victim left.
+  cases.push_back(PlanCase{
+      "EachPendingPodTakesTheYoungestVictimLeft",
+      {Q{"team-a", {"a"}, 16, 16}, Q{"team-b", {"b"}, 8, 16}},
+      {MakeNode("q-1", {16}, {Pod("b2", "b", 8, {0}, 0, kNow - 30 * kSec), Pod("b4", "b", 8, {0}, 0, kNow - 10 * kSec)}),
+       MakeNode("q-2", {16}, {Pod("b1", "b", 8, {0}, 0, kNow - 40 * kSec), Pod("b3", "b", 8, {0}, 0, kNow - 20 * kSec)})},
+      {Waiting("a1", "a", 8, 1, 0, kNow - 5 * kSec), Waiting("a2", "a", 8, 1, 0, kNow - 4 * kSec)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "q-1", {"b4"}}, WantPlan{"a2", ReclaimKind::kReclaim, "q-2", {"b3"}}},
+  });
+
+  // The same a moment later: b4 is terminating, a1 waits for its room.
+  cases.push_back(PlanCase{
+      "TheNextPassLeavesTheTerminatingRoomToTheFirstPod",
+      {Q{"team-a", {"a"}, 16, 16}, Q{"team-b", {"b"}, 8, 16}},
+      {MakeNode("q-1", {16}, {Pod("b1", "b", 8, {0}, 0, kNow - 40 * kSec),
+                              Terminating(Pod("b4", "b", 8, {0}, 0, kNow - 10 * kSec))}),
+       MakeNode("q-2", {16}, {Pod("b2", "b", 8, {0}, 0, kNow - 30 * kSec), Pod("b3", "b", 8, {0}, 0, kNow - 20 * kSec)})},
+      {Waiting("a1", "a", 8, 1, 0, kNow - 5 * kSec), Waiting("a2", "a", 8, 1, 0, kNow - 4 * kSec)},
+      {WantPlan{"a2", ReclaimKind::kReclaim, "q-2", {"b3"}}},
+      {{"a1", "fits without evictions (node q-1)"}},
+  });
+
   cases.push_back(PlanCase{
       "FewerVictimsWinAByteTie",
       TwoTeams(),
