@@ -1,0 +1,180 @@
+// The leader's queue pass (reconcile::Tenancy) on the fakes: the queue set
+// from the watch's specs, status patches only when a figure changes, the
+// per-queue gauges, and reclaim through the Evictor (dry-run here: Events,
+// nothing evicted) within the per-pod cooldown.
+#include "vramd/reconcile/tenancy.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_kube_client.h"
+#include "fakes/fake_ledger_store.h"
+
+namespace vramd::reconcile {
+namespace {
+
+using vramd::testing::FakeClock;
+using vramd::testing::FakeKubeClient;
+using vramd::testing::FakeLedgerStore;
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+ledger::QueueSpec Spec(const std::string& name, const std::string& ns, int64_t deserved) {
+  ledger::QueueSpec s;
+  s.name = name;
+  s.uid = "uid-" + name;
+  s.namespaces = {ns};
+  s.deserved = deserved;
+  return s;
+}
+
+ledger::Entry Bound(const std::string& uid, const std::string& ns, int64_t bytes, int64_t created_ms) {
+  ledger::Entry e;
+  e.pod_uid = uid;
+  e.ns = ns;
+  e.name = uid;
+  e.gpus = {0};
+  e.per_gpu = bytes;
+  e.state = ledger::EntryState::kBound;
+  e.created_ms = created_ms;
+  return e;
+}
+
+class TenancyPass : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store.now_ms = clock.NowMs();
+    store.AddNode("n1", {16 * kGi});
+    store.AddNode("n2", {16 * kGi});
+    // Team B borrowed all 32Gi while team A was quiet.
+    ASSERT_TRUE(store.PutEntry("n1", Bound("b1", "team-b", 16 * kGi, clock.NowMs() - 60'000)).ok());
+    ASSERT_TRUE(store.PutEntry("n2", Bound("b2", "team-b", 16 * kGi, clock.NowMs() - 30'000)).ok());
+    specs = {Spec("team-a", "team-a", 16 * kGi), Spec("team-b", "team-b", 8 * kGi)};
+    TenancySettings s;
+    s.reclaim = ActionMode::kDryRun;
+    s.cooldown_ms = 30'000;
+    tenancy = std::make_unique<Tenancy>(s, [this] { return specs; }, &store, &kube, nullptr, &evictor, &clock,
+                                        &registry);
+    tenancy->Refresh();
+  }
+
+  // Team A's pod of 16Gi, refused by filter for room.
+  void TeamAWaits() {
+    store::Refusal r;
+    r.uid = "a1";
+    r.ns = "team-a";
+    r.name = "a1";
+    r.per_gpu = 16 * kGi;
+    r.nodes = {"n1", "n2"};
+    ASSERT_TRUE(store.RecordRefusals({r}).ok());
+  }
+
+  FakeClock clock;
+  FakeLedgerStore store;
+  FakeKubeClient kube;
+  metrics::Registry registry;
+  Evictor evictor{&kube, &registry};
+  std::vector<ledger::QueueSpec> specs;
+  std::unique_ptr<Tenancy> tenancy;
+};
+
+TEST_F(TenancyPass, WritesEachQueuesStatusOnceUntilAFigureChanges) {
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->queues, 2);
+  EXPECT_EQ(r->status_patches, 2);
+  ASSERT_EQ(kube.queue_status_patches.size(), 2u);
+  const auto& [name, body] = kube.queue_status_patches[1];
+  EXPECT_EQ(name, "team-b");
+  EXPECT_NE(body.find("\"allocated\":\"32Gi\""), std::string::npos) << body;
+  EXPECT_NE(body.find("\"fairShare\":\"32Gi\""), std::string::npos) << body;  // team A wants nothing
+  // Nothing changed: nothing written.
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status_patches, 0);
+  // Team A waits: both queues' figures change.
+  TeamAWaits();
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status_patches, 2);
+  EXPECT_NE(kube.queue_status_patches.back().second.find("\"fairShare\":\"16Gi\""), std::string::npos)
+      << kube.queue_status_patches.back().second;
+}
+
+TEST_F(TenancyPass, ExportsPerQueueGaugesAndDropsThoseOfDeletedQueues) {
+  ASSERT_TRUE(tenancy->RunOnce().ok());
+  std::string text = registry.Render();
+  EXPECT_NE(text.find("vramd_queue_allocated_bytes{queue=\"team-b\"} 34359738368"), std::string::npos) << text;
+  EXPECT_NE(text.find("vramd_queue_deserved_bytes{queue=\"team-a\"} 17179869184"), std::string::npos) << text;
+  EXPECT_NE(text.find("vramd_queue_valid{queue=\"team-a\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("vramd_queue_limit_bytes{queue="), std::string::npos) << text;  // no limits
+  specs.pop_back();
+  tenancy->Refresh();
+  ASSERT_TRUE(tenancy->RunOnce().ok());
+  text = registry.Render();
+  EXPECT_EQ(text.find("queue=\"team-b\""), std::string::npos) << text;
+  EXPECT_NE(text.find("vramd_queue_valid{queue=\"team-a\"} 1"), std::string::npos) << text;
+}
+
+TEST_F(TenancyPass, ReclaimsForAnEntitledPendingPodOncePerCooldown) {
+  TeamAWaits();
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->pending_pods, 1);
+  EXPECT_EQ(r->plans, 1);
+  EXPECT_EQ(r->evictions, 1);
+  // Dry-run: the youngest team-b pod gets the Event; nothing is evicted.
+  ASSERT_FALSE(kube.events.empty());
+  EXPECT_EQ(kube.events[0].name, "b2");
+  EXPECT_EQ(kube.events[0].reason, kWouldEvictEventReason);
+  EXPECT_NE(kube.events[0].message.find("would evict (reclaim): reclaim for team-a/a1 of queue team-a"),
+            std::string::npos)
+      << kube.events[0].message;
+  EXPECT_EQ(kube.CallCount("evict "), 0u);
+  // Within the cooldown the same pod's plan is held back.
+  clock.Advance(1'000);
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->plans, 1);
+  EXPECT_EQ(r->gated, 1);
+  EXPECT_EQ(r->evictions, 0);
+  const std::string text = registry.Render();
+  EXPECT_NE(text.find("vramd_queue_reclaims_total{kind=\"reclaim\",mode=\"dry-run\"} 1"), std::string::npos)
+      << text;
+}
+
+TEST_F(TenancyPass, ABrokenQueueGetsItsConditionAndTheOthersKeepWorking) {
+  ledger::QueueSpec bad = Spec("team-c", "team-a", 1 * kGi);  // team-a's namespace, and younger
+  bad.created_ms = 1;
+  specs[0].created_ms = 0;
+  specs.push_back(bad);
+  tenancy->Refresh();
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->queues, 3);
+  EXPECT_EQ(r->invalid, 1);
+  bool seen = false;
+  for (const auto& [name, body] : kube.queue_status_patches) {
+    if (name != "team-c") continue;
+    seen = true;
+    EXPECT_NE(body.find("\"status\":\"False\""), std::string::npos) << body;
+    EXPECT_NE(body.find("NamespaceConflict"), std::string::npos) << body;
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(tenancy->Queues()->QueueOf("team-a"), tenancy->Queues()->Find("team-a"));
+}
+
+TEST_F(TenancyPass, NoQueueObjectsChangeNothing) {
+  specs.clear();
+  tenancy->Refresh();
+  TeamAWaits();
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->queues, 0);
+  EXPECT_EQ(r->plans, 0);
+  EXPECT_TRUE(kube.queue_status_patches.empty());
+  EXPECT_TRUE(kube.events.empty());
+}
+
+}  // namespace
+}  // namespace vramd::reconcile
