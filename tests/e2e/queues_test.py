@@ -115,7 +115,7 @@ class Tenants(SharedTestbed):
         # Team A is quiet: team B may hold all of it (its fair share follows demand).
         self.assertEqual(qs["team-b"]["fair_share_bytes"], 32 * GI)
 
-        violations, samples, stop = [], [0], threading.Event()
+        violations, samples, stop, last = [], [0], threading.Event(), {}
 
         def sample():
             while not stop.is_set():
@@ -130,6 +130,13 @@ class Tenants(SharedTestbed):
                     for g in n["gpus"]:
                         if g["allocated_bytes"] > g["capacity_bytes"]:
                             violations.append(f"GPU {g['index']} of {name} over-committed: {g}")
+                # A queue that lost VRAM (evictions) must still hold its fair
+                # share; one below it only because it waits is entitled, not taken from.
+                for name, q in queues.items():
+                    before = last.get(name, q["allocated_bytes"])
+                    if q["allocated_bytes"] < before and q["allocated_bytes"] < q["fair_share_bytes"]:
+                        violations.append(f"{name} taken below its fair share: {before} -> {q}")
+                    last[name] = q["allocated_bytes"]
                 b = queues["team-b"]
                 if b["allocated_bytes"] < b["fair_share_bytes"]:
                     violations.append(f"team-b below its fair share: {b}")
