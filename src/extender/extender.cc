@@ -156,6 +156,7 @@ ledger::Admission Extender::AdmitToQueue(const ledger::SnapshotPtr& snap, const 
   ledger::QueueSetPtr set = opts_.tenancy.queues();
   if (set == nullptr || set->empty()) return {};
   const bool preemptible = ledger::IsPreemptible(req.priority, req.priority_class, req.victim, opts_.tenancy.policy);
+  if (!ledger::AdmissionNeedsUsage(*set, req.ns, preemptible)) return {};  // admitted whatever the usage
   return ledger::AdmitToQueue(*set, *QueueUsage(snap, set), req.ns, req.total, preemptible, own_bytes);
 }
 
@@ -244,7 +245,9 @@ Extender::BindOutcome Extender::BindPod(const BindTarget& t) {
     std::optional<MutexLock> queue_lock;  // held until the reservation is written
     if (opts_.tenancy.queues) {
       ledger::QueueSetPtr set = opts_.tenancy.queues();
-      if (set != nullptr && !set->empty()) {
+      const bool preemptible =
+          ledger::IsPreemptible(req.priority, req.priority_class, req.victim, opts_.tenancy.policy);
+      if (set != nullptr && ledger::AdmissionNeedsUsage(*set, req.ns, preemptible)) {
         queue_lock.emplace(&queue_bind_mu_);
         if (std::optional<BindOutcome> ended = CheckQueue(t, req)) return *ended;
       }

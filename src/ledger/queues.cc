@@ -508,6 +508,16 @@ TenancyView ComputeTenancy(QueueSetPtr set, const Snapshot& snap, std::span<cons
   return view;
 }
 
+bool AdmissionNeedsUsage(const QueueSet& set, std::string_view ns, bool preemptible) {
+  if (set.empty()) return false;
+  const int qi = set.QueueOf(ns);
+  if (qi < 0) return false;
+  const Queue& q = set.queues[static_cast<size_t>(qi)];
+  if (q.unmanaged || !q.valid) return false;
+  if (!preemptible || q.spec.limit) return true;
+  return q.parent >= 0 && set.queues[static_cast<size_t>(q.parent)].spec.limit.has_value();
+}
+
 Admission AdmitToQueue(const QueueSet& set, std::span<const QueueUsage> usage, std::string_view ns, int64_t total,
                        bool preemptible, int64_t own_bytes) {
   Admission a;

@@ -142,9 +142,10 @@ class Extender {
   // The queues' usage on `snap`, computed once per snapshot and queue set.
   std::shared_ptr<const std::vector<ledger::QueueUsage>> QueueUsage(const ledger::SnapshotPtr& snap,
                                                                     const ledger::QueueSetPtr& set);
-  // Bind's queue check, on a fresh read of the ledger; held across the
-  // reservation (queue_bind_mu_) so this replica's binds cannot together take
-  // a queue past a limit.
+  // Bind's queue check, on a fresh read of the ledger, for pods their queue
+  // could refuse (ledger::AdmissionNeedsUsage); queue_bind_mu_ is held across
+  // it and the reservation so this replica's binds cannot together take a
+  // queue past a limit or its deserved quota.
   std::optional<BindOutcome> CheckQueue(const BindTarget& t, const ledger::VramRequest& req);
 
   Options opts_;

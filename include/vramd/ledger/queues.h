@@ -230,6 +230,11 @@ struct Admission {
 };
 Admission AdmitToQueue(const QueueSet& set, std::span<const QueueUsage> usage, std::string_view ns, int64_t total,
                        bool preemptible, int64_t own_bytes = 0);
+// Whether AdmitToQueue can refuse such a pod at all: false for an empty set,
+// no queue, an unmanaged or invalid queue, and a preemptible pod whose queue
+// and parent have no limit (it is admitted whatever the usage). Lets the
+// verbs skip computing QueueUsageOf (O(entries)) for such pods.
+bool AdmissionNeedsUsage(const QueueSet& set, std::string_view ns, bool preemptible);
 
 // ---- Reclaim and priority preemption (the leader) -----------------------
 

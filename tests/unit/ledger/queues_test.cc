@@ -763,6 +763,28 @@ TEST(AdmitToQueue, Table) {
   }
 }
 
+// The verbs skip the usage when AdmissionNeedsUsage says no: then no usage
+// at all may make AdmitToQueue refuse (every table case, with the queues full).
+TEST(AdmitToQueue, WithoutNeedForUsageNothingIsRefused) {
+  int skipped = 0;
+  for (const AdmitCase& c : AdmitCases()) {
+    SCOPED_TRACE(c.name);
+    const QueueSet set = BuildQueueSet(c.queues, kPolicy);
+    if (AdmissionNeedsUsage(set, c.ns, c.preemptible)) continue;
+    ++skipped;
+    const std::vector<QueueUsage> full(set.queues.size(), QueueUsage{kMaxQueueBytes, kMaxQueueBytes, 0});
+    EXPECT_TRUE(AdmitToQueue(set, full, c.ns, c.total, c.preemptible, 0).ok);
+  }
+  EXPECT_GE(skipped, 3);
+  const QueueSet set = BuildQueueSet(TeamB(), kPolicy);
+  EXPECT_TRUE(AdmissionNeedsUsage(set, "team-b", true));    // its limit
+  EXPECT_FALSE(AdmissionNeedsUsage(set, "team-a", true));   // no limit, preemptible
+  EXPECT_TRUE(AdmissionNeedsUsage(set, "team-a", false));   // the in-quota rule
+  EXPECT_FALSE(AdmissionNeedsUsage(set, "elsewhere", false));  // the unmanaged default queue
+  const QueueSet dept = BuildQueueSet(Dept(), kPolicy);
+  EXPECT_TRUE(AdmissionNeedsUsage(dept, "team-c", true));   // its parent's limit
+}
+
 TEST(AdmitToQueue, NoQueueAtAllAdmits) {
   TenancyPolicy p;
   p.default_queue = "";
