@@ -786,7 +786,8 @@ ReclaimPlan MakePlan(ReclaimKind kind, const Pending& pod, const Search& s, cons
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
                                      std::span<const PendingPod> pending, const TenancyPolicy& policy,
                                      const FitPolicy& fit, int64_t now_ms, size_t max_plans,
-                                     std::unordered_map<std::string, std::string>* why_not) {
+                                     std::unordered_map<std::string, std::string>* why_not,
+                                     std::unordered_map<std::string, std::string>* fits_on) {
   std::vector<ReclaimPlan> plans;
   auto why = [&](const PendingPod& p, std::string text) {
     if (why_not != nullptr) (*why_not)[p.uid] = std::move(text);
@@ -859,6 +860,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
     const int fits = planner.FitsSomewhere(is_restricted ? restricted : all_nodes, pod.ask);
     if (fits >= 0) {
       planner.Occupy(pod, static_cast<uint32_t>(fits));
+      if (fits_on != nullptr) (*fits_on)[p.uid] = table.nodes[static_cast<size_t>(fits)]->name;
       why(p, "fits without evictions (node " + table.nodes[static_cast<size_t>(fits)]->name + ")");
       continue;
     }

@@ -8,6 +8,7 @@
 #include "vramd/kube/decode.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/reconcile/protection.h"
+#include "vramd/reconcile/reconciler.h"
 
 namespace vramd::reconcile {
 namespace {
@@ -220,15 +221,44 @@ void Tenancy::WriteStatus(const ledger::TenancyView& view, TenancyStats* stats) 
   std::erase_if(transition_, [&](const auto& kv) { return !seen.contains(kv.first); });
 }
 
+void Tenancy::Nudge(const std::vector<ledger::PendingPod>& pending,
+                    const std::unordered_map<std::string, std::string>& fits_on, TenancyStats* stats) {
+  // A pod that fits now but still waits, refused a while ago: kube-scheduler
+  // parked it (e.g. after a bind lost a race for the room its victims freed)
+  // and will not look again for up to a minute. One node label change moves
+  // every parked pod back to its active queue: at most one per pass, and not
+  // again for the same pod within kNudgeSpacingMs.
+  if (kube_ == nullptr || fits_on.empty()) return;
+  const int64_t now = clock_->NowMs();
+  std::erase_if(nudged_, [&](const auto& kv) { return now - kv.second >= kNudgeSpacingMs; });
+  for (const ledger::PendingPod& p : pending) {
+    auto it = fits_on.find(p.uid);
+    if (it == fits_on.end() || now - p.refused_ms < kNudgeAfterMs || nudged_.contains(p.uid)) continue;
+    Status s = kube_->PatchNodeLabels(it->second, {{kFreedLabel, std::to_string(now)}});
+    if (!s.ok()) {
+      spdlog::warn("queues: nudging kube-scheduler through node {} failed: {}", it->second, s.message());
+      return;
+    }
+    spdlog::info("queues: {}/{} fits on {} but still waits; asked kube-scheduler to retry parked pods", p.ns, p.name,
+                 it->second);
+    for (const ledger::PendingPod& q : pending) {
+      if (fits_on.contains(q.uid)) nudged_[q.uid] = now;
+    }
+    ++stats->nudges;
+    return;
+  }
+}
+
 void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& snap,
                       const std::vector<ledger::PendingPod>& pending, TenancyStats* stats) {
   if (pending.empty()) return;
   const int64_t now = clock_->NowMs();
-  std::unordered_map<std::string, std::string> why_not;
-  std::vector<ledger::ReclaimPlan> plans = ledger::PlanReclaim(*view.set, view.statuses, snap, pending, s_.policy,
-                                                               s_.fit, now, s_.max_plans_per_pass, &why_not);
+  std::unordered_map<std::string, std::string> why_not, fits_on;
+  std::vector<ledger::ReclaimPlan> plans = ledger::PlanReclaim(
+      *view.set, view.statuses, snap, pending, s_.policy, s_.fit, now, s_.max_plans_per_pass, &why_not, &fits_on);
   stats->plans = static_cast<int>(plans.size());
   for (const auto& [uid, why] : why_not) spdlog::debug("reclaim: no plan for pod {}: {}", uid, why);
+  Nudge(pending, fits_on, stats);
   const ActionMode mode = *s_.reclaim;
   for (const ledger::ReclaimPlan& plan : plans) {
     const std::string key = "pod:" + plan.pending_uid;

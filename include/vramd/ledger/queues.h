@@ -285,12 +285,19 @@ struct ReclaimPlan {
 // with the figures its victims leave. Per node, victims are taken in order
 // until the pod fits and is admitted, then each one the others do without
 // is dropped (the last taken first); ties between nodes: fewest victims,
-// then node name. A pod that fits one of its nodes as it is, a designated
-// victim, one holding an entry already, or one of no valid queue gets none.
+// then the node whose victims come first in the order, then node name.
+// Terminating entries count as gone (off their node and their queue's
+// figures): room on its way is never paid for twice. A pod that fits one of
+// its nodes as it is (terminating pods gone) takes that room in the
+// simulation and gets no plan (`fits_on`, when not null, receives uid ->
+// node: kube-scheduler may not have retried it since the room appeared); so
+// do a designated victim, one holding an entry already, or one of no valid
+// queue.
 std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueStatus> statuses, const Snapshot& snap,
                                      std::span<const PendingPod> pending, const TenancyPolicy& policy,
                                      const FitPolicy& fit, int64_t now_ms, size_t max_plans,
-                                     std::unordered_map<std::string, std::string>* why_not = nullptr);
+                                     std::unordered_map<std::string, std::string>* why_not = nullptr,
+                                     std::unordered_map<std::string, std::string>* fits_on = nullptr);
 
 // The preempt verb: whether evicting `victims` (entries on one node) for a
 // pod of namespace `ns` (priority, total) keeps the rules above: each victim

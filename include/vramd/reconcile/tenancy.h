@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "vramd/clock.h"
@@ -52,6 +53,7 @@ struct TenancyStats {
   int gated = 0;             // plans held back by the cooldown or the rate
   int status_patches = 0;    // VramQueue status subresources written
   int status_errors = 0;
+  int nudges = 0;            // node label changes asking kube-scheduler to retry parked pods
 };
 
 // "evicted for a pending pod of queue team-a (entitled: 8Gi allocated + 8Gi
@@ -88,10 +90,17 @@ class Tenancy {
   // Pods refused for VRAM that are still pending (checked against the pod
   // watch when there is one); refusals of pods no longer pending are forgotten.
   Result<std::vector<ledger::PendingPod>> Pending(bool check_watch);
-  void Export(const ledger::TenancyView& view);
-  void WriteStatus(const ledger::TenancyView& view, TenancyStats* stats);
+  void Export(const ledger::TenancyView& view) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
+  void WriteStatus(const ledger::TenancyView& view, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
   void Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& snap,
-               const std::vector<ledger::PendingPod>& pending, TenancyStats* stats);
+               const std::vector<ledger::PendingPod>& pending, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
+  void Nudge(const std::vector<ledger::PendingPod>& pending,
+             const std::unordered_map<std::string, std::string>& fits_on, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
+
+  // A pending pod that fits is nudged for once it waited this long since its
+  // last refusal, and not again for this long.
+  static constexpr int64_t kNudgeAfterMs = 2'000;
+  static constexpr int64_t kNudgeSpacingMs = 15'000;
 
   TenancySettings s_;
   std::function<std::vector<ledger::QueueSpec>()> specs_;
@@ -111,6 +120,7 @@ class Tenancy {
   std::map<std::string, ledger::QueueStatus> written_ GUARDED_BY(run_mu_);  // queue -> status last written
   std::map<std::string, std::string> transition_ GUARDED_BY(run_mu_);       // queue -> (valid, since) of its condition
   std::set<std::string> exported_ GUARDED_BY(run_mu_);                      // queues with gauges
+  std::map<std::string, int64_t> nudged_ GUARDED_BY(run_mu_);               // pod uid -> last nudge for it
 
   metrics::Family<metrics::Gauge>* deserved_;
   metrics::Family<metrics::Gauge>* limit_;

@@ -164,6 +164,28 @@ TEST_F(TenancyPass, ABrokenQueueGetsItsConditionAndTheOthersKeepWorking) {
   EXPECT_EQ(tenancy->Queues()->QueueOf("team-a"), tenancy->Queues()->Find("team-a"));
 }
 
+TEST_F(TenancyPass, APendingPodThatFitsNowMakesKubeSchedulerRetryOnce) {
+  // b2 is gone: 16Gi free on n2. Team A's pod was refused before that and
+  // kube-scheduler parked it.
+  ASSERT_TRUE(store.Release("n2", "b2").ok());
+  TeamAWaits();
+  clock.Advance(1'000);
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->nudges, 0);  // refused a moment ago: kube-scheduler may be on it
+  clock.Advance(2'000);
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->plans, 0);  // nothing to evict for it
+  EXPECT_EQ(r->nudges, 1);
+  EXPECT_EQ(kube.CallCount("label-node n2"), 1u);
+  clock.Advance(1'000);
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->nudges, 0);  // not again so soon
+  EXPECT_EQ(kube.CallCount("label-node "), 1u);
+}
+
 TEST_F(TenancyPass, NoQueueObjectsChangeNothing) {
   specs.clear();
   tenancy->Refresh();
