@@ -930,3 +930,46 @@ TEST(FairShares, PropertiesOverRandomQueueSets) {
 
 }  // namespace
 }  // namespace vramd::ledger
+
+namespace vramd::ledger {
+namespace {
+
+// The preemptible rule (the guide's semantics by default: priority below 100
+// is preemptible; listed classes and designated victims always are).
+TEST(IsPreemptible, Table) {
+  TenancyPolicy guide;
+  TenancyPolicy listed;
+  listed.preemptible_below_priority = 0;
+  listed.preemptible_classes = {"train", "batch-low"};
+  struct Case {
+    const char* name;
+    const TenancyPolicy* policy;
+    int32_t priority;
+    const char* klass;
+    bool victim;
+    bool want;
+  } cases[] = {
+      {"NoPriorityIsTraining", &guide, 0, "", false, true},
+      {"JustBelowTheThreshold", &guide, 99, "", false, true},
+      {"AtTheThresholdIsNot", &guide, 100, "", false, false},
+      {"InferenceIsNot", &guide, 125, "inference", false, false},
+      {"NegativePriority", &guide, -1000, "", false, true},
+      {"ADesignatedVictimAlwaysIs", &guide, 1'000'000, "vramd-disposable", true, true},
+      {"AListedClassWhateverItsPriority", &listed, 5000, "train", false, true},
+      {"AnotherClassAboveTheThreshold", &listed, 5000, "interactive", false, false},
+      {"NoClassIsNotAListedOne", &listed, 5, "", false, false},
+      {"ThresholdZero_NegativeStillIs", &listed, -1, "", false, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(IsPreemptible(c.priority, c.klass, c.victim, *c.policy), c.want);
+    Entry e;
+    e.priority = c.priority;
+    e.priority_class = c.klass;
+    e.victim = c.victim;
+    EXPECT_EQ(IsPreemptible(e, *c.policy), c.want);
+  }
+}
+
+}  // namespace
+}  // namespace vramd::ledger
