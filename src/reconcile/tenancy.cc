@@ -36,6 +36,7 @@ TenancySettings TenancySettingsFrom(const config::Config& cfg, const ledger::Pol
   else if (cfg.queues_reclaim_mode == "dry-run") s.reclaim = ActionMode::kDryRun;
   else s.reclaim = ActionMode::kEnforce;
   s.fit = placement.fit();
+  s.placement = placement;
   s.interval_ms = cfg.queues_interval_ms;
   s.cooldown_ms = cfg.queues_reclaim_cooldown_ms;
   s.max_per_minute = cfg.queues_max_reclaims_per_minute;
@@ -221,7 +222,7 @@ void Tenancy::WriteStatus(const ledger::TenancyView& view, TenancyStats* stats) 
   std::erase_if(transition_, [&](const auto& kv) { return !seen.contains(kv.first); });
 }
 
-void Tenancy::Nudge(const std::vector<ledger::PendingPod>& pending,
+void Tenancy::Nudge(const ledger::Snapshot& snap, const std::vector<ledger::PendingPod>& pending,
                     const std::unordered_map<std::string, std::string>& fits_on, TenancyStats* stats) {
   // A pod that fits now but still waits, refused a while ago: kube-scheduler
   // parked it (e.g. after a bind lost a race for the room its victims freed)
@@ -234,6 +235,12 @@ void Tenancy::Nudge(const std::vector<ledger::PendingPod>& pending,
   for (const ledger::PendingPod& p : pending) {
     auto it = fits_on.find(p.uid);
     if (it == fits_on.end() || now - p.refused_ms < kNudgeAfterMs || nudged_.contains(p.uid)) continue;
+    // PlanReclaim counts terminating pods as gone; kube-scheduler sees them
+    // until they are: nudge only for room that is there now.
+    if (ledger::DecideNode(snap.Find(it->second), it->second, p.demand, s_.placement, now).verdict !=
+        ledger::Verdict::kFits) {
+      continue;
+    }
     Status s = kube_->PatchNodeLabels(it->second, {{kFreedLabel, std::to_string(now)}});
     if (!s.ok()) {
       spdlog::warn("queues: nudging kube-scheduler through node {} failed: {}", it->second, s.message());
@@ -241,9 +248,7 @@ void Tenancy::Nudge(const std::vector<ledger::PendingPod>& pending,
     }
     spdlog::info("queues: {}/{} fits on {} but still waits; asked kube-scheduler to retry parked pods", p.ns, p.name,
                  it->second);
-    for (const ledger::PendingPod& q : pending) {
-      if (fits_on.contains(q.uid)) nudged_[q.uid] = now;
-    }
+    nudged_[p.uid] = now;
     ++stats->nudges;
     return;
   }
@@ -258,7 +263,7 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       *view.set, view.statuses, snap, pending, s_.policy, s_.fit, now, s_.max_plans_per_pass, &why_not, &fits_on);
   stats->plans = static_cast<int>(plans.size());
   for (const auto& [uid, why] : why_not) spdlog::debug("reclaim: no plan for pod {}: {}", uid, why);
-  Nudge(pending, fits_on, stats);
+  Nudge(snap, pending, fits_on, stats);
   const ActionMode mode = *s_.reclaim;
   for (const ledger::ReclaimPlan& plan : plans) {
     const std::string key = "pod:" + plan.pending_uid;

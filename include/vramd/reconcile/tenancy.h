@@ -35,6 +35,7 @@ struct TenancySettings {
   ledger::TenancyPolicy policy;
   std::optional<ActionMode> reclaim = ActionMode::kEnforce;  // nullopt: off
   ledger::FitPolicy fit;
+  ledger::Policy placement;  // the nudge's check that a pod fits as things are
   int64_t interval_ms = 5'000;
   int64_t cooldown_ms = 30'000;
   int max_per_minute = 30;
@@ -94,7 +95,7 @@ class Tenancy {
   void WriteStatus(const ledger::TenancyView& view, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
   void Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& snap,
                const std::vector<ledger::PendingPod>& pending, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
-  void Nudge(const std::vector<ledger::PendingPod>& pending,
+  void Nudge(const ledger::Snapshot& snap, const std::vector<ledger::PendingPod>& pending,
              const std::unordered_map<std::string, std::string>& fits_on, TenancyStats* stats) EXCLUSIVE_LOCKS_REQUIRED(run_mu_);
 
   // A pending pod that fits is nudged for once it waited this long since its

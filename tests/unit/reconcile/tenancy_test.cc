@@ -186,6 +186,26 @@ TEST_F(TenancyPass, APendingPodThatFitsNowMakesKubeSchedulerRetryOnce) {
   EXPECT_EQ(kube.CallCount("label-node "), 1u);
 }
 
+TEST_F(TenancyPass, RoomStillHeldByATerminatingPodIsNeitherReclaimedAgainNorNudgedFor) {
+  // b2 was evicted for team A's pod and is terminating: its room is on its way.
+  ledger::Entry leaving = Bound("b2", "team-b", 16 * kGi, clock.NowMs() - 30'000);
+  leaving.state = ledger::EntryState::kTerminating;
+  ASSERT_TRUE(store.PutEntry("n2", leaving).ok());
+  TeamAWaits();
+  clock.Advance(5'000);
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->plans, 0);   // no second victim for the same pod
+  EXPECT_EQ(r->nudges, 0);  // kube-scheduler still sees n2 full
+  EXPECT_EQ(kube.CallCount("label-node "), 0u);
+  // Gone: now the room is there, and the parked pod is retried.
+  ASSERT_TRUE(store.Release("n2", "b2").ok());
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->nudges, 1);
+  EXPECT_EQ(kube.CallCount("label-node n2"), 1u);
+}
+
 TEST_F(TenancyPass, NoQueueObjectsChangeNothing) {
   specs.clear();
   tenancy->Refresh();
