@@ -212,13 +212,20 @@ void Tenancy::WriteStatus(const ledger::TenancyView& view, TenancyStats* stats) 
     Status s = kube_->PatchQueueStatus(q.name, kube::QueueStatusPatch(q, since));
     if (!s.ok()) {
       ++stats->status_errors;
-      spdlog::warn("VramQueue {}: writing its status failed: {}", q.name, s.message());
+      // Once per queue until a write succeeds (e.g. RBAC without vramqueues/status).
+      if (status_failing_.insert(q.name).second) {
+        spdlog::warn("VramQueue {}: writing its status failed (retried every pass, logged again once it works "
+                     "and fails anew): {}",
+                     q.name, s.message());
+      }
       continue;
     }
+    status_failing_.erase(q.name);
     ++stats->status_patches;
     written_[q.name] = q;
   }
   std::erase_if(written_, [&](const auto& kv) { return !seen.contains(kv.first); });
+  std::erase_if(status_failing_, [&](const std::string& q) { return !seen.contains(q); });
   std::erase_if(transition_, [&](const auto& kv) { return !seen.contains(kv.first); });
 }
 

@@ -122,6 +122,7 @@ class Tenancy {
   std::map<std::string, std::string> transition_ GUARDED_BY(run_mu_);       // queue -> (valid, since) of its condition
   std::set<std::string> exported_ GUARDED_BY(run_mu_);                      // queues with gauges
   std::map<std::string, int64_t> nudged_ GUARDED_BY(run_mu_);               // pod uid -> last nudge for it
+  std::set<std::string> status_failing_ GUARDED_BY(run_mu_);                // queues whose last status write failed
 
   metrics::Family<metrics::Gauge>* deserved_;
   metrics::Family<metrics::Gauge>* limit_;

@@ -101,6 +101,21 @@ TEST_F(TenancyPass, WritesEachQueuesStatusOnceUntilAFigureChanges) {
       << kube.queue_status_patches.back().second;
 }
 
+TEST_F(TenancyPass, AStatusWriteThatFailsIsCountedAndTriedAgainNextPass) {
+  kube.fail_patch_queue_status = Internal("403 forbidden: vramqueues/status");
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status_errors, 2);
+  EXPECT_EQ(r->status_patches, 0);
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status_errors, 2);  // nothing was written: both are tried again
+  kube.fail_patch_queue_status = Status::Ok();
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status_patches, 2);
+}
+
 TEST_F(TenancyPass, ExportsPerQueueGaugesAndDropsThoseOfDeletedQueues) {
   ASSERT_TRUE(tenancy->RunOnce().ok());
   std::string text = registry.Render();
