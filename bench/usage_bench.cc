@@ -18,9 +18,11 @@
 // Each bind then releases the pod bound --entries binds earlier (the
 // ledger's first entries first), as reconcile does when a pod is gone, so
 // the ledger stays at --entries entries. Around every phase the server's
-// INFO stats / cpu / commandstats are read: per phase its CPU, commands
-// (those run inside scripts included) and bytes, and per agent report and
-// per bound pod the same less the idle phases' background.
+// INFO stats / cpu / commandstats are read (INFO's own call and bytes taken
+// out): per phase its CPU, commands (those run inside scripts included) and
+// bytes, and per agent report and per bound pod the same less the idle
+// phases' background. Each phase starts after 1.5 s of filter calls alone,
+// unmeasured, for the last phase's work to settle.
 //
 //   usage_bench --valkey redis://127.0.0.1:PORT [--nodes 5000] [--gpus 8]
 //               [--entries 50000] [--rate 1000] [--filter-rate 200]
@@ -583,6 +585,28 @@ int main(int argc, char** argv) {
   if (!store->Snapshot().ok()) return 1;
   const long rss_after = RssKb();
 
+  // Filter calls over every node at --filter-rate until `end`, each one's
+  // time (the watched snapshot included) added to `us`.
+  auto filter_until = [&](SteadyClock::time_point end, std::vector<double>* us) {
+    const auto fperiod = std::chrono::nanoseconds(1'000'000'000LL / o.filter_rate);
+    auto next = SteadyClock::now();
+    while (SteadyClock::now() < end) {
+      const auto c0 = SteadyClock::now();
+      auto snap = store->WatchedSnapshot();
+      if (!snap.ok()) return false;
+      const int64_t now_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      auto fr = vramd::ledger::Filter(**snap, views, req, policy, now_ms);
+      us->push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - c0).count());
+      next += fperiod;
+      std::this_thread::sleep_until(next);
+    }
+    return true;
+  };
+  // Longer than the usage refresher's period (SnapshotCache::kUsageRefreshMs).
+  constexpr auto kSettle = std::chrono::milliseconds(1500);
+
   // Bind i (counted over every phase) places pod entries + i on node
   // (entries + i) % nodes and releases pod i: an entry of the first ledger
   // (Populate put pod k on node k % nodes) or one bound `entries` binds ago.
@@ -595,6 +619,10 @@ int main(int argc, char** argv) {
       ph.rate = kind.reports ? o.rate : 0;
       ph.bind_rate = kind.binds ? o.bind_rate : 0;
       const int rate = ph.rate;
+      // Before each phase the work of the last one settles (the usage
+      // refresher's last refresh), filter calls going on, unmeasured.
+      std::vector<double> settle_us;
+      if (!filter_until(SteadyClock::now() + kSettle, &settle_us)) return 1;
       const ServerCounters before = ReadCounters(*admin);
       std::atomic<bool> stop{false};
       std::atomic<long> reports{0}, refused{0};
@@ -682,21 +710,7 @@ int main(int argc, char** argv) {
         }
       }
       const auto t0 = SteadyClock::now();
-      const auto end = t0 + std::chrono::seconds(o.seconds);
-      const auto fperiod = std::chrono::nanoseconds(1'000'000'000LL / o.filter_rate);
-      auto next = t0;
-      while (SteadyClock::now() < end) {
-        const auto c0 = SteadyClock::now();
-        auto snap = store->WatchedSnapshot();
-        if (!snap.ok()) return 1;
-        const int64_t now_ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        auto fr = vramd::ledger::Filter(**snap, views, req, policy, now_ms);
-        ph.us.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - c0).count());
-        next += fperiod;
-        std::this_thread::sleep_until(next);
-      }
+      if (!filter_until(t0 + std::chrono::seconds(o.seconds), &ph.us)) return 1;
       stop = true;
       for (auto& t : writers) t.join();
       if (remote > 0) {
