@@ -759,6 +759,15 @@ int main(int argc, char** argv) {
   std::printf("snapshot refreshes: %llu incremental, %llu full\n", static_cast<unsigned long long>(counts.incremental),
               static_cast<unsigned long long>(counts.full));
   PrintValkey(phases);
+  if (next_bind.load() > 0) {
+    auto end_snap = store->Snapshot();
+    size_t held = 0;
+    if (end_snap.ok()) {
+      for (const auto& [name, n] : (*end_snap)->nodes) held += n.entries.size();
+    }
+    std::printf("binds: %ld in all; the ledger holds %zu entries at the end (%d at the start)\n", next_bind.load(), held,
+                o.entries);
+  }
   for (int n = 0; n < o.nodes; ++n) (void)store->RemoveNode(names[n]);
   (void)client->Command({"DEL", prefix + ":nodes", prefix + ":pods", prefix + ":epoch", prefix + ":changes",
                          prefix + ":reported", prefix + ":inflight", prefix + ":sealed", prefix + ":rebuilding",
