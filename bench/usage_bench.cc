@@ -22,7 +22,10 @@
 // out): per phase its CPU, commands (those run inside scripts included) and
 // bytes, and per agent report and per bound pod the same less the idle
 // phases' background. Each phase starts after 1.5 s of filter calls alone,
-// unmeasured, for the last phase's work to settle.
+// unmeasured, for the last phase's work to settle. Not in the figures: the
+// API server, reconcile passes, queue admission (tenancy off, the default),
+// and further replicas, each of which re-reads the nodes a write changed
+// (the figures hold one replica's refreshes).
 //
 //   usage_bench --valkey redis://127.0.0.1:PORT [--nodes 5000] [--gpus 8]
 //               [--entries 50000] [--rate 1000] [--filter-rate 200]
