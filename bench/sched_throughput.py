@@ -105,8 +105,29 @@ def create_pods(tb: Testbed, namespace: str, n: int, workers: int = 8):
             f.result()
 
 
+def proc_cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each process so far (/proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def testbed_pids(tb: Testbed, extra: dict[str, int]) -> dict[str, int]:
+    pids = {name: p.pid for name, p in tb.procs.items() if p.alive() and p.pid not in extra.values()}
+    pids.update(extra)  # vramd under one name whichever instance runs
+    return pids
+
+
 def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: list[str],
-              config_overrides: dict, timeout: float, extender_overrides: dict | None = None) -> dict:
+              config_overrides: dict, timeout: float, extender_overrides: dict | None = None,
+              extra_pids: dict[str, int] | None = None, perf_out: str | None = None) -> dict:
     tb.stop_scheduler()
     tb.create_namespace(namespace)
     t0 = time.monotonic()
@@ -115,12 +136,25 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     watch = BindWatch(tb, namespace)
     load_before = os.getloadavg()[0]
     start = time.monotonic()
+    cpu_before = proc_cpu_seconds(testbed_pids(tb, extra_pids or {}))
+    perf = None
+    if perf_out and extra_pids and "vramd" in extra_pids:
+        perf_args = os.environ.get("BENCH_PERF_ARGS", "-F 499 --call-graph dwarf,16384").split()
+        perf = subprocess.Popen(["perf", "record", *perf_args, "-o", perf_out, "-p", str(extra_pids["vramd"])],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tb.start_scheduler(extenders, config_overrides=config_overrides, extender_overrides=extender_overrides)
+    sched_pid = tb.procs["kube-scheduler"].pid
+    cpu_before["kube-scheduler"] = 0.0  # started with this round; its start-up counts
     ready = time.monotonic()
     deadline = ready + timeout
     while watch.count() < pods and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.05)
+    cpu_after = proc_cpu_seconds(testbed_pids(tb, extra_pids or {}))
+    if perf:
+        perf.send_signal(2)
+        perf.wait(60)
     watch.close()
+    assert tb.procs["kube-scheduler"].pid == sched_pid
     times = sorted(watch.bound.values())
     tb.stop_scheduler()
     if len(times) < 2:
@@ -137,10 +171,13 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
         "create_pods_s": create_s,
         "load1_before": load_before,
         "load1_after": os.getloadavg()[0],
+        # CPU seconds per process from the scheduler's start to the last bind
+        "cpu_s": {k: round(cpu_after[k] - cpu_before.get(k, 0.0), 3) for k in sorted(cpu_after)},
     }
     print(f"  {label:10s} {r['bound']}/{pods} bound, {r['pods_per_s']:.1f} pods/s "
           f"(first->last {span:.2f} s; scheduler start->last {r['scheduler_start_to_last_s']:.2f} s); "
           f"load {load_before:.1f}->{r['load1_after']:.1f}", flush=True)
+    print(f"  CPU s: {r['cpu_s']} (all {sum(r['cpu_s'].values()):.2f})", flush=True)
     return r
 
 
@@ -175,12 +212,46 @@ def api_requests(tb: Testbed) -> dict:
 
 
 def valkey_commands(tb: Testbed) -> dict:
-    """Valkey's command counters (INFO commandstats): {"cmd": calls}."""
+    """Valkey's command counters (INFO commandstats): {"cmd": calls}, with its
+    network bytes as "bytes in" / "bytes out"."""
     import re
     if not getattr(tb, "redis_port", None):
         return {}
     text = tb.redis_command("INFO", "commandstats")
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"cmdstat_([\w|]+):calls=(\d+)", text)}
+    out = {m.group(1): float(m.group(2)) for m in re.finditer(r"cmdstat_([\w|]+):calls=(\d+)", text)}
+    stats = tb.redis_command("INFO", "stats")
+    for key, name in (("total_net_input_bytes", "bytes in"), ("total_net_output_bytes", "bytes out")):
+        m = re.search(key + r":(\d+)", stats)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
+def metric_sum(url: str, name: str) -> float:
+    """The sum of a counter's series in vramd's /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def idle_valkey(tb: Testbed, vramd, seconds: float) -> dict:
+    """Valkey's commands and bytes while vramd idles with the round's pods
+    bound: its reconcile passes, node syncs and watches, no scheduling."""
+    passes0 = metric_sum(vramd.url, "vramd_reconcile_passes_total")
+    before = valkey_commands(tb)
+    time.sleep(seconds)
+    after = valkey_commands(tb)
+    passes = metric_sum(vramd.url, "vramd_reconcile_passes_total") - passes0
+    d = api_delta(before, after)
+    out = {"seconds": seconds, "reconcile_passes": passes, "valkey": d}
+    if passes > 0:
+        cmds = sum(v for k, v in d.items() if not k.startswith("bytes") and k != "info")
+        out["per_pass"] = {"commands": round(cmds / passes, 1),
+                           "bytes": round((d.get("bytes in", 0) + d.get("bytes out", 0)) / passes)}
+    print(f"  idle {seconds:.0f} s with the pods bound: {passes:.0f} reconcile passes; Valkey {d}; "
+          f"per pass {out.get('per_pass')}", flush=True)
+    return out
 
 
 def api_delta(before: dict, after: dict) -> dict:
@@ -209,6 +280,15 @@ def main() -> int:
                          "filter + prioritize extender: kube-scheduler's own cost of calling an extender")
     ap.add_argument("--api-requests", action="store_true",
                     help="print kube-apiserver's requests (by verb and resource) and Valkey's commands for each round")
+    ap.add_argument("--production-intervals", action="store_true",
+                    help="vramd's default node sync and reconcile intervals (5 s) instead of the e2e tier's "
+                         "0.5 s / 1 s (which cost more at thousands of nodes)")
+    ap.add_argument("--idle", type=float, default=0,
+                    help="after the first 'with' round, count Valkey's commands for this many seconds while vramd "
+                         "idles with the pods bound (reconcile passes, node sync): the cost of a pass")
+    ap.add_argument("--perf", help="record a perf profile of vramd (perf record $BENCH_PERF_ARGS, default -F 499 --call-graph "
+                                   "dwarf,16384) during the first "
+                                   "'with' round into this file")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
 
@@ -231,6 +311,8 @@ def main() -> int:
         vcfg = {"log": {"level": os.environ.get("BENCH_VRAMD_LOG", "warn")}}
         if a.vramd_http_threads:
             vcfg["http_threads"] = a.vramd_http_threads
+        if a.production_intervals:
+            vcfg.update({"node_sync_interval_ms": 5000, "reconcile_interval_ms": 5000})
         echo = None
         if a.echo_extender:
             bin_dir = os.environ.get("VRAMD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
@@ -250,7 +332,7 @@ def main() -> int:
                 vramd = None
                 if label == "with":
                     vramd = start_vramd(tb, config=vcfg)
-                    wait_ledger_nodes(tb, vramd, names, timeout=60)
+                    wait_ledger_nodes(tb, vramd, names, timeout=60 + a.nodes / 50)
                 extenders = [vramd.url + "/scheduler"] if vramd else []
                 ext_overrides = None
                 if label == "echo":  # filter + prioritize only: kube-scheduler binds itself
@@ -258,7 +340,9 @@ def main() -> int:
                 before = verb_latency(vramd.url) if vramd else {}
                 api_before = api_requests(tb) if a.api_requests else {}
                 valkey_before = valkey_commands(tb) if a.api_requests else {}
-                r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides)
+                extra = {"vramd": vramd.popen.pid} if vramd else ({"echo": echo.pid} if label == "echo" else {})
+                r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides, extra,
+                              a.perf if (a.perf and label == "with" and rnd == 0) else None)
                 if a.api_requests:
                     r["api_requests"] = api_delta(api_before, api_requests(tb))
                     print(f"  API requests (pod creation included): {r['api_requests']}", flush=True)
@@ -274,6 +358,8 @@ def main() -> int:
                             mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
                             r["vramd_verbs"][verb] = {"count": n, "mean_ms": round(mean, 3)}
                     print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
+                if vramd and a.idle and rnd == 0:
+                    r["idle"] = idle_valkey(tb, vramd, a.idle)
                 results.append(r)
                 delete_namespace_pods(tb, ns)
                 if vramd:  # the next round starts from an empty ledger

@@ -51,6 +51,7 @@ struct FitCase {
   ledger::Verdict verdict = ledger::Verdict::kUnresolvable;
   std::vector<int> headroom, binpack;    // chosen GPUs (when it fits)
   std::string reason;                    // the node's reason (when it does not fit)
+  std::string grouped;                   // Filter's grouped reason for it (GroupedReason)
   std::optional<std::string> reserve_all;  // "reserved" or the refusal reason
 };
 
@@ -115,12 +116,14 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
       fc.headroom = e.value("headroom", std::vector<int>{});
       fc.binpack = e.value("binpack", std::vector<int>{});
       fc.reason = e.value("reason", std::string());
+      fc.grouped = e.value("grouped", std::string());
       if (e.contains("reserve_all")) fc.reserve_all = e["reserve_all"].get<std::string>();
       // The table's own consistency: every GPU without room has its reason,
       // usage reports only where the node has one, quantities that parse.
       bool ok = fc.per_gpu > 0 && (fc.peak_per_gpu == 0 || fc.peak_per_gpu >= fc.per_gpu) &&
                 fc.policy.max_peak_ratio >= 1 && (usage == "none" || usage == "fresh" || usage == "stale") &&
-                (verdict == "fits" || verdict == "no_room_now" || verdict == "never");
+                (verdict == "fits" || verdict == "no_room_now" || verdict == "never") &&
+                (verdict == "fits") == fc.grouped.empty() && (verdict == "fits") == fc.reason.empty();
       for (size_t i = 0; i < fc.gpus.size(); ++i) {
         const bool has_room = std::find(fc.room.begin(), fc.room.end(), static_cast<int>(i)) != fc.room.end();
         for (const FitHeld& h : fc.gpus[i].held) ok = ok && h.per_gpu > 0 && h.peak_per_gpu >= 0;

@@ -227,6 +227,64 @@ void AppendMissReason(const NodeFit& fit, int count, size_t gpu_count, int gpu_i
   }
 }
 
+GroupedMiss GroupMiss(const NodeFit& fit, int count, size_t gpu_count, double ratio, const Vectors& most_free) {
+  const bool one = count == 1;
+  switch (fit.miss) {
+    case FitMiss::kNone:
+    case FitMiss::kNoGpus:
+      return {MissGroup::kNoGpus, 0};
+    case FitMiss::kTooFewGpus:
+      return {MissGroup::kTooFewGpus, static_cast<int64_t>(gpu_count)};
+    case FitMiss::kTooSmall:
+      return {MissGroup::kTooSmall, one ? fit.offer.max_capacity : fit.large_enough};
+    case FitMiss::kNoRoom:
+      return {most_free.used > most_free.allocated ? MissGroup::kNoRoomInUse : MissGroup::kNoRoom,
+              one ? std::max<int64_t>(0, fit.offer.max_free) : fit.with_room};
+    case FitMiss::kAboveCeiling:
+      return {MissGroup::kAboveCeiling, one ? PeakCeiling(fit.offer.max_capacity, ratio) : fit.within_ceiling};
+    case FitMiss::kPeakShort:
+      return {MissGroup::kPeakShort, one ? 0 : fit.with_peak};
+  }
+  return {MissGroup::kNoGpus, 0};
+}
+
+std::string GroupedReason(MissGroup group, int64_t best, int64_t per_gpu, int count, int64_t peak_per_gpu,
+                          double ratio) {
+  if (group == MissGroup::kNoGpus) return std::string(kNoGpusReason);
+  const bool one = count == 1;
+  std::string out = NeedsText(per_gpu, count, peak_per_gpu);
+  const std::string most = " (most on a node: " + std::to_string(best) + ")";
+  switch (group) {
+    case MissGroup::kNoGpus:
+      break;
+    case MissGroup::kTooFewGpus:
+      out += "; too few GPUs on the node (most: " + std::to_string(best) + ")";
+      break;
+    case MissGroup::kTooSmall:
+      out += one ? "; GPU too small (largest: " + FormatBytes(best) + ")" : "; too few GPUs that large" + most;
+      break;
+    case MissGroup::kNoRoom:
+      out += one ? "; no GPU has that free now (best: " + FormatBytes(best) + ")"
+                 : "; too few GPUs with that free now" + most;
+      break;
+    case MissGroup::kNoRoomInUse:
+      out += one ? "; no GPU has that free now, measured usage counted (best: " + FormatBytes(best) + ")"
+                 : "; too few GPUs with that free now, measured usage counted" + most;
+      break;
+    case MissGroup::kAboveCeiling:
+      out += one ? "; peak above every GPU's ceiling of " + RatioText(ratio) + " × capacity (highest: " +
+                       FormatBytes(best) + ")"
+                 : "; too few GPUs whose ceiling of " + RatioText(ratio) + " × capacity holds the peak" + most;
+      break;
+    case MissGroup::kPeakShort:
+      out += one ? "; on every GPU with room the peak demand would exceed capacity beyond what designated victims "
+                   "cover, or " + RatioText(ratio) + " × capacity"
+                 : "; too few GPUs with room for the peak demand now" + most;
+      break;
+  }
+  return out;
+}
+
 std::string RefusedReason(int64_t per_gpu, int count, std::span<const GpuShort> short_gpus,
                           int64_t peak_per_gpu) {
   std::string out = NeedsText(per_gpu, count, peak_per_gpu);

@@ -38,9 +38,8 @@ struct PlacementIndex {
     uint32_t models_begin = 0, models_count = 0;  // in `models`
     // Without usage reports a node's vectors do not depend on the time, so
     // whether a one-GPU pod fits is known in advance from what its GPUs
-    // offer (FitOneGpu; `settled` nodes only). For a one-GPU pod that does
-    // not fit, the reason names the offer's largest GPU or the one with the
-    // most free memory, as Decide does.
+    // offer (FitOneGpu; `settled` nodes only), and for one that does not
+    // fit, its reason group (SettledMiss).
     bool settled = false;
     // Some entry adds burst (fit.h's AddsBurst): the GPUs' P and V are in
     // `peaks` at gpu_begin; else P = A, V = 0 on every GPU. (A flag in the
@@ -256,76 +255,33 @@ constexpr const char* kUnknownNodeReason =
     "no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation "
     "or GPU Feature Discovery labels)";
 
-// The last few reasons one call built, by what they say: in a cluster of
-// alike nodes most nodes that do not fit give one of a handful of reasons,
-// and copying one is cheaper than formatting it again.
-class ReasonMemo {
- public:
-  struct Key {
-    int kind = -1;  // -1: empty slot
-    int gpu = 0;
-    int count = 0;
-    int64_t a = 0, b = 0, c = 0;
-    bool operator==(const Key&) const = default;
-  };
-  const std::string_view* Find(const Key& k) const {
-    if (slots_[last_].key == k) return &slots_[last_].reason;  // mostly the same as last time
-    for (size_t i = 0; i < kSlots; ++i) {
-      if (slots_[i].key == k) {
-        last_ = i;
-        return &slots_[i].reason;
-      }
-    }
-    return nullptr;
-  }
-  void Add(const Key& k, std::string_view reason) {
-    last_ = next_++ % kSlots;
-    slots_[last_].key = k;
-    slots_[last_].reason = reason;
-  }
-
- private:
-  static constexpr size_t kSlots = 8;
-  struct Slot {
-    Key key;
-    std::string_view reason;  // into PodContext::store
-  };
-  Slot slots_[kSlots];
-  size_t next_ = 0;
-  mutable size_t last_ = 0;
-};
-
 // What one call knows about the pod, computed once for all its nodes.
 struct PodContext {
   const VramRequest& req;
   const Policy& policy;
   int64_t now_ms;
   std::string needs;  // NeedsText of the request, the start of every capacity reason
-  bool reasons = true;  // false: the verdict is enough (Prioritize)
+  bool reasons = true;  // false: the verdict is enough (Filter groups, Prioritize)
   std::deque<std::string>* store = nullptr;  // where reasons are kept (required when `reasons`)
-  mutable ReasonMemo memo{};  // one call, one thread
 
-  // The reason known by `key` in this call, else the one `tail` writes
-  // after the pod's "needs ..." text, kept for the rest of the call.
+  // The reason `tail` writes after the pod's "needs ..." text, kept in `store`.
   template <typename Tail>
-  std::string_view Reason(const ReasonMemo::Key& key, size_t size_hint, Tail&& tail) const {
-    if (const std::string_view* known = memo.Find(key)) return *known;
+  std::string_view Reason(size_t size_hint, Tail&& tail) const {
     std::string r;
     r.reserve(needs.size() + size_hint);
     r = needs;
     tail(r);
-    std::string_view v = store->emplace_back(std::move(r));
-    memo.Add(key, v);
-    return v;
+    return store->emplace_back(std::move(r));
   }
 };
 
 // Decides one node from its vectors. Fills d->choice only when `choose`
 // (Filter and Prioritize need the verdict, bind needs the GPUs). A node that
 // does not fit gets its reason in *why (a view into pc.store or static
-// text) when pc.reasons; d->reason is left alone.
+// text) when pc.reasons, and its group in *grouped when that is not null
+// (Filter); d->reason is left alone.
 void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, bool choose, NodeDecision* d,
-            std::string_view* why) {
+            std::string_view* why, GroupedMiss* grouped = nullptr) {
   const VramRequest& req = pc.req;
   const int want = req.gpu_count;
   const size_t n = vec.size();
@@ -336,6 +292,9 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
   const NodeFit fit = peak_rule ? FitNodeWithPeak(vec.span(), vec.peaks(), req.per_gpu, want, pd)
                                 : FitNode(vec.span(), req.per_gpu, want);
   d->verdict = fit.verdict();
+  if (grouped != nullptr && fit.miss != FitMiss::kNone) {
+    *grouped = GroupMiss(fit, want, n, pd.ratio, fit.miss == FitMiss::kNoRoom ? vec[fit.offer.most_free] : Vectors{});
+  }
   switch (fit.miss) {
     case FitMiss::kNone:
       break;
@@ -344,14 +303,12 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       return;
     case FitMiss::kTooFewGpus:
       if (!pc.reasons) return;
-      *why = pc.Reason({0, 0, static_cast<int>(n), 0, 0, 0}, 32,
-                       [&](std::string& r) { AppendMissReason(fit, want, n, 0, Vectors{}, &r); });
+      *why = pc.Reason(32, [&](std::string& r) { AppendMissReason(fit, want, n, 0, Vectors{}, &r); });
       return;
     case FitMiss::kTooSmall: {
       if (!pc.reasons) return;
       const int gpu = gpu_index(fit.offer.largest);
-      const ReasonMemo::Key key{1, gpu, want > 1 ? fit.large_enough : 0, fit.offer.max_capacity, 0, 0};
-      *why = pc.Reason(key, 80, [&](std::string& r) {
+      *why = pc.Reason(80, [&](std::string& r) {
         AppendMissReason(fit, want, n, gpu, vec[fit.offer.largest], &r);
       });
       return;
@@ -360,15 +317,13 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       if (!pc.reasons) return;
       const int gpu = gpu_index(fit.offer.most_free);
       const Vectors& lf = vec[fit.offer.most_free];
-      const ReasonMemo::Key key{2, gpu, want > 1 ? fit.with_room : 0, lf.capacity, lf.allocated, lf.used};
-      *why = pc.Reason(key, 112, [&](std::string& r) { AppendMissReason(fit, want, n, gpu, lf, &r); });
+      *why = pc.Reason(112, [&](std::string& r) { AppendMissReason(fit, want, n, gpu, lf, &r); });
       return;
     }
     case FitMiss::kAboveCeiling: {
       if (!pc.reasons) return;
       const int gpu = gpu_index(fit.offer.largest);
-      const ReasonMemo::Key key{3, gpu, want > 1 ? fit.within_ceiling : 0, fit.offer.max_capacity, 0, 0};
-      *why = pc.Reason(key, 96, [&](std::string& r) {
+      *why = pc.Reason(96, [&](std::string& r) {
         AppendPeakMissReason(fit, want, gpu, vec[fit.offer.largest], GpuPeak{}, pd.ratio, &r);
       });
       return;
@@ -380,8 +335,7 @@ void Decide(const NodeVectors& vec, GpuIndices gpu_index, const PodContext& pc, 
       GpuPeak after = vec.has_peaks() ? vec.peaks()[fit.peak_short] : GpuPeak{v.allocated, 0};
       after.peak += pd.peak;
       after.victim += pd.cover;
-      const ReasonMemo::Key key{4, gpu, want > 1 ? fit.with_peak : 0, v.capacity, after.peak, after.victim};
-      *why = pc.Reason(key, 128, [&](std::string& r) {
+      *why = pc.Reason(128, [&](std::string& r) {
         AppendPeakMissReason(fit, want, gpu, v, after, pd.ratio, &r);
       });
       return;
@@ -633,7 +587,7 @@ NodeDecision DecideNode(const Node* node, std::string_view node_name, const Vram
                 &store};
   NodeVectors vec(*node, now_ms, policy.fit());
   std::string_view why;
-  Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why);
+  Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/true, &d, &why, &d.miss);
   if (d.verdict != Verdict::kFits) d.reason = why;
   return d;
 }
@@ -715,48 +669,59 @@ bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
 }
 
 // For SettledKnown when `peak` (max(r, peak_per_gpu)) does not fit the
-// offer: the verdict Decide reaches and the memo key of its reason
-// (FitNodeWithPeak's misses in their order: too small, peak above every
-// ceiling, no room, the peak rule on every GPU with room). False when the key
-// is not known this way ("decide the long way").
-bool SettledMiss(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const VramRequest& req, int64_t peak,
-                 double ratio, Verdict* verdict, ReasonMemo::Key* key) {
+// offer: the verdict Decide reaches and its group, in FitNodeWithPeak's
+// order of misses (too small, peak above every ceiling, no room, the peak
+// rule on every GPU with room).
+Verdict SettledMiss(const PlacementIndex::NodeRec& rec, const VramRequest& req, int64_t peak, double ratio,
+                    GroupedMiss* grouped) {
   const GpuOffer& o = rec.offer;
-  const int* gpu_index = ix.gpu_index.data() + rec.gpu_begin;
   if (!FitsIn(req.per_gpu, o.max_capacity)) {
-    *verdict = Verdict::kUnresolvable;
-    *key = {1, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
-    return true;
+    *grouped = {MissGroup::kTooSmall, o.max_capacity};
+    return Verdict::kUnresolvable;
   }
   if (!FitsIn(peak, o.max_capacity) && !FitsIn(peak, PeakCeiling(o.max_capacity, ratio))) {  // grows with C
-    *verdict = Verdict::kUnresolvable;
-    *key = {3, gpu_index[o.largest], 0, o.max_capacity, 0, 0};
-    return true;
+    *grouped = {MissGroup::kAboveCeiling, PeakCeiling(o.max_capacity, ratio)};
+    return Verdict::kUnresolvable;
   }
-  *verdict = Verdict::kNoRoomNow;
-  if (!FitsIn(req.per_gpu, o.max_free)) {
-    const PlacementIndex::GpuRec& g = ix.gpus[rec.gpu_begin + o.most_free];
-    *key = {2, gpu_index[o.most_free], 0, g.capacity, g.allocated, g.allocated};
-    return true;
-  }
-  // Room for r somewhere, for p nowhere: the first GPU with room names it.
-  const PlacementIndex::GpuRec* g = ix.gpus.data() + rec.gpu_begin;
-  for (uint32_t i = 0; i < rec.gpu_count; ++i) {
-    if (FitsIn(req.per_gpu, g[i].capacity - g[i].allocated)) {
-      *key = {4, gpu_index[i], 0, g[i].capacity, g[i].allocated + peak, 0};
-      return true;
-    }
-  }
-  return false;
+  // Room for r on no GPU; else room for r somewhere and for p nowhere.
+  *grouped = FitsIn(req.per_gpu, o.max_free) ? GroupedMiss{MissGroup::kPeakShort, 0}
+                                             : GroupedMiss{MissGroup::kNoRoom, std::max<int64_t>(0, o.max_free)};
+  return Verdict::kNoRoomNow;
 }
 
-void AddDecision(std::string_view name, Verdict verdict, std::string_view why, FilterResult* out) {
-  switch (verdict) {
-    case Verdict::kFits: out->fits.push_back(name); break;
-    case Verdict::kNoRoomNow: out->failed.emplace_back(name, why); break;
-    case Verdict::kUnresolvable: out->unresolvable.emplace_back(name, why); break;
+// Filter's grouped reasons: each node that misses is listed with an empty
+// reason and its group; Finish writes one text per group (its best figure
+// over the call) and points every listed node at it.
+class ReasonGroups {
+ public:
+  void Add(std::string_view name, Verdict verdict, const GroupedMiss& m, FilterResult* out) {
+    const auto g = static_cast<size_t>(m.group);
+    if (!used_[g] || m.figure > best_[g]) best_[g] = m.figure;
+    used_[g] = true;
+    auto& list = verdict == Verdict::kNoRoomNow ? out->failed : out->unresolvable;
+    (verdict == Verdict::kNoRoomNow ? failed_ : unresolvable_).push_back({list.size(), static_cast<uint8_t>(g)});
+    list.emplace_back(name, std::string_view());
   }
-}
+  void Finish(const VramRequest& req, double ratio, FilterResult* out) {
+    std::string_view text[kMissGroupCount];
+    for (size_t g = 0; g < kMissGroupCount; ++g) {
+      if (!used_[g]) continue;
+      text[g] = out->reasons.emplace_back(GroupedReason(static_cast<MissGroup>(g), best_[g], req.per_gpu,
+                                                        req.gpu_count, req.peak_per_gpu, ratio));
+    }
+    for (const Slot& s : failed_) out->failed[s.pos].second = text[s.group];
+    for (const Slot& s : unresolvable_) out->unresolvable[s.pos].second = text[s.group];
+  }
+
+ private:
+  struct Slot {
+    size_t pos;     // in the result's list
+    uint8_t group;  // MissGroup
+  };
+  bool used_[kMissGroupCount] = {};
+  int64_t best_[kMissGroupCount] = {};
+  std::vector<Slot> failed_, unresolvable_;
+};
 
 }  // namespace
 
@@ -764,9 +729,9 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
                     const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
-  const PodContext pc{req, policy, now_ms, NeedsText(req.per_gpu, req.gpu_count, req.peak_per_gpu),
-                      /*reasons=*/true, &out.reasons};
+  const PodContext pc{req, policy, now_ms, std::string(), /*reasons=*/false};
   const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
+  ReasonGroups groups;
   const PlacementIndex* ix = IndexOf(snap);
   if (ix == nullptr) {
     NameSet seen(names.size());
@@ -780,10 +745,13 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
       }
       NodeVectors vec(*node, now_ms, policy.fit());
       NodeDecision d;
-      std::string_view why;
-      Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &why);
-      AddDecision(name, d.verdict, why, &out);
+      std::string_view unused;
+      GroupedMiss miss;
+      Decide(vec, GpuIndices{node->gpus.data()}, pc, /*choose=*/false, &d, &unused, &miss);
+      if (d.verdict == Verdict::kFits) out.fits.push_back(name);
+      else groups.Add(name, d.verdict, miss, &out);
     }
+    groups.Finish(req, policy.max_peak_ratio, &out);
     return out;
   }
   // Duplicates: a known name is a node position (one bit each); unknown
@@ -804,27 +772,24 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     const uint64_t bit = uint64_t{1} << (pos & 63);
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
+    GroupedMiss miss;
     if (SettledKnown(*rec, req)) {  // known from the node's offer
       if (FitOneGpu(rec->offer, peak) == Verdict::kFits) {
         out.fits.push_back(names[i]);
-        continue;
+      } else {
+        groups.Add(names[i], SettledMiss(*rec, req, peak, policy.max_peak_ratio, &miss), miss, &out);
       }
-      // The reason, when this call has already written it for an alike node.
-      Verdict verdict;
-      ReasonMemo::Key key;
-      if (SettledMiss(*ix, *rec, req, peak, policy.max_peak_ratio, &verdict, &key)) {
-        if (const std::string_view* why = pc.memo.Find(key)) {
-          (verdict == Verdict::kNoRoomNow ? out.failed : out.unresolvable).emplace_back(names[i], *why);
-          continue;
-        }
-      }
+      continue;
     }
     NodeVectors vec(*ix, *rec, now_ms, policy.fit());
     NodeDecision d;
-    std::string_view why;
-    Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &why);
-    AddDecision(names[i], d.verdict, why, &out);
+    std::string_view unused;
+    Decide(vec, GpuIndices{nullptr, ix->gpu_index.data() + rec->gpu_begin}, pc, /*choose=*/false, &d, &unused,
+           &miss);
+    if (d.verdict == Verdict::kFits) out.fits.push_back(names[i]);
+    else groups.Add(names[i], d.verdict, miss, &out);
   }
+  groups.Finish(req, policy.max_peak_ratio, &out);
   return out;
 }
 

@@ -88,6 +88,14 @@ int PrintExplain(nlohmann::json j) {
     std::printf("; fits on %d of %zu nodes now\n", j.value("fits_on", 0), j["nodes"].size());
   }
   if (std::string line = QueueLine(queue); !line.empty()) std::printf("%s\n", line.c_str());
+  const json& reasons = At(j, "reasons");
+  if (reasons.is_array() && !reasons.empty()) {
+    std::printf("  why not, grouped as kube-scheduler's event shows it:\n");
+    for (const json& g : reasons) {
+      std::printf("  %8d × %s\n", g.value("nodes", 0), Text(At(g, "reason")).c_str());
+    }
+    std::printf("  per node:\n");
+  }
   for (const json& n : j["nodes"]) {
     std::string v = n.value("verdict", "");
     if (v == "fits") {

@@ -407,6 +407,57 @@ void AppendPeakMissReason(const NodeFit& fit, int count, int gpu_index, const Ve
 //   capacity 24Gi)"                        (covered, beyond the ceiling)
 void AppendPeakMiss(int gpu_index, int64_t capacity, const GpuPeak& after, double ratio, std::string* out);
 
+// Filter's reasons, grouped. kube-scheduler shows a pod that fits nowhere
+// as "0/N nodes are available: <count> <reason>, ..." and groups identical
+// texts only, so Filter gives every node that misses the same way the same
+// text, with one figure taken over all the nodes of the call: the best any
+// of them offers, which tells the user what would fit. A pod that fits
+// nowhere on 5,000 nodes then gets an event of a few lines, not thousands
+// of per-node strings. The per-node detail (which GPU, its capacity,
+// allocation and usage) is DecideNode's, shown by /v1/explain and
+// `vramctl explain`.
+enum class MissGroup : uint8_t {
+  kNoGpus,        // the node has no GPUs (no figure)
+  kTooFewGpus,    // figure: the most GPUs on one node
+  kTooSmall,      // count 1: the largest GPU capacity; else the most GPUs large enough on one node
+  kNoRoom,        // count 1: the most free on one GPU; else the most GPUs with that free on one node
+  kNoRoomInUse,   // kNoRoom where the node's most free GPU has measured usage above its
+                  // allocation (a leak, a zombie, a runaway tenant): same figures
+  kAboveCeiling,  // count 1: the highest ceiling; else the most GPUs whose ceiling holds the peak
+  kPeakShort,     // count 1: no figure; else the most GPUs where the peak rule holds on one node
+};
+inline constexpr size_t kMissGroupCount = 7;
+
+// A node's miss as Filter groups it.
+struct GroupedMiss {
+  MissGroup group = MissGroup::kNoGpus;
+  int64_t figure = 0;
+};
+
+// The group and figure of a node that does not fit (`fit.miss` is not
+// kNone): `count` GPUs wanted, `gpu_count` the node's GPUs, `ratio` the
+// peak rule's (fit.h), `most_free` the vectors of the GPU at
+// fit.offer.most_free (read for kNoRoom only).
+GroupedMiss GroupMiss(const NodeFit& fit, int count, size_t gpu_count, double ratio, const Vectors& most_free);
+
+// The text of a group whose best figure over the call is `best`:
+//  kNoGpus:       "node has no GPUs"
+//  kTooFewGpus:   "needs 8Gi on each of 4 GPUs; too few GPUs on the node (most: 2)"
+//  kTooSmall:     "needs 38Gi on 1 GPU; GPU too small (largest: 24Gi)"
+//                 "needs 38Gi on each of 2 GPUs; too few GPUs that large (most on a node: 1)"
+//  kNoRoom:       "needs 38Gi on 1 GPU; no GPU has that free now (best: 10Gi)"
+//                 "needs 8Gi on each of 2 GPUs; too few GPUs with that free now (most on a node: 1)"
+//  kNoRoomInUse:  "needs 38Gi on 1 GPU; no GPU has that free now, measured usage counted (best: 10Gi)"
+//                 "...; too few GPUs with that free now, measured usage counted (most on a node: 1)"
+//  kAboveCeiling: "needs 8Gi on 1 GPU (peak 40Gi); peak above every GPU's ceiling of 1.5 × capacity
+//                  (highest: 36Gi)"
+//                 "...; too few GPUs whose ceiling of 1.5 × capacity holds the peak (most on a node: 1)"
+//  kPeakShort:    "needs 8Gi on 1 GPU (peak 32Gi); on every GPU with room the peak demand would exceed
+//                  capacity beyond what designated victims cover, or 1.5 × capacity"
+//                 "...; too few GPUs with room for the peak demand now (most on a node: 1)"
+std::string GroupedReason(MissGroup group, int64_t best, int64_t per_gpu, int count, int64_t peak_per_gpu,
+                          double ratio);
+
 // "1.5": a ratio as reasons print it (up to 3 decimals, no trailing zeros).
 std::string RatioText(double ratio);
 

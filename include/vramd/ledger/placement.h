@@ -42,6 +42,7 @@ struct NodeDecision {
   Verdict verdict = Verdict::kUnresolvable;
   std::string reason;   // human readable; empty when it fits
   GpuChoice choice;     // valid when verdict == kFits
+  GroupedMiss miss;     // when it does not fit (a known node): its group and figure, as Filter groups it
 };
 
 // Chooses `req.gpu_count` GPUs of `node` with room for `req.per_gpu` each
@@ -71,8 +72,8 @@ bool ReindexSnapshot(Snapshot* snap, std::shared_ptr<const PlacementIndex> old,
                      const std::vector<std::string>& changed, bool nodes_moved);
 
 // Node names are views into the caller's storage; reasons are views into
-// `reasons` (each distinct text once: in a cluster of alike nodes thousands
-// of nodes share a handful of reasons) or into static text. Move-only, so
+// `reasons` (each distinct text once: one per reason group) or into static
+// text. Move-only, so
 // that no copy can point into another result's reasons.
 struct FilterResult {
   std::vector<std::string_view> fits;  // in input order
@@ -88,7 +89,11 @@ struct FilterResult {
 };
 
 // Filter over candidate node names (views into the caller's storage).
-// Duplicate names are evaluated once and reported once.
+// Duplicate names are evaluated once and reported once. Reasons are grouped
+// (fit.h's MissGroup and GroupedReason): every node that misses the same way
+// gets the same text, whose figure is the best over these nodes, so that
+// kube-scheduler's event stays a few lines at any cluster size; DecideNode
+// gives one node's detailed reason.
 FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
                     const VramRequest& req, const Policy& policy, int64_t now_ms);
 

@@ -3,6 +3,7 @@
 // PUT /v1/nodes/{node}/usage.
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -231,7 +232,22 @@ static json ExplainQueue(const ledger::VramRequest& req, const std::string& ns, 
   return QueueExplainView(*view, a, preemptible);
 }
 
-// Per node of the ledger: would this pod fit now, and if not, why.
+// Filter's grouped reasons over the nodes where the pod does not fit, most
+// nodes first: what kube-scheduler's event says when it asks about them all
+// ("0/N nodes are available: 2500 needs 38Gi on 1 GPU; ...").
+static json GroupedReasons(const ledger::FilterResult& r) {
+  std::map<std::string_view, int> counts;
+  for (const auto& [node, why] : r.failed) ++counts[why];
+  for (const auto& [node, why] : r.unresolvable) ++counts[why];
+  std::vector<std::pair<std::string_view, int>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  json arr = json::array();
+  for (const auto& [why, n] : sorted) arr.push_back(json{{"nodes", n}, {"reason", why}});
+  return arr;
+}
+
+// Per node of the ledger: would this pod fit now, and if not, why (the
+// node's own figures); and the grouped reasons Filter gives.
 static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
                            int64_t usage_max_age_ms, int64_t now, const TenancyFn& tenancy) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec, policy.victim_classes);
@@ -280,6 +296,7 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
     arr.push_back(std::move(row));
   }
   out["fits_on"] = fits;
+  out["reasons"] = GroupedReasons(ledger::Filter(**snap, names, *req, policy, now));
   out["nodes"] = std::move(arr);
   return JsonReply(200, out);
 }

@@ -4,9 +4,11 @@
 // and choices, and the designated-victim classes a demand is computed with.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "vramd/ledger/fit.h"
@@ -61,11 +63,29 @@ void ExpectSameAnswers(const Snapshot& plain, const Snapshot& indexed, const std
     ASSERT_EQ(pa[i].host, pb[i].host);
     ASSERT_EQ(pa[i].score, pb[i].score) << pa[i].host;
   }
-  // Filter agrees with DecideNode node by node (bind and explain use it).
-  for (const auto& [name, why] : a.failed) {
-    const NodeDecision d = DecideNode(plain.Find(name), name, req, p, kNow);
-    EXPECT_EQ(d.verdict, Verdict::kNoRoomNow) << name;
-    EXPECT_EQ(d.reason, why) << name;
+  // Filter agrees with DecideNode node by node (bind and explain use it):
+  // the verdict, and the text of the node's group with the best figure of
+  // the group's nodes.
+  std::map<MissGroup, int64_t> best;
+  std::vector<std::tuple<std::string_view, std::string_view, NodeDecision>> missed;
+  for (const auto* list : {&a.failed, &a.unresolvable}) {
+    for (const auto& [name, why] : *list) {
+      const Node* node = plain.Find(name);
+      NodeDecision d = DecideNode(node, name, req, p, kNow);
+      EXPECT_EQ(d.verdict, list == &a.failed ? Verdict::kNoRoomNow : Verdict::kUnresolvable) << name;
+      if (node == nullptr) {
+        EXPECT_EQ(why, d.reason) << name;
+        continue;
+      }
+      auto [it, added] = best.emplace(d.miss.group, d.miss.figure);
+      if (!added) it->second = std::max(it->second, d.miss.figure);
+      missed.emplace_back(name, why, std::move(d));
+    }
+  }
+  for (const auto& [name, why, d] : missed) {
+    EXPECT_EQ(why, GroupedReason(d.miss.group, best[d.miss.group], req.per_gpu, req.gpu_count, req.peak_per_gpu,
+                                 p.max_peak_ratio))
+        << name << ": " << d.reason;
   }
   for (std::string_view name : a.fits) {
     EXPECT_EQ(DecideNode(plain.Find(name), name, req, p, kNow).verdict, Verdict::kFits) << name;

@@ -195,6 +195,9 @@ TEST_P(FitCaseTest, TheNodeDecidesAndChoosesAsTheTableSays) {
     } else {
       EXPECT_TRUE(chosen.empty());
       EXPECT_EQ(d.reason, c.reason);
+      EXPECT_EQ(GroupedReason(d.miss.group, d.miss.figure, c.per_gpu, c.count, c.peak_per_gpu,
+                              PolicyOf(c, score).max_peak_ratio),
+                c.grouped);
     }
   }
 }
@@ -202,8 +205,8 @@ TEST_P(FitCaseTest, TheNodeDecidesAndChoosesAsTheTableSays) {
 TEST_P(FitCaseTest, FilterAnswersAsTheTableSaysWithAndWithoutItsIndex) {
   const FitCase& c = GetParam();
   Snapshot snap;
-  // Two alike nodes: the second one's reason comes from what the first wrote
-  // (the index's settled fast path for one-GPU pods).
+  // Two alike nodes share the grouped text (on the index, one-GPU pods on
+  // settled nodes take the fast path).
   snap.nodes["a"] = NodeOf(c, "a");
   snap.nodes["b"] = NodeOf(c, "b");
   const std::vector<std::string_view> names{"a", "b"};
@@ -219,7 +222,7 @@ TEST_P(FitCaseTest, FilterAnswersAsTheTableSaysWithAndWithoutItsIndex) {
     }
     EXPECT_TRUE(r.fits.empty());
     ASSERT_EQ(missed.size(), 2u);
-    for (const auto& [node, why] : missed) EXPECT_EQ(why, c.reason) << node;
+    for (const auto& [node, why] : missed) EXPECT_EQ(why, c.grouped) << node;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "vramd/ledger/metrics.h"
 
@@ -188,7 +189,7 @@ TEST(Filter, SplitsNodesIntoFitsFailedAndUnresolvable) {
   EXPECT_EQ(r.fits, (std::vector<std::string_view>{"ness-linux3", "ness-legion1"}));
   ASSERT_EQ(r.failed.size(), 1u);
   EXPECT_EQ(r.failed[0].first, "ness-server2");
-  EXPECT_EQ(r.failed[0].second, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)");
+  EXPECT_EQ(r.failed[0].second, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)");
   ASSERT_EQ(r.unresolvable.size(), 1u);
   EXPECT_EQ(r.unresolvable[0].first, "cpu-only");
 }
@@ -201,30 +202,73 @@ TEST(Filter, RequestLargerThanEveryGpuIsUnresolvableEverywhere) {
   EXPECT_EQ(r.unresolvable.size(), 2u);
 }
 
-TEST(Filter, AlikeNodesShareOneReasonText) {
+// kube-scheduler groups identical reasons only: nodes that miss the same way
+// share one text whatever their own figures, and the text carries the best
+// figure among them (what would fit), not any one node's.
+TEST(Filter, NodesThatMissAlikeShareOneGroupedText) {
   Snapshot s;
   std::vector<std::string> names;
   for (int i = 0; i < 50; ++i) {
     names.push_back("n" + std::to_string(i));
     s.nodes[names.back()] = MakeNode(names.back(), {8 * kGi});
-    if (i % 2 == 0) Hold(s.nodes[names.back()], "x" + std::to_string(i), {0}, 6 * kGi);
+    if (i % 2 == 0) Hold(s.nodes[names.back()], "x" + std::to_string(i), {0}, (i % 4 == 0 ? 7 : 6) * kGi);
   }
   s.nodes["tiny"] = MakeNode("tiny", {1 * kGi});
+  s.nodes["small"] = MakeNode("small", {3 * kGi});
   names.push_back("tiny");
+  names.push_back("small");
   std::vector<std::string_view> views(names.begin(), names.end());
   FilterResult r = Filter(s, views, Want(4 * kGi), Policy{}, kNow);
   EXPECT_EQ(r.fits.size(), 25u);
   ASSERT_EQ(r.failed.size(), 25u);
-  ASSERT_EQ(r.unresolvable.size(), 1u);
+  ASSERT_EQ(r.unresolvable.size(), 2u);
   for (const auto& [node, why] : r.failed) {
-    EXPECT_EQ(why, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)") << node;
+    EXPECT_EQ(why, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)") << node;
     EXPECT_EQ(why.data(), r.failed[0].second.data()) << "one text, not a copy per node";
   }
-  EXPECT_EQ(r.unresolvable[0].second, "needs 4Gi on 1 GPU; largest GPU capacity is 1Gi (GPU 0)");
+  for (const auto& [node, why] : r.unresolvable) {
+    EXPECT_EQ(why, "needs 4Gi on 1 GPU; GPU too small (largest: 3Gi)") << node;
+  }
   EXPECT_EQ(r.reasons.size(), 2u);
   // The result may move (it is returned by value); its views stay valid.
   FilterResult moved = std::move(r);
-  EXPECT_EQ(moved.failed[24].second, "needs 4Gi on 1 GPU; largest free is 2Gi on GPU 0 (capacity 8Gi, allocated 6Gi)");
+  EXPECT_EQ(moved.failed[24].second, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)");
+}
+
+// Every group, on the index path (settled nodes) and on the node path alike
+// (Filter without an index): one text per group at any cluster size.
+TEST(Filter, ThousandsOfNodesGiveOneTextPerGroup) {
+  for (bool indexed : {false, true}) {
+    Snapshot s;
+    std::vector<std::string> names;
+    for (int i = 0; i < 3000; ++i) {
+      names.push_back("node-" + std::to_string(i));
+      Node& n = s.nodes[names.back()] = MakeNode(names.back(), i % 3 == 0   ? std::vector<int64_t>{24 * kGi}
+                                                               : i % 3 == 1 ? std::vector<int64_t>{80 * kGi, 80 * kGi}
+                                                                            : std::vector<int64_t>{});
+      if (i % 3 == 1) {
+        Hold(n, "a" + std::to_string(i), {0}, (50 + i % 20) * kGi);
+        Hold(n, "b" + std::to_string(i), {1}, 79 * kGi);
+      }
+    }
+    names.push_back("not-in-ledger");
+    if (indexed) IndexSnapshot(&s);
+    std::vector<std::string_view> views(names.begin(), names.end());
+    FilterResult r = Filter(s, views, Want(40 * kGi), Policy{}, kNow);
+    EXPECT_TRUE(r.fits.empty());
+    std::map<std::string_view, int> counts;
+    for (const auto& [node, why] : r.failed) ++counts[why];
+    for (const auto& [node, why] : r.unresolvable) ++counts[why];
+    EXPECT_EQ(counts, (std::map<std::string_view, int>{
+                          {"needs 40Gi on 1 GPU; GPU too small (largest: 24Gi)", 1000},
+                          {"needs 40Gi on 1 GPU; no GPU has that free now (best: 30Gi)", 1000},
+                          {"node has no GPUs", 1000},
+                          {"no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation or GPU "
+                           "Feature Discovery labels)",
+                           1},
+                      }))
+        << "indexed " << indexed;
+  }
 }
 
 int ScoreOf(const std::vector<HostScore>& scores, std::string_view host) {
