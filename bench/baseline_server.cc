@@ -3,15 +3,23 @@
 // server (TCP_NODELAY on, keep-alive, a pool of the same number of threads).
 //
 //   baseline_server --parser simdjson|nlohmann|nlohmann-sax [--listen 127.0.0.1:PORT] [--threads 8]
+//                   [--bind-api https://HOST:PORT --bind-token-file F --bind-ca-file F]
 //
 // POST /scheduler/filter      -> ExtenderFilterResult keeping every name
 // POST /scheduler/prioritize  -> HostPriorityList, every host scored 0
+// POST /scheduler/bind        -> (with --bind-api only) creates the pod's
+//                                Binding, nothing else: what any extender that
+//                                binds must do at least (issue 17)
 // GET  /healthz               -> ok
 #include <httplib.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -24,7 +32,8 @@ enum class Parser { kSimdjson, kNlohmann, kNlohmannSax };
 int Usage() {
   std::fprintf(stderr,
                "usage: baseline_server --parser simdjson|nlohmann|nlohmann-sax "
-               "[--listen HOST:PORT] [--threads N]\n");
+               "[--listen HOST:PORT] [--threads N] "
+               "[--bind-api https://HOST:PORT --bind-token-file F --bind-ca-file F]\n");
   return 2;
 }
 
@@ -49,6 +58,52 @@ std::string PrioritiesFromEcho(std::string_view filter_result) {
   return out;
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string t = s.str();
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  return t;
+}
+
+// The bind verb of a do-nothing extender: one Binding POST per call, over a
+// keep-alive TLS connection per server thread (as vramd's client pool).
+struct Binder {
+  std::string host;
+  int port = 0;
+  std::string token, ca_file;
+
+  std::string Bind(std::string_view body) const {
+    nlohmann::json a = nlohmann::json::parse(body, nullptr, false);
+    if (a.is_discarded() || !a.is_object()) return R"({"Error":"invalid JSON"})";
+    const std::string ns = a.value("PodNamespace", ""), name = a.value("PodName", "");
+    nlohmann::json binding = {{"apiVersion", "v1"},
+                              {"kind", "Binding"},
+                              {"metadata", {{"name", name}, {"uid", a.value("PodUID", "")}}},
+                              {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", a.value("Node", "")}}}};
+    thread_local std::unique_ptr<httplib::SSLClient> client;
+    if (!client) {
+      client = std::make_unique<httplib::SSLClient>(host, port);
+      client->set_ca_cert_path(ca_file.c_str());
+      client->enable_server_certificate_verification(true);
+      client->set_keep_alive(true);
+      client->set_tcp_nodelay(true);
+    }
+    httplib::Headers h{{"Authorization", "Bearer " + token}};
+    auto r = client->Post(("/api/v1/namespaces/" + ns + "/pods/" + name + "/binding").c_str(), h, binding.dump(),
+                          "application/json");
+    if (!r) {
+      client.reset();
+      return R"({"Error":"the Binding request failed"})";
+    }
+    if (r->status != 201 && r->status != 200) {
+      return nlohmann::json{{"Error", "Binding: HTTP " + std::to_string(r->status)}}.dump();
+    }
+    return R"({"Error":""})";
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +112,8 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 0;
   int threads = 8;  // vramd's default http_threads
+  Binder binder;
+  std::string bind_api;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -73,6 +130,19 @@ int main(int argc, char** argv) {
       if (c == std::string::npos) return Usage();
       host = l.substr(0, c);
       port = std::atoi(l.c_str() + c + 1);
+    } else if (a == "--bind-api") {
+      bind_api = next();
+      const std::string prefix = "https://";
+      if (bind_api.rfind(prefix, 0) != 0) return Usage();
+      std::string hp = bind_api.substr(prefix.size());
+      size_t c = hp.rfind(':');
+      if (c == std::string::npos) return Usage();
+      binder.host = hp.substr(0, c);
+      binder.port = std::atoi(hp.c_str() + c + 1);
+    } else if (a == "--bind-token-file") {
+      binder.token = ReadAll(next());
+    } else if (a == "--bind-ca-file") {
+      binder.ca_file = next();
     } else if (a == "--threads") {
       threads = std::atoi(next().c_str());
       if (threads < 1) return Usage();
@@ -119,6 +189,11 @@ int main(int argc, char** argv) {
     }
     res.set_content(PrioritiesFromEcho(out), "application/json");
   });
+  if (!bind_api.empty()) {
+    server.Post("/scheduler/bind", [&binder](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(binder.Bind(req.body), "application/json");
+    });
+  }
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
   });

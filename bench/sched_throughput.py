@@ -278,6 +278,9 @@ def main() -> int:
     ap.add_argument("--echo-extender", action="store_true",
                     help="add a round with the do-nothing simdjson echo (bench/baseline_server) as "
                          "filter + prioritize extender: kube-scheduler's own cost of calling an extender")
+    ap.add_argument("--bind-echo", action="store_true",
+                    help="with --echo-extender, also a round where the echo binds too (it creates each pod's "
+                         "Binding and nothing else): the least any extender that binds costs")
     ap.add_argument("--api-requests", action="store_true",
                     help="print kube-apiserver's requests (by verb and resource) and Valkey's commands for each round")
     ap.add_argument("--production-intervals", action="store_true",
@@ -317,12 +320,18 @@ def main() -> int:
         if a.echo_extender:
             bin_dir = os.environ.get("VRAMD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
             eport = free_port()
+            token = tb.write_file("echo-token", tb.admin_token + "\n")
+            # Its bind verb (the "bind-echo" round only) creates the Binding
+            # and does nothing else.
             echo = subprocess.Popen([os.path.join(bin_dir, "baseline_server"), "--parser", "simdjson",
-                                     "--listen", f"127.0.0.1:{eport}"], stdout=subprocess.DEVNULL)
+                                     "--listen", f"127.0.0.1:{eport}", "--bind-api", tb.api_url,
+                                     "--bind-token-file", token, "--bind-ca-file", tb.ca_file],
+                                    stdout=subprocess.DEVNULL)
             echo.url = f"http://127.0.0.1:{eport}"
             tb.wait_for(lambda: _http_get_status(echo.url + "/healthz") == 200, 10,
                         message="the echo extender to listen")
-        labels = ("without", "echo", "with") if echo else ("without", "with")
+        labels = (("without", "echo", "bind-echo", "with") if a.bind_echo else ("without", "echo", "with")) \
+            if echo else ("without", "with")
         for rnd in range(a.rounds):
             for label in labels:
                 ns = f"{label}-{rnd}"
@@ -337,10 +346,12 @@ def main() -> int:
                 ext_overrides = None
                 if label == "echo":  # filter + prioritize only: kube-scheduler binds itself
                     extenders, ext_overrides = [echo.url + "/scheduler"], {"bindVerb": ""}
+                if label == "bind-echo":  # filter + prioritize + bind: the echo posts the Binding
+                    extenders = [echo.url + "/scheduler"]
                 before = verb_latency(vramd.url) if vramd else {}
                 api_before = api_requests(tb) if a.api_requests else {}
                 valkey_before = valkey_commands(tb) if a.api_requests else {}
-                extra = {"vramd": vramd.popen.pid} if vramd else ({"echo": echo.pid} if label == "echo" else {})
+                extra = {"vramd": vramd.popen.pid} if vramd else ({"echo": echo.pid} if "echo" in label else {})
                 r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides, extra,
                               a.perf if (a.perf and label == "with" and rnd == 0) else None)
                 if a.api_requests:
@@ -371,10 +382,18 @@ def main() -> int:
             echo.wait(10)
     by = {k: [r["pods_per_s"] for r in results if r["label"] == k] for k in labels}
     med = {k: statistics.median(v) for k, v in by.items()}
+    for base in ("echo", "bind-echo"):
+        if base in by:  # each run's ratio against the round just before it, then the median
+            per_run = [w / b for w, b in zip(by["with"], by[base])]
+            print(f"vramd / {base}, per run: {', '.join(f'{x:.2f}' for x in per_run)}; "
+                  f"median {statistics.median(per_run):.2f}")
     ratio = med["with"] / med["without"]
     if echo:
         print(f"median pods/s with the do-nothing echo extender: {med['echo']:.1f} "
               f"({med['echo'] / med['without']:.2f} x without); vramd / echo {med['with'] / med['echo']:.2f}")
+    if "bind-echo" in med:
+        print(f"median pods/s with the echo that binds: {med['bind-echo']:.1f}; "
+              f"vramd / bind-echo {med['with'] / med['bind-echo']:.2f}")
     print(f"median pods/s: with vramd {med['with']:.1f}, without {med['without']:.1f}; ratio {ratio:.2f} "
           f"(target >= 0.7); scheduler qps {a.scheduler_qps}; vramd http_threads "
           f"{a.vramd_http_threads or 'default'}")
