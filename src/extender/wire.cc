@@ -378,29 +378,34 @@ Result<BindArgs> DecodeBindArgs(std::string_view body) {
 
 namespace {
 
-// Nodes that fail alike share one reason text (the same view): it is
-// escaped once and then copied from where it was first written.
-void AppendReasonMap(const std::vector<std::pair<std::string_view, std::string_view>>& m, std::string* out) {
-  out->push_back('{');
-  const char* last = nullptr;
-  size_t last_size = 0, written_at = 0, written_len = 0;
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (i) out->push_back(',');
-    AppendJsonString(m[i].first, out);
-    out->push_back(':');
-    const std::string_view why = m[i].second;
-    if (why.data() == last && why.size() == last_size) {
-      out->append(out->data() + written_at, written_len);  // std::string copes with the overlap
-      continue;
+// Nodes that fail alike share one reason text (the same view; Filter's
+// reasons are grouped): it is escaped once and then copied from where it was
+// first written.
+class ReasonWriter {
+ public:
+  // `"name":"reason"` entries of `m`, each after a comma unless *first.
+  void Entries(const std::vector<std::pair<std::string_view, std::string_view>>& m, bool* first, std::string* out) {
+    for (const auto& [name, why] : m) {
+      if (!*first) out->push_back(',');
+      *first = false;
+      AppendJsonString(name, out);
+      out->push_back(':');
+      if (why.data() == last_ && why.size() == last_size_) {
+        out->append(out->data() + written_at_, written_len_);  // std::string copes with the overlap
+        continue;
+      }
+      written_at_ = out->size();
+      AppendJsonString(why, out);
+      written_len_ = out->size() - written_at_;
+      last_ = why.data();
+      last_size_ = why.size();
     }
-    written_at = out->size();
-    AppendJsonString(why, out);
-    written_len = out->size() - written_at;
-    last = why.data();
-    last_size = why.size();
   }
-  out->push_back('}');
-}
+
+ private:
+  const char* last_ = nullptr;
+  size_t last_size_ = 0, written_at_ = 0, written_len_ = 0;
+};
 
 }  // namespace
 
@@ -433,22 +438,15 @@ void WriteFilterResult(const ledger::FilterResult& r, const ExtenderArgs& args, 
   // Unresolvable nodes go in both maps: kube-scheduler 1.20 reads only
   // FailedNodes (so the pod's event shows why), and newer schedulers let
   // FailedAndUnresolvableNodes take precedence for a node listed in both.
-  *out += "\"FailedNodes\":";
-  out->push_back('{');
+  *out += "\"FailedNodes\":{";
+  ReasonWriter reasons;
   bool first = true;
-  for (const auto* m : {&r.failed, &r.unresolvable}) {
-    for (const auto& [name, why] : *m) {
-      if (!first) out->push_back(',');
-      first = false;
-      AppendJsonString(name, out);
-      out->push_back(':');
-      AppendJsonString(why, out);
-    }
-  }
-  out->push_back('}');
-  *out += ",\"FailedAndUnresolvableNodes\":";
-  AppendReasonMap(r.unresolvable, out);
-  *out += ",\"Error\":\"\"}";
+  reasons.Entries(r.failed, &first, out);
+  reasons.Entries(r.unresolvable, &first, out);
+  *out += "},\"FailedAndUnresolvableNodes\":{";
+  first = true;
+  reasons.Entries(r.unresolvable, &first, out);
+  *out += "},\"Error\":\"\"}";
 }
 
 void WriteFilterError(std::string_view error, std::string* out) {

@@ -250,39 +250,33 @@ GroupedMiss GroupMiss(const NodeFit& fit, int count, size_t gpu_count, double ra
 
 std::string GroupedReason(MissGroup group, int64_t best, int64_t per_gpu, int count, int64_t peak_per_gpu,
                           double ratio) {
-  if (group == MissGroup::kNoGpus) return std::string(kNoGpusReason);
   const bool one = count == 1;
-  std::string out = NeedsText(per_gpu, count, peak_per_gpu);
-  const std::string most = " (most on a node: " + std::to_string(best) + ")";
+  const std::string r = FormatBytes(per_gpu);
+  const std::string most = " (needs " + std::to_string(count) + ", most: " + std::to_string(best) + ")";
+  const std::string peak = FormatBytes(std::max(per_gpu, peak_per_gpu));
+  const std::string ceiling = RatioText(ratio) + " × capacity";
   switch (group) {
     case MissGroup::kNoGpus:
-      break;
+      return std::string(kNoGpusReason);
     case MissGroup::kTooFewGpus:
-      out += "; too few GPUs on the node (most: " + std::to_string(best) + ")";
-      break;
+      return "too few GPUs on the node" + most;
     case MissGroup::kTooSmall:
-      out += one ? "; GPU too small (largest: " + FormatBytes(best) + ")" : "; too few GPUs that large" + most;
-      break;
+      return one ? "GPU too small for " + r + " (largest: " + FormatBytes(best) + ")"
+                 : "too few GPUs of " + r + " or more" + most;
     case MissGroup::kNoRoom:
-      out += one ? "; no GPU has that free now (best: " + FormatBytes(best) + ")"
-                 : "; too few GPUs with that free now" + most;
-      break;
+      return one ? "no GPU with " + r + " free (best: " + FormatBytes(best) + ")"
+                 : "too few GPUs with " + r + " free" + most;
     case MissGroup::kNoRoomInUse:
-      out += one ? "; no GPU has that free now, measured usage counted (best: " + FormatBytes(best) + ")"
-                 : "; too few GPUs with that free now, measured usage counted" + most;
-      break;
+      return one ? "no GPU with " + r + " free, measured usage counted (best: " + FormatBytes(best) + ")"
+                 : "too few GPUs with " + r + " free, measured usage counted" + most;
     case MissGroup::kAboveCeiling:
-      out += one ? "; peak above every GPU's ceiling of " + RatioText(ratio) + " × capacity (highest: " +
-                       FormatBytes(best) + ")"
-                 : "; too few GPUs whose ceiling of " + RatioText(ratio) + " × capacity holds the peak" + most;
-      break;
+      return one ? "peak " + peak + " above every GPU's ceiling of " + ceiling + " (highest: " + FormatBytes(best) + ")"
+                 : "too few GPUs whose ceiling of " + ceiling + " holds peak " + peak + most;
     case MissGroup::kPeakShort:
-      out += one ? "; on every GPU with room the peak demand would exceed capacity beyond what designated victims "
-                   "cover, or " + RatioText(ratio) + " × capacity"
-                 : "; too few GPUs with room for the peak demand now" + most;
-      break;
+      return one ? "no GPU with " + r + " free stays within the peak rule now (peak " + peak + ")"
+                 : "too few GPUs with " + r + " free within the peak rule now (peak " + peak + "; " + most.substr(2);
   }
-  return out;
+  return std::string(kNoGpusReason);
 }
 
 std::string RefusedReason(int64_t per_gpu, int count, std::span<const GpuShort> short_gpus,

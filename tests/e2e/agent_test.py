@@ -91,7 +91,7 @@ class AgentDrivesScheduling(SharedTestbed):
         self.assertEqual(self.gpu0()["used_bytes"], 50 * GI)
         self.assertEqual(self.gpu0()["allocated_bytes"], 0)
         tb.create_pod("needs-40", "40Gi")
-        want = "needs 40Gi on 1 GPU; no GPU has that free now, measured usage counted (best: 30Gi)"
+        want = "no GPU with 40Gi free, measured usage counted (best: 30Gi)"
         tb.wait_for(lambda: any(want in m for m in tb.pod_events("needs-40", reason="FailedScheduling")),
                     timeout=30, message="a FailedScheduling event naming the zombie's usage")
         self.assertIsNone(tb.pod_node("needs-40"))

@@ -137,7 +137,7 @@ class ChartSchedulerConfig(unittest.TestCase):
     def test_pod_that_fits_nowhere_gets_vramds_reason(self):
         tb = self.tb
         tb.create_pod("chart-too-big", "100Gi", scheduler_name=self.scheduler_name)
-        want = "needs 100Gi on 1 GPU; GPU too small (largest: 80Gi)"
+        want = "GPU too small for 100Gi (largest: 80Gi)"
         tb.wait_for(lambda: any(want in m for m in tb.pod_events("chart-too-big", reason="FailedScheduling")),
                     timeout=30, message="a FailedScheduling event with vramd's reason")
         self.assertIsNone(tb.pod_node("chart-too-big"))

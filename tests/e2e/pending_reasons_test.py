@@ -52,8 +52,8 @@ class PendingReasons(SharedTestbed):
         tb = self.tb
         tb.create_pod("nowhere", "40Gi")
         grouped = {
-            "20 needs 40Gi on 1 GPU; GPU too small (largest: 24Gi)",
-            "20 needs 40Gi on 1 GPU; no GPU has that free now (best: 10Gi)",
+            "20 GPU too small for 40Gi (largest: 24Gi)",
+            "20 no GPU with 40Gi free (best: 10Gi)",
             "20 no GPU capacity known to vramd",
         }
 
@@ -78,8 +78,8 @@ class PendingReasons(SharedTestbed):
             j = json.loads(r.read())
         self.assertEqual(j["fits_on"], 0)
         self.assertEqual({(g["nodes"], g["reason"]) for g in j["reasons"]}, {
-            (20, "needs 40Gi on 1 GPU; GPU too small (largest: 24Gi)"),
-            (20, "needs 40Gi on 1 GPU; no GPU has that free now (best: 10Gi)"),
+            (20, "GPU too small for 40Gi (largest: 24Gi)"),
+            (20, "no GPU with 40Gi free (best: 10Gi)"),
         }, "the ledger's nodes only (the 20 without capacity are not in it)")
         rows = {n["node"]: n for n in j["nodes"]}
         self.assertEqual(rows["big-15"]["reason"],
@@ -89,7 +89,7 @@ class PendingReasons(SharedTestbed):
                               "default/explained"], capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
         print("\nvramctl explain (head):\n" + "\n".join(out.stdout.splitlines()[:6]))
-        self.assertIn("20 × needs 40Gi on 1 GPU; no GPU has that free now (best: 10Gi)", out.stdout)
+        self.assertIn("20 × no GPU with 40Gi free (best: 10Gi)", out.stdout)
         self.assertIn("largest free is 10Gi on GPU 0 (capacity 48Gi, allocated 38Gi)", out.stdout)
 
 

@@ -108,7 +108,7 @@ class DryRun(Protected):
         self.assertTrue(gpu["burst_safe"])
         # The same pod only allowed on burst-a: refused with the numbers.
         tb.create_pod("inference-a", "8Gi", annotations={"vramd.io/vram-peak": "24Gi"}, extra_spec=on_pool("burst-a"))
-        want = "designated victims cover"
+        want = "no GPU with 8Gi free stays within the peak rule now (peak 24Gi)"
         tb.wait_for(lambda: any(want in m for m in self.events("inference-a", "FailedScheduling")), 30,
                     message="a FailedScheduling event naming the uncovered peak")
         self.assertIsNone(tb.pod_node("inference-a"))

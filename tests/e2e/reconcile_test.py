@@ -110,7 +110,7 @@ class Reconcile(TestbedPerClass):
             self.assertIsNone(tb.pod_node("phantom-b"), "B was bound while A still held the GPU")
             self.assertIsNotNone(tb.get_pod("phantom-a"))
             return True
-        tb.wait_for(lambda: b_pending() and any("no GPU has that free now (best: 2Gi)" in m
+        tb.wait_for(lambda: b_pending() and any(" free (best: 2Gi)" in m
                                                 for m in tb.pod_events("phantom-b", reason="FailedScheduling")),
                     timeout=30, message="phantom-b's event to explain the held GPU")
         grace_over = a_bound + max(FAST["reservation_grace_ms"], IN_FLIGHT_MS) / 1000

@@ -52,7 +52,7 @@ class Scheduling(SharedTestbed):
 
     def test_pod_that_fits_nowhere_stays_pending_with_vramds_reason(self):
         self.tb.create_pod("too-big", "200Gi")
-        want = "needs 200Gi on 1 GPU; GPU too small (largest: 96Gi)"
+        want = "GPU too small for 200Gi (largest: 96Gi)"
         self.tb.wait_for(
             lambda: any(want in m for m in self.tb.pod_events("too-big", reason="FailedScheduling")),
             timeout=30, message="a FailedScheduling event with vramd's reason")
@@ -64,7 +64,7 @@ class Scheduling(SharedTestbed):
         """kube-scheduler's FailedScheduling event for `name` carries vramd's
         refusal for a full GPU: the proof that the pod was tried and refused
         (instead of waiting a while and finding it still unbound)."""
-        return any(f"no GPU has that free now (best: {free})" in m for m in self.tb.pod_events(name, reason="FailedScheduling"))
+        return any(f" free (best: {free})" in m for m in self.tb.pod_events(name, reason="FailedScheduling"))
 
     def test_two_pods_that_cannot_both_fit_on_the_only_gpu(self):
         # Both may only go to the pool "only" (ness-server2, 8Gi): one fits.

@@ -315,7 +315,7 @@ std::vector<Case> Cases() {
         json j = json::parse(a.body);
         EXPECT_EQ(j["NodeNames"], json::array({"n1", "n2"})) << "each node once";
       });
-  add(f, "request larger than any GPU", Req("POST", F, FilterBody(Pod("100Gi"))), 200, "GPU too small (largest: 80Gi)",
+  add(f, "request larger than any GPU", Req("POST", F, FilterBody(Pod("100Gi"))), 200, "GPU too small for 100Gi (largest: 80Gi)",
       Send::kRequest, unresolvable_everywhere);
 
   // --- prioritize, preempt, bind
@@ -345,7 +345,7 @@ std::vector<Case> Cases() {
   // The filter call below is valid (it only teaches this replica the pod's
   // request, as kube-scheduler's filter does); the binds after it are not.
   add(f, "(setup) valid filter of a 100Gi pod", Req("POST", F, FilterBody(Pod("100Gi", nullptr, "u-big"))), 200,
-      "GPU too small (largest: 80Gi)");
+      "GPU too small for 100Gi (largest: 80Gi)");
   add(b, "unknown node", Req("POST", B, R"({"PodName":"p-u-big","PodNamespace":"default","PodUID":"u-big","Node":"nope"})"),
       200, "node nope: ");
   add(b, "pod larger than the node's GPUs",

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "vramd/metrics/registry.h"
@@ -18,7 +19,8 @@ namespace vramd::http {
 struct Request {
   std::string method;
   std::string path;
-  std::string body;
+  std::string_view body;  // the request's body, valid during the handler's call (not copied:
+                          // a filter of 5,000 names is ~100 KB)
   std::map<std::string, std::string> params;   // path parameters by name
   std::multimap<std::string, std::string> query;
   std::string authorization;                   // the Authorization header

@@ -440,21 +440,22 @@ struct GroupedMiss {
 // fit.offer.most_free (read for kNoRoom only).
 GroupedMiss GroupMiss(const NodeFit& fit, int count, size_t gpu_count, double ratio, const Vectors& most_free);
 
-// The text of a group whose best figure over the call is `best`:
+// The text of a group whose best figure over the call is `best` (short, as
+// the issue's users read it after kube-scheduler's count: "2500 no GPU with
+// 38Gi free (best: 10Gi)"; it is also most of filter's answer, one per node
+// that misses):
 //  kNoGpus:       "node has no GPUs"
-//  kTooFewGpus:   "needs 8Gi on each of 4 GPUs; too few GPUs on the node (most: 2)"
-//  kTooSmall:     "needs 38Gi on 1 GPU; GPU too small (largest: 24Gi)"
-//                 "needs 38Gi on each of 2 GPUs; too few GPUs that large (most on a node: 1)"
-//  kNoRoom:       "needs 38Gi on 1 GPU; no GPU has that free now (best: 10Gi)"
-//                 "needs 8Gi on each of 2 GPUs; too few GPUs with that free now (most on a node: 1)"
-//  kNoRoomInUse:  "needs 38Gi on 1 GPU; no GPU has that free now, measured usage counted (best: 10Gi)"
-//                 "...; too few GPUs with that free now, measured usage counted (most on a node: 1)"
-//  kAboveCeiling: "needs 8Gi on 1 GPU (peak 40Gi); peak above every GPU's ceiling of 1.5 × capacity
-//                  (highest: 36Gi)"
-//                 "...; too few GPUs whose ceiling of 1.5 × capacity holds the peak (most on a node: 1)"
-//  kPeakShort:    "needs 8Gi on 1 GPU (peak 32Gi); on every GPU with room the peak demand would exceed
-//                  capacity beyond what designated victims cover, or 1.5 × capacity"
-//                 "...; too few GPUs with room for the peak demand now (most on a node: 1)"
+//  kTooFewGpus:   "too few GPUs on the node (needs 4, most: 2)"
+//  kTooSmall:     "GPU too small for 38Gi (largest: 24Gi)"
+//                 "too few GPUs of 38Gi or more (needs 2, most: 1)"
+//  kNoRoom:       "no GPU with 38Gi free (best: 10Gi)"
+//                 "too few GPUs with 8Gi free (needs 2, most: 1)"
+//  kNoRoomInUse:  "no GPU with 38Gi free, measured usage counted (best: 10Gi)"
+//                 "too few GPUs with 8Gi free, measured usage counted (needs 2, most: 1)"
+//  kAboveCeiling: "peak 40Gi above every GPU's ceiling of 1.5 × capacity (highest: 36Gi)"
+//                 "too few GPUs whose ceiling of 1.5 × capacity holds peak 40Gi (needs 2, most: 1)"
+//  kPeakShort:    "no GPU with 8Gi free stays within the peak rule now (peak 32Gi)"
+//                 "too few GPUs with 6Gi free within the peak rule now (peak 12Gi; needs 2, most: 1)"
 std::string GroupedReason(MissGroup group, int64_t best, int64_t per_gpu, int count, int64_t peak_per_gpu,
                           double ratio);
 

@@ -102,7 +102,7 @@ void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::
       std::string node;
       int gpu = 0;
       if (Status s = PathTarget(r, &node, &gpu); !s.ok()) return StatusReply(s);
-      Result<LockCall> call = DecodeLockCall(op, r.body);
+      Result<LockCall> call = DecodeLockCall(op, std::string(r.body));
       if (!call.ok()) return StatusReply(call.status());
       json out = Target(node, gpu, call->owner);
       switch (op) {

@@ -54,8 +54,7 @@ TEST_F(BurstExtender, ABurstNoVictimCoversIsRefusedByFilterAndBind) {
   const json f = json::parse(ext.Filter(FilterBody("u1", "8Gi", "32Gi", "")).body);
   EXPECT_TRUE(f["NodeNames"].empty());
   EXPECT_EQ(f["FailedNodes"]["n"],
-            "needs 8Gi on 1 GPU (peak 32Gi); on every GPU with room the peak demand would exceed capacity beyond "
-            "what designated victims cover, or 1.5 × capacity");
+            "no GPU with 8Gi free stays within the peak rule now (peak 32Gi)");
   const std::string err = json::parse(ext.Bind(BindBody("u1")).body)["Error"];
   EXPECT_NE(err.find("peak demand would be 32Gi over capacity 24Gi"), std::string::npos) << err;
   EXPECT_TRUE(store.Entries("n").empty());

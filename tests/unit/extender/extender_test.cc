@@ -53,7 +53,7 @@ TEST_F(StandaloneExtender, FilterKeepsNodesWhereThePodFitsAndExplainsTheRest) {
   ASSERT_EQ(r.status, 200);
   json j = json::parse(r.body);
   EXPECT_EQ(j["NodeNames"], json::array({"big"}));
-  EXPECT_EQ(j["FailedAndUnresolvableNodes"]["small"], "needs 32Gi on 1 GPU; GPU too small (largest: 8Gi)");
+  EXPECT_EQ(j["FailedAndUnresolvableNodes"]["small"], "GPU too small for 32Gi (largest: 8Gi)");
   EXPECT_TRUE(j["FailedAndUnresolvableNodes"].contains("cpu"));
   EXPECT_EQ(j["Error"], "");
 }
@@ -67,7 +67,7 @@ TEST_F(StandaloneExtender, BindAfterFilterReservesAndSecondPodIsRefused) {
 
   json f = json::parse(ext.Filter(FilterBody("u2", "40Gi", {"big"})).body);
   EXPECT_TRUE(f["NodeNames"].empty());
-  EXPECT_EQ(f["FailedNodes"]["big"], "needs 40Gi on 1 GPU; no GPU has that free now (best: 36Gi)");
+  EXPECT_EQ(f["FailedNodes"]["big"], "no GPU with 40Gi free (best: 36Gi)");
   std::string err = json::parse(ext.Bind(BindBody("u2", "big")).body)["Error"];
   EXPECT_NE(err.find("largest free is 36Gi"), std::string::npos) << err;
   EXPECT_EQ(store.Entries("big").size(), 1u);

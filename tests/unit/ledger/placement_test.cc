@@ -189,7 +189,7 @@ TEST(Filter, SplitsNodesIntoFitsFailedAndUnresolvable) {
   EXPECT_EQ(r.fits, (std::vector<std::string_view>{"ness-linux3", "ness-legion1"}));
   ASSERT_EQ(r.failed.size(), 1u);
   EXPECT_EQ(r.failed[0].first, "ness-server2");
-  EXPECT_EQ(r.failed[0].second, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)");
+  EXPECT_EQ(r.failed[0].second, "no GPU with 4Gi free (best: 2Gi)");
   ASSERT_EQ(r.unresolvable.size(), 1u);
   EXPECT_EQ(r.unresolvable[0].first, "cpu-only");
 }
@@ -223,16 +223,16 @@ TEST(Filter, NodesThatMissAlikeShareOneGroupedText) {
   ASSERT_EQ(r.failed.size(), 25u);
   ASSERT_EQ(r.unresolvable.size(), 2u);
   for (const auto& [node, why] : r.failed) {
-    EXPECT_EQ(why, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)") << node;
+    EXPECT_EQ(why, "no GPU with 4Gi free (best: 2Gi)") << node;
     EXPECT_EQ(why.data(), r.failed[0].second.data()) << "one text, not a copy per node";
   }
   for (const auto& [node, why] : r.unresolvable) {
-    EXPECT_EQ(why, "needs 4Gi on 1 GPU; GPU too small (largest: 3Gi)") << node;
+    EXPECT_EQ(why, "GPU too small for 4Gi (largest: 3Gi)") << node;
   }
   EXPECT_EQ(r.reasons.size(), 2u);
   // The result may move (it is returned by value); its views stay valid.
   FilterResult moved = std::move(r);
-  EXPECT_EQ(moved.failed[24].second, "needs 4Gi on 1 GPU; no GPU has that free now (best: 2Gi)");
+  EXPECT_EQ(moved.failed[24].second, "no GPU with 4Gi free (best: 2Gi)");
 }
 
 // Every group, on the index path (settled nodes) and on the node path alike
@@ -260,8 +260,8 @@ TEST(Filter, ThousandsOfNodesGiveOneTextPerGroup) {
     for (const auto& [node, why] : r.failed) ++counts[why];
     for (const auto& [node, why] : r.unresolvable) ++counts[why];
     EXPECT_EQ(counts, (std::map<std::string_view, int>{
-                          {"needs 40Gi on 1 GPU; GPU too small (largest: 24Gi)", 1000},
-                          {"needs 40Gi on 1 GPU; no GPU has that free now (best: 30Gi)", 1000},
+                          {"GPU too small for 40Gi (largest: 24Gi)", 1000},
+                          {"no GPU with 40Gi free (best: 30Gi)", 1000},
                           {"node has no GPUs", 1000},
                           {"no GPU capacity known to vramd (no config entry, vramd.io/capacity annotation or GPU "
                            "Feature Discovery labels)",
