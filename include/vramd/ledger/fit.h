@@ -440,10 +440,9 @@ struct GroupedMiss {
 // fit.offer.most_free (read for kNoRoom only).
 GroupedMiss GroupMiss(const NodeFit& fit, int count, size_t gpu_count, double ratio, const Vectors& most_free);
 
-// The text of a group whose best figure over the call is `best` (short, as
-// the issue's users read it after kube-scheduler's count: "2500 no GPU with
-// 38Gi free (best: 10Gi)"; it is also most of filter's answer, one per node
-// that misses):
+// The text of a group whose best figure over the call is `best`. Short: it
+// is read after kube-scheduler's count ("2500 no GPU with 38Gi free (best:
+// 10Gi)"), and it is most of filter's answer (once per node that misses):
 //  kNoGpus:       "node has no GPUs"
 //  kTooFewGpus:   "too few GPUs on the node (needs 4, most: 2)"
 //  kTooSmall:     "GPU too small for 38Gi (largest: 24Gi)"

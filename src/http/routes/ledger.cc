@@ -234,7 +234,7 @@ static json ExplainQueue(const ledger::VramRequest& req, const std::string& ns, 
 
 // Filter's grouped reasons over the nodes where the pod does not fit, most
 // nodes first: what kube-scheduler's event says when it asks about them all
-// ("0/N nodes are available: 2500 needs 38Gi on 1 GPU; ...").
+// ("0/N nodes are available: 2500 no GPU with 38Gi free (best: 10Gi), ...").
 static json GroupedReasons(const ledger::FilterResult& r) {
   std::map<std::string_view, int> counts;
   for (const auto& [node, why] : r.failed) ++counts[why];

@@ -271,6 +271,33 @@ TEST(Filter, ThousandsOfNodesGiveOneTextPerGroup) {
   }
 }
 
+// A group's figure is the best over the call's nodes for multi-GPU pods
+// too, and usage above allocation is its own group (what to look at
+// differs: a leak or a runaway pod, not the reservations).
+TEST(Filter, MultiGpuAndUsageGroupsCarryTheBestFigure) {
+  Snapshot s;
+  s.nodes["one-free"] = MakeNode("one-free", {24 * kGi, 24 * kGi, 24 * kGi});
+  Hold(s.nodes["one-free"], "a", {0}, 20 * kGi);
+  Hold(s.nodes["one-free"], "b", {1}, 20 * kGi);
+  s.nodes["none-free"] = MakeNode("none-free", {24 * kGi, 24 * kGi});
+  Hold(s.nodes["none-free"], "c", {0}, 20 * kGi);
+  Hold(s.nodes["none-free"], "d", {1}, 20 * kGi);
+  FilterResult two = Filter(s, {"one-free", "none-free"}, Want(16 * kGi, 2), Policy{}, kNow);
+  ASSERT_EQ(two.failed.size(), 2u);
+  for (const auto& [node, why] : two.failed) {
+    EXPECT_EQ(why, "too few GPUs with 8Gi free (needs 2, most: 1)") << node;
+  }
+  // Usage above allocation on the most free GPU: its own group.
+  s.nodes["leak"] = MakeNode("leak", {24 * kGi});
+  s.nodes["leak"].gpus[0].used = 20 * kGi;
+  s.nodes["leak"].gpus[0].used_ts_ms = kNow - 1000;
+  FilterResult one = Filter(s, {"one-free", "leak"}, Want(10 * kGi), Policy{}, kNow);
+  ASSERT_EQ(one.failed.size(), 1u);
+  EXPECT_EQ(one.failed[0].first, "leak");
+  EXPECT_EQ(one.failed[0].second, "no GPU with 10Gi free, measured usage counted (best: 4Gi)");
+  EXPECT_EQ(one.fits, (std::vector<std::string_view>{"one-free"}));
+}
+
 int ScoreOf(const std::vector<HostScore>& scores, std::string_view host) {
   for (const HostScore& h : scores) {
     if (h.host == host) return h.score;
