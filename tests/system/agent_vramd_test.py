@@ -155,8 +155,15 @@ class AgentDrivesTheLedger(unittest.TestCase):
         self.assertEqual(body["NodeNames"], [], body)
         reason = body["FailedNodes"].get(NODE) or body["FailedAndUnresolvableNodes"].get(NODE)
         self.assertIsNotNone(reason, body)
-        self.assertIn("used 72Gi", reason)
-        self.assertIn("allocated 24Gi", reason)
+        # Filter's reason is grouped (the event stays short on any cluster) and
+        # says that measured usage is what refuses; explain gives the node's numbers.
+        self.assertEqual(reason, "no GPU with 40Gi free, measured usage counted (best: 24Gi)")
+        pod = filter_body("c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,))["Pod"]
+        status, explain = self.v.json("POST", "/v1/explain", pod)
+        self.assertEqual(status, 200, explain)
+        row = next(n for n in explain["nodes"] if n["node"] == NODE)
+        self.assertIn("used 72Gi", row["reason"])
+        self.assertIn("allocated 24Gi", row["reason"])
         # ... while 20Gi still fits: the refusal is U, not a full GPU.
         status, body = self.v.json("POST", "/scheduler/filter", filter_body("c0ffee00-0000-4000-8000-000000000020",
                                                                             "20Gi", nodes=(NODE,)))
