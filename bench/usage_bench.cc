@@ -60,6 +60,7 @@
 
 #include "vramd/clock.h"
 #include "vramd/config/config.h"
+#include "vramd/extender/extender.h"
 #include "vramd/extender/refusal_recorder.h"
 #include "vramd/http/routes.h"
 #include "vramd/ledger/placement.h"
@@ -354,19 +355,8 @@ BindEnd BindOnePod(vramd::store::LedgerStore& store, vramd::extender::RefusalRec
       if (watched && !last) continue;
       return BindEnd::kRejected;
     }
-    vramd::store::ReserveRequest rr;
-    rr.node = t.node;
-    rr.entry.pod_uid = t.uid;
-    rr.entry.ns = t.ns;
-    rr.entry.name = t.name;
-    rr.entry.gpus = d.choice.gpus;
-    rr.entry.per_gpu = d.choice.per_gpu;
-    vramd::ledger::RecordDemand(req, &rr.entry);
-    rr.fit_on_usage = policy.fit_on_usage;
-    rr.usage_max_age_ms = policy.usage_max_age_ms;
-    rr.max_peak_ratio = policy.max_peak_ratio;
-    rr.in_flight_ttl_ms = in_flight_ttl_ms;
-    rr.require_sealed = true;
+    const vramd::store::ReserveRequest rr = vramd::extender::BindReserveRequest(
+        t.node, t.ns, t.name, t.uid, d.choice, req, policy, in_flight_ttl_ms, /*require_sealed=*/true);
     mark.active = true;
     auto r = store.Reserve(rr);
     if (!r.ok()) {

@@ -291,6 +291,26 @@ std::optional<Extender::BindOutcome> Extender::ResolveRequest(const BindTarget& 
   return std::nullopt;
 }
 
+store::ReserveRequest BindReserveRequest(const std::string& node, const std::string& ns, const std::string& name,
+                                         const std::string& uid, const ledger::GpuChoice& choice,
+                                         const ledger::VramRequest& req, const ledger::Policy& policy,
+                                         int64_t in_flight_ttl_ms, bool require_sealed) {
+  store::ReserveRequest rr;
+  rr.node = node;
+  rr.entry.pod_uid = uid;
+  rr.entry.ns = ns;
+  rr.entry.name = name;
+  rr.entry.gpus = choice.gpus;
+  rr.entry.per_gpu = choice.per_gpu;
+  ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
+  rr.fit_on_usage = policy.fit_on_usage;
+  rr.usage_max_age_ms = policy.usage_max_age_ms;
+  rr.max_peak_ratio = policy.max_peak_ratio;
+  rr.in_flight_ttl_ms = in_flight_ttl_ms;
+  rr.require_sealed = require_sealed;
+  return rr;
+}
+
 // Chooses GPUs and reserves them atomically. The first choice is made on the
 // watched snapshot (no round trip while the epoch watch vouches for it); the
 // reserve script checks capacity itself, and any doubt (no fit, a concurrent
@@ -329,19 +349,8 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
         if (watched && !last) continue;  // never reject on a view that may lag
         return BindOutcome::Rejected("node " + t.node + ": " + d.reason);
       }
-      store::ReserveRequest rr;
-      rr.node = t.node;
-      rr.entry.pod_uid = t.uid;
-      rr.entry.ns = t.ns;
-      rr.entry.name = t.name;
-      rr.entry.gpus = d.choice.gpus;
-      rr.entry.per_gpu = d.choice.per_gpu;
-      ledger::RecordDemand(req, &rr.entry);  // model, peak, priority, class, victim
-      rr.fit_on_usage = opts_.policy.fit_on_usage;
-      rr.usage_max_age_ms = opts_.policy.usage_max_age_ms;
-      rr.max_peak_ratio = opts_.policy.max_peak_ratio;
-      rr.in_flight_ttl_ms = in_flight_ttl_ms;
-      rr.require_sealed = kube_ != nullptr;
+      const store::ReserveRequest rr = BindReserveRequest(t.node, t.ns, t.name, t.uid, d.choice, req, opts_.policy,
+                                                          in_flight_ttl_ms, /*require_sealed=*/kube_ != nullptr);
       in_flight->active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
       Result<store::ReserveOutcome> reserved = store_->Reserve(rr);
       if (!reserved.ok()) {

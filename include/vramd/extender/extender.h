@@ -55,6 +55,16 @@ struct Response {
   std::string body;
 };
 
+// What bind asks the store to reserve for pod ns/name (uid) on `node` once
+// DecideNode chose `choice`: the entry (its demand recorded from `req`) and
+// the policy's fit parameters, the in-flight mark's TTL (0: none) and whether
+// the ledger must be sealed (with Kubernetes). One place, so that a bench of
+// the bind path (bench/usage_bench.cc) reserves exactly what bind does.
+store::ReserveRequest BindReserveRequest(const std::string& node, const std::string& ns, const std::string& name,
+                                         const std::string& uid, const ledger::GpuChoice& choice,
+                                         const ledger::VramRequest& req, const ledger::Policy& policy,
+                                         int64_t in_flight_ttl_ms, bool require_sealed);
+
 // Filter also records, off its path (RefusalRecorder), each VRAM pod that no
 // node fits while some node failed for room now (not unresolvable); a bound
 // pod's refusal is forgotten. The recorder's thread stops with the Extender.
