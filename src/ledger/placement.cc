@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -409,7 +410,37 @@ const PlacementIndex* IndexOf(const Snapshot& snap) {
   return ix != nullptr && ix->node_count == snap.nodes.size() ? ix : nullptr;
 }
 
-uint64_t HashName(std::string_view name) { return std::hash<std::string_view>{}(name); }
+// A name's hash for the index and the name sets: 8 bytes at a time (the
+// last word read as the name's final 8 bytes, overlapping), then murmur3's
+// 64-bit finalizer so that the low bits the tables use depend on every byte.
+// About twice as fast as std::hash for node names, which is per name of every
+// filter and prioritize call (docs/performance.md, issue 17).
+uint64_t HashName(std::string_view name) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+  const size_t n = name.size();
+  uint64_t h = (n + 1) * kMul;
+  uint64_t w = 0;
+  if (n < 8) {
+    if (n > 0) std::memcpy(&w, name.data(), n);
+    h = (h ^ w) * kMul;
+  } else {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      std::memcpy(&w, name.data() + i, 8);
+      h = (h ^ w) * kMul;
+      h ^= h >> 29;
+    }
+    if (n % 8 != 0) {
+      std::memcpy(&w, name.data() + n - 8, 8);
+      h = (h ^ w) * kMul;
+    }
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
 
 }  // namespace
 
@@ -603,7 +634,11 @@ namespace {
 // of the time of a call.
 class IndexLookup {
  public:
-  IndexLookup(const PlacementIndex& ix, const std::vector<std::string_view>& names) : ix_(ix), names_(names) {}
+  // `settled_known`: SettledKnown holds for the call's request, so a
+  // settled node is answered from its record (and Prioritize's sums) alone
+  // and its GPU records are not prefetched; `sums`: prefetch those sums.
+  IndexLookup(const PlacementIndex& ix, const std::vector<std::string_view>& names, bool settled_known, bool sums)
+      : ix_(ix), names_(names), settled_known_(settled_known), sums_(sums) {}
 
   // The record of names[i] or null; i must not decrease between calls.
   const PlacementIndex::NodeRec* Get(size_t i) {
@@ -635,6 +670,10 @@ class IndexLookup {
       if (cand[k] == 0) continue;
       const PlacementIndex::NodeRec& r = ix_.nodes[cand[k] - 1];
       __builtin_prefetch(ix_.names.data() + r.name_off);
+      if (r.settled && settled_known_) {
+        if (sums_) __builtin_prefetch(ix_.sums.data() + (cand[k] - 1));
+        continue;
+      }
       const char* g = reinterpret_cast<const char*>(ix_.gpus.data() + r.gpu_begin);
       const size_t bytes = r.gpu_count * sizeof(PlacementIndex::GpuRec);
       for (size_t off = 0; off < bytes && off < 4 * 64; off += 64) __builtin_prefetch(g + off);
@@ -654,6 +693,7 @@ class IndexLookup {
 
   const PlacementIndex& ix_;
   const std::vector<std::string_view>& names_;
+  const bool settled_known_, sums_;
   size_t begin_ = 0, end_ = 0;
   const PlacementIndex::NodeRec* recs_[kBlock];
 };
@@ -664,8 +704,9 @@ class IndexLookup {
 // GPU, so the demand (request r, peak p = max(r, peak_per_gpu)) fits a GPU
 // exactly when p <= C - A (room, and P + p <= C): when p fits the offer's
 // most free GPU (FitOneGpu with p; without burst p = r).
+bool SettledKnownFor(const VramRequest& req) { return req.gpu_count == 1 && !req.victim; }
 bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
-  return req.gpu_count == 1 && rec.settled && !req.victim;
+  return rec.settled && SettledKnownFor(req);
 }
 
 // For SettledKnown when `peak` (max(r, peak_per_gpu)) does not fit the
@@ -758,7 +799,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
   // names, rare, go to a name set made on first need.
   std::vector<uint64_t> seen_nodes((ix->nodes.size() + 63) / 64);
   std::unique_ptr<NameSet> seen_unknown;
-  IndexLookup lookup(*ix, names);
+  IndexLookup lookup(*ix, names, SettledKnownFor(req), /*sums=*/false);
   for (size_t i = 0; i < names.size(); ++i) {
     const PlacementIndex::NodeRec* rec = lookup.Get(i);
     if (rec == nullptr) {
@@ -817,7 +858,7 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
   const bool headroom = policy.score == ScorePolicy::kHeadroom;
   std::string key;
   std::optional<IndexLookup> lookup;
-  if (ix != nullptr) lookup.emplace(*ix, names);
+  if (ix != nullptr) lookup.emplace(*ix, names, SettledKnownFor(req), /*sums=*/true);
   for (size_t i = 0; i < names.size(); ++i) {
     Cand& c = cands[i];
     // A node where the pod fits: its free bytes (sum over GPUs of the
