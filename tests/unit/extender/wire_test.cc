@@ -307,5 +307,42 @@ TEST(Wire, BytesThatAreNotUtf8BecomeReplacementCharacters) {
   EXPECT_EQ(nlohmann::json::parse(out), "caf\u00e9 \ufffd \ufffd \ufffd\ufffd\ufffd \U0001F600");
 }
 
+// AppendJsonString reads 8 bytes at a time and the last word overlapping
+// (or padded, under 8 bytes): a byte that needs escaping is found at every
+// position of every length, against a byte-at-a-time reference escaper.
+TEST(Wire, EveryByteThatNeedsEscapingIsFoundAtEveryPositionAndLength) {
+  const auto reference = [](std::string_view s) {
+    std::string r = "\"";
+    for (unsigned char c : s) {
+      if (c == '"') r += "\\\"";
+      else if (c == '\\') r += "\\\\";
+      else if (c == '\n') r += "\\n";
+      else if (c == 0x01) r += "\\u0001";
+      else if (c == 0xff) r += "\\ufffd";
+      else r.push_back(static_cast<char>(c));
+    }
+    return r + "\"";
+  };
+  int cases = 0;
+  for (size_t len = 0; len <= 25; ++len) {
+    std::string plain;
+    for (size_t i = 0; i < len; ++i) plain.push_back(static_cast<char>('a' + i % 26));
+    std::string out = "x";
+    AppendJsonString(plain, &out);
+    EXPECT_EQ(out, "x" + reference(plain)) << len;
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (char special : {'"', '\\', '\n', '\x01', '\xff'}) {
+        std::string s = plain;
+        s[pos] = special;
+        out = "x";
+        AppendJsonString(s, &out);
+        ASSERT_EQ(out, "x" + reference(s)) << "length " << len << ", byte " << pos;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 5 * (25 * 26 / 2));
+}
+
 }  // namespace
 }  // namespace vramd::extender
