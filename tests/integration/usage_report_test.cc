@@ -250,5 +250,47 @@ TEST_F(UsageReportStoreTest, AWatchingReplicaSeesAReportThroughTheUsageRefresher
   EXPECT_TRUE(gone);
 }
 
+// The usage refresher builds its new snapshot beside the cached one (it
+// holds the cached one while it refreshes, so the refresh copies it), and
+// frees the replaced one itself once nobody holds it: a snapshot a caller
+// holds never changes, over many rounds, whether the caller still holds it
+// when the next refresh lands or lets it go first.
+TEST_F(UsageReportStoreTest, SnapshotsHeldAcrossUsageRefreshesNeverChange) {
+  auto watching = NewValkeyLedgerStore(NewValkeyClient(opts_));
+  watching->StartEpochWatch();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!watching->EpochWatchLive() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(watching->EpochWatchLive());
+  ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
+  auto wait_for = [&](int64_t used) -> ledger::SnapshotPtr {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto s = watching->WatchedSnapshot();
+      if (s.ok() && (*s)->Find("n1")->gpus[0].used == used) return *s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return nullptr;
+  };
+  ledger::SnapshotPtr held = wait_for(12 * kGi);
+  ASSERT_NE(held, nullptr);
+  std::vector<ledger::SnapshotPtr> kept;  // every other round's snapshot stays held to the end
+  for (int round = 1; round <= 6; ++round) {
+    ledger::UsageReport r = Report();
+    r.gpus[0].used = (12 + round) * kGi;
+    ASSERT_TRUE(store_->PushReport("n1", r, false).ok());
+    ledger::SnapshotPtr next = wait_for((12 + round) * kGi);
+    ASSERT_NE(next, nullptr) << "round " << round;
+    EXPECT_NE(next.get(), held.get());
+    EXPECT_EQ(held->Find("n1")->gpus[0].used, (11 + round) * kGi) << "round " << round;
+    if (round % 2 == 0) kept.push_back(held);
+    held = std::move(next);
+  }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i]->Find("n1")->gpus[0].used, (13 + 2 * static_cast<int64_t>(i)) * kGi);
+  }
+}
+
 }  // namespace
 }  // namespace vramd::store
