@@ -35,7 +35,9 @@ class SnapshotCache {
   // not make WatchedSnapshot() refresh on the caller's thread; a thread of
   // this cache refreshes the snapshot for such changes at most once per
   // kUsageRefreshMs, so that 1,000 reports/s do not turn every filter call into
-  // a refresh; they see a report within kUsageRefreshMs of its notification
+  // a refresh (the refresher copies the cached snapshot instead of taking it
+  // out of the cache, so that no filter call waits for it, and frees the
+  // replaced one itself); they see a report within kUsageRefreshMs of its notification
   // (Snapshot() sees it at once, as every other change). Any other change
   // notified, or written by this process, is picked up on the next call as
   // before.
