@@ -51,6 +51,17 @@ class UsageReportStoreTest : public ::testing::Test {
     if (del.size() > 1) (void)client_->Command(del);
   }
 
+  // Another replica's store, with its epoch watch started and (within 5 s) live.
+  auto WatchingStore() {
+    auto watching = NewValkeyLedgerStore(NewValkeyClient(opts_));
+    watching->StartEpochWatch();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!watching->EpochWatchLive() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return watching;
+  }
+
   static ledger::Entry Entry(const std::string& uid, std::vector<int> gpus, int64_t per_gpu) {
     ledger::Entry e;
     e.pod_uid = uid;
@@ -214,12 +225,7 @@ TEST_F(UsageReportStoreTest, AReportAsLargeAsTheBoundsAllowIsWrittenWhole) {
 }
 
 TEST_F(UsageReportStoreTest, AWatchingReplicaSeesAReportThroughTheUsageRefresher) {
-  auto watching = NewValkeyLedgerStore(NewValkeyClient(opts_));
-  watching->StartEpochWatch();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!watching->EpochWatchLive() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto watching = WatchingStore();
   ASSERT_TRUE(watching->EpochWatchLive());
   ASSERT_TRUE(watching->WatchedSnapshot().ok());
   // Written by this process (the route's store) and by another: both arrive
@@ -256,12 +262,7 @@ TEST_F(UsageReportStoreTest, AWatchingReplicaSeesAReportThroughTheUsageRefresher
 // holds never changes, over many rounds, whether the caller still holds it
 // when the next refresh lands or lets it go first.
 TEST_F(UsageReportStoreTest, SnapshotsHeldAcrossUsageRefreshesNeverChange) {
-  auto watching = NewValkeyLedgerStore(NewValkeyClient(opts_));
-  watching->StartEpochWatch();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!watching->EpochWatchLive() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto watching = WatchingStore();
   ASSERT_TRUE(watching->EpochWatchLive());
   ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
   auto wait_for = [&](int64_t used) -> ledger::SnapshotPtr {
