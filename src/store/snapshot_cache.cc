@@ -37,7 +37,14 @@ void SnapshotCache::UsageRefresher(std::stop_token st) {
   // entries, freeing one takes milliseconds: not on a filter call's thread).
   std::vector<ledger::SnapshotPtr> retired;
   while (!st.stop_requested()) {
-    std::erase_if(retired, [](const ledger::SnapshotPtr& p) { return p.use_count() == 1; });
+    // A count of 1 stays 1 (a replaced snapshot is never cached again); the
+    // fence pairs with the last other holder's release, as in Writable.
+    const auto unheld = std::partition(retired.begin(), retired.end(),
+                                       [](const ledger::SnapshotPtr& p) { return p.use_count() > 1; });
+    if (unheld != retired.end()) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      retired.erase(unheld, retired.end());
+    }
     {
       MutexLock l(&usage_mu_);
       usage_cv_.WaitFor(&l, st, std::chrono::seconds(1), [this]() EXCLUSIVE_LOCKS_REQUIRED(usage_mu_) {
