@@ -747,10 +747,13 @@ int main(int argc, char** argv) {
                 p.us.empty() ? 0.0 : p.us.back());
   }
   std::printf("RSS with the snapshot held: %.1f MiB before the nodes reported, %.1f MiB after (per-pod figures "
-              "on every GPU)\n", rss_before / 1024.0, rss_after / 1024.0);
+              "on every GPU), %.1f MiB at the end (with the usage refresher's spare snapshot)\n",
+              rss_before / 1024.0, rss_after / 1024.0, RssKb() / 1024.0);
   const auto counts = store->SnapshotReloads();
-  std::printf("snapshot refreshes: %llu incremental, %llu full\n", static_cast<unsigned long long>(counts.incremental),
-              static_cast<unsigned long long>(counts.full));
+  std::printf("snapshot refreshes: %llu incremental (%llu of them on a copy of every node, %llu on the spare "
+              "brought up to date), %llu full\n",
+              static_cast<unsigned long long>(counts.incremental), static_cast<unsigned long long>(counts.copied),
+              static_cast<unsigned long long>(counts.caught_up), static_cast<unsigned long long>(counts.full));
   PrintValkey(phases);
   if (next_bind.load() > 0) {
     auto end_snap = store->Snapshot();

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "vramd/ledger/model.h"
 #include "vramd/mutex.h"
@@ -35,20 +37,26 @@ class SnapshotCache {
   // not make WatchedSnapshot() refresh on the caller's thread; a thread of
   // this cache refreshes the snapshot for such changes at most once per
   // kUsageRefreshMs, so that 1,000 reports/s do not turn every filter call into
-  // a refresh (the refresher copies the cached snapshot instead of taking it
-  // out of the cache, so that no filter call waits for it, and frees the
-  // replaced one itself); they see a report within kUsageRefreshMs of its notification
+  // a refresh (the refresher does not take the cached snapshot out of the
+  // cache, so that no filter call waits for it: it keeps the snapshot its
+  // last refresh replaced as a spare and brings that up to date, copying
+  // only the nodes changed since, see Writable); they see a report within
+  // kUsageRefreshMs of its notification
   // (Snapshot() sees it at once, as every other change). Any other change
   // notified, or written by this process, is picked up on the next call as
   // before.
   void StartEpochWatch();
   static constexpr int64_t kUsageRefreshMs = 1000;
+  // Nodes a refresh reads per round trip (Refresh).
+  static constexpr size_t kRefreshChunk = 64;
   bool EpochWatchLive() const { return watch_live_.load(); }
   uint64_t EpochChecks() const { return epoch_checks_.load(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot();
   Result<ledger::SnapshotPtr> Snapshot();
   uint64_t MalformedFieldsSkipped() const { return malformed_.load(); }
-  LedgerStore::ReloadCounts Reloads() const { return {full_reloads_.load(), incremental_reloads_.load()}; }
+  LedgerStore::ReloadCounts Reloads() const {
+    return {full_reloads_.load(), incremental_reloads_.load(), copied_reloads_.load(), caught_up_reloads_.load()};
+  }
 
   // Counts a write of this process once it has returned (whatever its
   // outcome): WatchedSnapshot() then reads the epoch before trusting its cache.
@@ -72,7 +80,16 @@ class SnapshotCache {
   void Saw(uint64_t epoch);
   Result<ledger::SnapshotPtr> Load() EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   Result<ledger::SnapshotPtr> Refresh(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
-  std::shared_ptr<ledger::Snapshot> Writable(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // What Refresh changes (Writable): the snapshot, the index to update
+  // incrementally, whether the nodes that index points to moved, and the
+  // nodes Writable itself changed (to index again too).
+  struct Changeable {
+    std::shared_ptr<ledger::Snapshot> snap;
+    std::shared_ptr<const ledger::PlacementIndex> old_index;
+    bool nodes_moved = false;
+    std::vector<std::string> caught_up;
+  };
+  Changeable Writable(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void ReportProblems(const Problems& p, uint64_t epoch) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void Vouch(uint64_t gen, uint64_t writes) EXCLUSIVE_LOCKS_REQUIRED(cache_mu_);
 
@@ -100,11 +117,28 @@ class SnapshotCache {
   std::atomic<uint64_t> malformed_{0};
   std::atomic<uint64_t> full_reloads_{0};
   std::atomic<uint64_t> incremental_reloads_{0};
+  std::atomic<uint64_t> copied_reloads_{0};
+  std::atomic<uint64_t> caught_up_reloads_{0};
   // Lock order: reload_mu_, then cache_mu_.
   Mutex reload_mu_;  // held for a whole reload
   // Malformed fields per node of the cached snapshot; MalformedFieldsSkipped
   // is their sum.
   NodeProblems node_problems_ GUARDED_BY(reload_mu_);
+  // The last Load or Refresh that made a new snapshot: the snapshot it
+  // started from (null for a load, or a refresh that changed its base in
+  // place), the one it made, and the nodes in which they differ. Identities
+  // only, never dereferenced; `to` is the newest snapshot made, and `from`
+  // is compared only with spare_, which keeps it alive.
+  struct Step {
+    const ledger::Snapshot* from = nullptr;
+    const ledger::Snapshot* to = nullptr;
+    std::vector<std::string> changed;
+  };
+  Step last_step_ GUARDED_BY(reload_mu_);
+  // The usage refresher's spare: the snapshot its last refresh replaced.
+  // When it is last_step_.from and nothing else holds it, the next refresh
+  // of last_step_.to changes it instead of a copy of every node (Writable).
+  ledger::SnapshotPtr spare_ GUARDED_BY(reload_mu_);
   Mutex cache_mu_ ACQUIRED_AFTER(reload_mu_);  // held briefly
   ledger::SnapshotPtr cache_ GUARDED_BY(cache_mu_);
   uint64_t cache_seq_ GUARDED_BY(cache_mu_) = 0;  // seq_ when the cached load began

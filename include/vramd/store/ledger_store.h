@@ -243,11 +243,17 @@ class LedgerStore {
 
   // How Snapshot() refreshed its cache since the store was created: full
   // reloads of the whole ledger, and incremental refreshes that re-read only
-  // the nodes changed since the cached epoch. For a metric and tests; fakes
-  // may leave both at 0.
+  // the nodes changed since the cached epoch. Of the incremental ones, those
+  // made while the cached snapshot was held (it may not change) either
+  // copied every node (`copied`) or brought an older, unheld snapshot up to
+  // date by copying only the nodes changed since (`caught_up`); the others
+  // changed the cached snapshot in place. For a metric and tests; fakes may
+  // leave all at 0.
   struct ReloadCounts {
     uint64_t full = 0;
     uint64_t incremental = 0;
+    uint64_t copied = 0;
+    uint64_t caught_up = 0;
   };
   virtual ReloadCounts SnapshotReloads() const { return {}; }
 };
