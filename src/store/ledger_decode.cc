@@ -51,6 +51,37 @@ void FillPodUsage(ledger::Node* node, int64_t ts) {
 
 }  // namespace
 
+std::string PackGpuUsage(const ledger::GpuUsage& g) {
+  std::string out;
+  out.reserve(48 + g.uuid.size() + g.pods.size() * 50);
+  out.append(std::to_string(g.total)).append(",").append(std::to_string(g.outside_pods)).append(",").append(g.uuid);
+  for (const ledger::PodUsage& p : g.pods) out.append(",").append(p.uid).append("=").append(std::to_string(p.used));
+  return out;
+}
+
+bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g) {
+  g->pods.clear();
+  for (int part = 0;; ++part) {
+    const size_t comma = text.find(',');
+    const std::string_view p = text.substr(0, comma);
+    if (part == 0 || part == 1) {
+      int64_t* out = part == 0 ? &g->total : &g->outside_pods;
+      if (!ParseInt64(p, out) || *out < 0) return false;
+    } else if (part == 2) {
+      if (p.find('=') != std::string_view::npos) return false;
+      g->uuid = std::string(p);
+    } else {
+      const size_t eq = p.find('=');
+      if (eq == 0 || eq == std::string_view::npos) return false;
+      ledger::PodUsage u{std::string(p.substr(0, eq)), 0};
+      if (!ParseInt64(p.substr(eq + 1), &u.used) || u.used < 0) return false;
+      g->pods.push_back(std::move(u));
+    }
+    if (comma == std::string_view::npos) return part >= 2;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out) {
   out->clear();
   while (!text.empty()) {
@@ -156,7 +187,7 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       std::string_view f = used.elements[i].str;
       const std::string& v = used.elements[i + 1].str;
       if (f == "ts" || f == "v") continue;
-      std::string_view kind;  // "" (used), "total", "outside", "uuid", "pod"
+      std::string_view kind;  // "" (used), "g" (the rest, packed), or before it "total", "outside", "uuid", "pod"
       if (const size_t colon = f.find(':'); colon != std::string_view::npos) {
         kind = f.substr(0, colon);
         f.remove_prefix(colon + 1);
@@ -172,11 +203,29 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       }
       int idx = 0;
       int64_t bytes = 0;
-      const bool known_kind = kind.empty() || kind == "total" || kind == "outside" || kind == "uuid" ||
-                              (kind == "pod" && !uid.empty());
+      const bool known_kind = kind.empty() || kind == "g" || kind == "total" || kind == "outside" ||
+                              kind == "uuid" || (kind == "pod" && !uid.empty());
       if (!known_kind || !ParseIndex(f, &idx) ||
-          (kind != "uuid" && (!ParseInt64(v, &bytes) || bytes < 0))) {
+          (kind != "uuid" && kind != "g" && (!ParseInt64(v, &bytes) || bytes < 0))) {
         problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
+        continue;
+      }
+      if (kind == "g") {
+        // The fields a version-2 report is written as today; the per-field
+        // kinds below are what vramd wrote before (still read, so that a
+        // ledger written by an older replica loads whole).
+        ledger::GpuUsage packed;
+        if (!UnpackGpuUsage(v, &packed)) {
+          problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
+          continue;
+        }
+        ledger::Gpu* g = FindGpu(node, idx);
+        if (g == nullptr) continue;
+        g->total = packed.total;
+        g->outside_pods = packed.outside_pods;
+        if (g->uuid.empty()) g->uuid = std::move(packed.uuid);
+        for (ledger::PodUsage& p : packed.pods) g->pods.push_back(std::move(p));
+        any_pods = any_pods || !packed.pods.empty();
         continue;
       }
       ledger::Gpu* g = FindGpu(node, idx);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vramd/ledger/model.h"
+#include "vramd/ledger/usage.h"
 #include "vramd/status.h"
 #include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
@@ -31,6 +32,15 @@ Result<uint64_t> ParseEpoch(const Reply& r, const std::string& key);
 // P:reported's value for one node, "<idx>=<total>=<uuid>,..." (uuid may be
 // empty). False, with *out unspecified, when any part is malformed.
 bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out);
+
+// The used hash's field "g:<idx>" of a version-2 report (ledger_keys.h):
+// "<total>,<outside>,<uuid>" and ",<uid>=<bytes>" per pod, uuid possibly
+// empty. Neither a GPU UUID nor a canonical pod UID holds ',' or '='
+// (ledger::CheckUsageReport), so PackGpuUsage needs no escaping.
+// UnpackGpuUsage fills total, outside_pods, uuid and pods (in the field's
+// order) of *g; false, with *g unspecified, when any part is malformed.
+std::string PackGpuUsage(const ledger::GpuUsage& g);
+bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g);
 
 // Malformed fields met by one load or refresh.
 struct Problems {

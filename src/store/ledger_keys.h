@@ -5,9 +5,12 @@
 //   P:{NODE}:alloc   hash  pod uid -> entry JSON (entry_codec.h)
 //   P:{NODE}:used    hash  the node agent's last report: gpu index -> bytes in use;
 //                          "ts" -> report time (server ms); from a version-2
-//                          report also "v" -> "2", "total:<idx>" -> physical
-//                          bytes, "uuid:<idx>" -> GPU UUID, "outside:<idx>" ->
-//                          bytes outside pods, "pod:<idx>:<uid>" -> the pod's bytes
+//                          report also "v" -> "2" and per GPU "g:<idx>" ->
+//                          "<total>,<outside>,<uuid>[,<uid>=<bytes>]..." (physical
+//                          bytes, bytes outside pods, GPU UUID or empty, each
+//                          pod's bytes; ledger_decode.h). Read too, as vramd
+//                          wrote them before: "total:<idx>", "uuid:<idx>",
+//                          "outside:<idx>", "pod:<idx>:<uid>"
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
 //   P:epoch          int   INCR on every change of the keys above (not P:pods alone)

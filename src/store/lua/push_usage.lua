@@ -14,9 +14,10 @@
 local member = redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1
 if not member and ARGV[2] ~= '1' then return {'no_node'} end
 local k = tonumber(ARGV[4])
-if member then
-  for i = 5, 4 + k do
-    if redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then return {'no_gpu', ARGV[i]} end
+if member and k > 0 then
+  local caps = redis.call('HMGET', KEYS[5], unpack(ARGV, 5, 4 + k))
+  for i = 1, k do
+    if not caps[i] then return {'no_gpu', ARGV[4 + i]} end
   end
 end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[6], ARGV[1]) ~= ARGV[3] then

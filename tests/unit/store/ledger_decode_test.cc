@@ -1,0 +1,169 @@
+// The used hash's packed per-GPU field ("g:<idx>", ledger_decode.h): the
+// round trip, the malformed values a decoder must refuse, and BuildNode
+// reading a report written as packed fields exactly as the per-field
+// layout vramd wrote before.
+#include "store/ledger_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vramd::store {
+namespace {
+
+constexpr const char* kUid1 = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+constexpr const char* kUid2 = "1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+constexpr const char* kUuid = "GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c";
+
+ledger::GpuUsage Gpu(int64_t total, int64_t outside, std::string uuid, std::vector<ledger::PodUsage> pods) {
+  ledger::GpuUsage g;
+  g.total = total;
+  g.outside_pods = outside;
+  g.uuid = std::move(uuid);
+  g.pods = std::move(pods);
+  return g;
+}
+
+TEST(PackedGpuUsage, RoundTripsEveryShape) {
+  const struct {
+    const char* name;
+    ledger::GpuUsage g;
+    const char* text;
+  } cases[] = {
+      {"no uuid, no pods", Gpu(80, 0, "", {}), "80,0,"},
+      {"uuid, no pods", Gpu(85899345920, 5, kUuid, {}), "85899345920,5,GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c"},
+      {"one pod, no uuid", Gpu(80, 1, "", {{kUid1, 7}}), "80,1,,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=7"},
+      {"two pods, zero bytes", Gpu(80, 0, kUuid, {{kUid1, 0}, {kUid2, 42}}),
+       "80,0,GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=0,"
+       "1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=42"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(PackGpuUsage(c.g), c.text);
+    ledger::GpuUsage back;
+    back.pods.push_back({"stale", 1});  // replaced, not appended to
+    ASSERT_TRUE(UnpackGpuUsage(c.text, &back));
+    EXPECT_EQ(back.total, c.g.total);
+    EXPECT_EQ(back.outside_pods, c.g.outside_pods);
+    EXPECT_EQ(back.uuid, c.g.uuid);
+    EXPECT_EQ(back.pods, c.g.pods);
+  }
+}
+
+TEST(PackedGpuUsage, RefusesMalformedValues) {
+  const struct {
+    const char* name;
+    const char* text;
+  } cases[] = {
+      {"empty", ""},
+      {"total only", "80"},
+      {"no uuid part", "80,0"},
+      {"total not a number", "x,0,"},
+      {"negative total", "-1,0,"},
+      {"negative outside", "80,-1,"},
+      {"outside not a number", "80,1.5,"},
+      {"uuid with '='", "80,0,a=b"},
+      {"pod without '='", "80,0,,uid"},
+      {"pod without uid", "80,0,,=5"},
+      {"pod bytes negative", "80,0,,u=-5"},
+      {"pod bytes missing", "80,0,,u="},
+      {"pod bytes not a number", "80,0,,u=5x"},
+      {"trailing comma", "80,0,,u=5,"},
+      {"empty pod part", "80,0,,,u=5"},
+      {"total overflows int64", "99999999999999999999,0,"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ledger::GpuUsage g;
+    EXPECT_FALSE(UnpackGpuUsage(c.text, &g));
+  }
+}
+
+Reply Str(std::string s) {
+  Reply r;
+  r.type = Reply::Type::kString;
+  r.str = std::move(s);
+  return r;
+}
+
+Reply Hash(const std::vector<std::pair<std::string, std::string>>& fields) {
+  Reply r;
+  r.type = Reply::Type::kArray;
+  for (const auto& [f, v] : fields) {
+    r.elements.push_back(Str(f));
+    r.elements.push_back(Str(v));
+  }
+  return r;
+}
+
+ledger::Node Build(const std::vector<std::pair<std::string, std::string>>& used, Problems* problems) {
+  ledger::Node node;
+  node.name = "n1";
+  Reply cap = Hash({{"0", "100"}, {"1", "100"}});
+  const std::string entry = std::string(R"({"gpus":[1],"per_gpu":30,"state":"bound","created_ms":1})");
+  Reply alloc = Hash({{kUid1, entry}});
+  Reply models = Hash({});
+  EntryDecoder decoder;
+  BuildNode(&node, cap, alloc, Hash(used), models, &decoder, problems);
+  return node;
+}
+
+TEST(PackedGpuUsage, BuildNodeReadsPackedFieldsAsThePerFieldLayout) {
+  Problems p_old, p_new;
+  const ledger::Node old_layout =
+      Build({{"ts", "5000"}, {"v", "2"}, {"0", "10"}, {"total:0", "100"}, {"outside:0", "3"}, {"1", "40"},
+             {"total:1", "100"}, {"outside:1", "0"}, {"uuid:1", kUuid}, {std::string("pod:1:") + kUid1, "35"},
+             {std::string("pod:1:") + kUid2, "5"}},
+            &p_old);
+  const ledger::Node packed = Build({{"ts", "5000"},
+                                     {"v", "2"},
+                                     {"0", "10"},
+                                     {"g:0", "100,3,"},
+                                     {"1", "40"},
+                                     {"g:1", std::string("100,0,") + kUuid + "," + kUid2 + "=5," + kUid1 + "=35"}},
+                                    &p_new);
+  EXPECT_EQ(p_old.count, 0u);
+  EXPECT_EQ(p_new.count, 0u);
+  ASSERT_EQ(packed.gpus.size(), 2u);
+  ASSERT_EQ(old_layout.gpus.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(packed.gpus[i].used, old_layout.gpus[i].used);
+    EXPECT_EQ(packed.gpus[i].used_ts_ms, 5000);
+    EXPECT_EQ(packed.gpus[i].total, old_layout.gpus[i].total);
+    EXPECT_EQ(packed.gpus[i].outside_pods, old_layout.gpus[i].outside_pods);
+    EXPECT_EQ(packed.gpus[i].uuid, old_layout.gpus[i].uuid);
+    EXPECT_EQ(packed.gpus[i].pods, old_layout.gpus[i].pods);  // sorted by UID either way
+    EXPECT_EQ(packed.gpus[i].untracked, old_layout.gpus[i].untracked);
+  }
+  EXPECT_EQ(packed.gpus[1].total, 100);
+  EXPECT_EQ(packed.gpus[0].outside_pods, 3);
+  EXPECT_EQ(packed.gpus[1].uuid, kUuid);
+  EXPECT_EQ(packed.gpus[1].untracked, 5);  // kUid2 has no entry here
+  ASSERT_EQ(packed.entries.size(), 1u);
+  EXPECT_EQ(packed.entries[0].used, 35);
+  EXPECT_EQ(packed.entries[0].used_ts_ms, 5000);
+  EXPECT_EQ(old_layout.entries[0].used, 35);
+}
+
+TEST(PackedGpuUsage, AMalformedPackedFieldIsSkippedAndCountedTheRestLoads) {
+  Problems problems;
+  const ledger::Node node =
+      Build({{"ts", "5000"}, {"v", "2"}, {"0", "10"}, {"g:0", "100,3"}, {"1", "40"}, {"g:1", "100,0,,x=1"}},
+            &problems);
+  EXPECT_EQ(problems.count, 1u);
+  ASSERT_EQ(problems.samples.size(), 1u);
+  EXPECT_NE(problems.samples[0].find("'g:0' is malformed"), std::string::npos) << problems.samples[0];
+  ASSERT_EQ(node.gpus.size(), 2u);
+  EXPECT_EQ(node.gpus[0].used, 10);
+  EXPECT_EQ(node.gpus[0].total, 0);  // its packed field was skipped
+  EXPECT_EQ(node.gpus[1].total, 100);
+  ASSERT_EQ(node.gpus[1].pods.size(), 1u);
+  EXPECT_EQ(node.gpus[1].pods[0].uid, "x");
+  EXPECT_EQ(node.gpus[1].untracked, 1);
+}
+
+}  // namespace
+}  // namespace vramd::store
