@@ -98,4 +98,21 @@ inline ledger::Snapshot MakeSnapshot(int n, int gpus, bool index = true, bool ha
   return snap;
 }
 
+// MakeSnapshot where every GPU has a fresh usage report at `now_ms` (as
+// with the node agent on every node): its allocation plus 1Gi in use.
+inline ledger::Snapshot MakeSnapshotWithUsage(int n, int gpus, int64_t now_ms, bool index = true) {
+  ledger::Snapshot snap = MakeSnapshot(n, gpus, /*index=*/false);
+  for (auto& [name, node] : snap.nodes) {
+    for (ledger::Gpu& g : node.gpus) {
+      g.used = kGi;
+      for (const ledger::Entry& e : node.entries) {
+        if (e.gpus[0] == g.index) g.used += e.per_gpu;
+      }
+      g.used_ts_ms = now_ms - 1000;
+    }
+  }
+  if (index) ledger::IndexSnapshot(&snap);
+  return snap;
+}
+
 }  // namespace vramd::bench

@@ -110,6 +110,29 @@ void BM_FilterNoneFull(benchmark::State& state) {
 }
 BENCHMARK(BM_FilterNoneFull)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 1})->Args({5000, 8});
 
+// Filter and Prioritize where every GPU has a fresh usage report (the node
+// agent on every node): the index answers a one-GPU demand from each node's
+// usage-counted offer (placement.cc, UsageOfferKnown).
+void BM_FilterWithUsage(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  RunFilter(state, n, MakeSnapshotWithUsage(n, static_cast<int>(state.range(1)), kNowMs));
+}
+void BM_PrioritizeWithUsage(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const ledger::Snapshot snap = MakeSnapshotWithUsage(n, static_cast<int>(state.range(1)), kNowMs);
+  const std::vector<std::string> names = Names(n);
+  const std::vector<std::string_view> views = Views(names);
+  const ledger::VramRequest req = Request32Gi();
+  const ledger::Policy policy;
+  for (auto _ : state) {
+    std::vector<ledger::HostScore> s = ledger::Prioritize(snap, views, req, policy, kNowMs);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_FilterWithUsage)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 8});
+BENCHMARK(BM_PrioritizeWithUsage)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 8});
+
 // Building the index (the Valkey store does it once per reload).
 void BM_IndexSnapshot(benchmark::State& state) {
   ledger::Snapshot snap = MakeSnapshot(static_cast<int>(state.range(0)), 8, /*index=*/false);

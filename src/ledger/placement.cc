@@ -43,15 +43,26 @@ struct PlacementIndex {
     // fit, its reason group (SettledMiss).
     bool settled = false;
     // Some entry adds burst (fit.h's AddsBurst): the GPUs' P and V are in
-    // `peaks` at gpu_begin; else P = A, V = 0 on every GPU. (A flag in the
+    // `peaks` at gpu_begin; else P = A, V = 0 on every GPU. (Flags in the
     // padding, so that a record stays within one cache line.)
     bool burst = false;
+    // A node with usage reports and no burst: `offer` (and its sums) count
+    // every reported GPU's usage, which is what the rule sees while the
+    // oldest of those reports is fresh (NodeSums::usage_from; UsageOffer).
+    // The same verdicts as a settled node's follow for a demand without a
+    // peak above its request.
+    bool usage_offer = false;
+    // With usage_offer: the offer's most free GPU has measured usage above
+    // its allocation (GroupMiss's kNoRoomInUse).
+    bool most_free_in_use = false;
     GpuOffer offer;
   };
-  // Prioritize's inputs of a settled node (parallel to `nodes`).
+  // Prioritize's inputs of a settled or usage_offer node (parallel to `nodes`).
   struct NodeSums {
-    Vectors sum;           // of the GPUs' vectors (U = A)
+    Vectors sum;           // of the GPUs' vectors (U = A, or with usage_offer the reported usage)
     int64_t free_sum = 0;  // sum over GPUs of max(0, free)
+    int64_t usage_from = 0;  // with usage_offer: the oldest report time among the reported GPUs
+    int64_t max_free_alloc = 0;  // with usage_offer: the most of C - A on one GPU (usage not counted)
   };
   struct GpuRec {
     int64_t capacity = 0;
@@ -446,6 +457,16 @@ uint64_t HashName(std::string_view name) {
 
 namespace {
 
+// The offer of a node's GPUs and Prioritize's sums of them.
+void SumOffer(const NodeVectors& vec, PlacementIndex::NodeRec* rec, PlacementIndex::NodeSums* sums) {
+  rec->offer = FirstOffer(vec[0]);
+  for (uint32_t i = 0; i < vec.size(); ++i) {
+    AddToOffer(&rec->offer, i, vec[i]);
+    sums->free_sum += std::max<int64_t>(0, FreeBytes(vec[i]));
+  }
+  sums->sum = vec.Sum();
+}
+
 // Fills a node's GPU records (at rec->gpu_begin when `in_place`: same GPU
 // count as before; else appended), its usage records (overwritten when it
 // had them, else appended) and the settled verdict and sums.
@@ -469,6 +490,8 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
   }
   *sums = PlacementIndex::NodeSums{};
   rec->settled = false;
+  rec->usage_offer = false;
+  rec->most_free_in_use = false;
   rec->offer = GpuOffer{};
   rec->burst = vec.has_peaks();
   if (rec->burst) std::copy_n(vec.peaks().data(), n, ix->peaks.data() + rec->gpu_begin);
@@ -479,20 +502,28 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
       ix->usage.resize(ix->usage.size() + n);
     }
     for (uint32_t i = 0; i < n; ++i) ix->usage[rec->usage_begin + i] = {node.gpus[i].used, node.gpus[i].used_ts_ms};
+    if (n == 0 || vec.has_peaks()) return;
+    // Every reported GPU's usage counted: at now 0 each report with a time
+    // above 0 is "from the future", so fresh whatever the age limit.
+    const NodeVectors counted(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/true, 0});
+    int64_t oldest = INT64_MAX;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (node.gpus[i].used_ts_ms > 0) oldest = std::min(oldest, node.gpus[i].used_ts_ms);
+    }
+    rec->usage_offer = true;
+    sums->usage_from = oldest;
+    SumOffer(counted, rec, sums);
+    sums->max_free_alloc = FreeBytes(vec[0]);
+    for (uint32_t i = 1; i < n; ++i) sums->max_free_alloc = std::max(sums->max_free_alloc, FreeBytes(vec[i]));
+    const Vectors& most_free = counted[rec->offer.most_free];
+    rec->most_free_in_use = most_free.used > most_free.allocated;
     return;
   }
   if (had_usage) ix->dead += n;
   rec->usage_begin = PlacementIndex::kNone;
   if (n == 0 || vec.has_peaks()) return;  // with burst the peak rule may bind: not settled
   rec->settled = true;
-  rec->offer = FirstOffer(vec[0]);
-  for (uint32_t i = 0; i < n; ++i) {
-    AddToOffer(&rec->offer, i, vec[i]);
-    sums->sum.capacity += vec[i].capacity;
-    sums->sum.allocated += vec[i].allocated;
-    sums->sum.used += vec[i].used;
-    sums->free_sum += std::max<int64_t>(0, FreeBytes(vec[i]));
-  }
+  SumOffer(vec, rec, sums);
 }
 
 // The node's warm models (from its models map and its entries), sorted and
@@ -670,8 +701,8 @@ class IndexLookup {
       if (cand[k] == 0) continue;
       const PlacementIndex::NodeRec& r = ix_.nodes[cand[k] - 1];
       __builtin_prefetch(ix_.names.data() + r.name_off);
-      if (r.settled && settled_known_) {
-        if (sums_) __builtin_prefetch(ix_.sums.data() + (cand[k] - 1));
+      if ((r.settled || r.usage_offer) && settled_known_) {
+        if (sums_ || r.usage_offer) __builtin_prefetch(ix_.sums.data() + (cand[k] - 1));
         continue;
       }
       const char* g = reinterpret_cast<const char*>(ix_.gpus.data() + r.gpu_begin);
@@ -709,6 +740,29 @@ bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
   return rec.settled && SettledKnownFor(req);
 }
 
+// The same for a usage_offer node, whose offer counts its reported usage:
+// it holds while every report counts (the oldest is fresh under the
+// policy). Without burst (P = A, V = 0) a demand (r, peak p >= r) fits a GPU
+// exactly when r <= C - max(A, U) and p <= C - A. C - max(A, U) <= C - A,
+// so the offer answers every case but one: p fits the most free GPU under
+// usage (and then both hold there), or r fits no GPU, or p fits none under
+// A alone (the peak rule fails wherever r has room: kPeakShort). Left to
+// the full rule: r has room somewhere, p does not under usage, and some GPU
+// has C - A >= p.
+bool UsageOfferKnown(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const VramRequest& req,
+                     const FitPolicy& fit, int64_t now_ms) {
+  if (!rec.usage_offer || !SettledKnownFor(req)) return false;
+  const PlacementIndex::NodeSums& sums = ix.sums[static_cast<size_t>(&rec - ix.nodes.data())];
+  if (!UsageCounts(sums.usage_from, now_ms, fit)) return false;
+  const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
+  return peak == req.per_gpu || FitsIn(peak, rec.offer.max_free) || !FitsIn(req.per_gpu, rec.offer.max_free) ||
+         !FitsIn(peak, sums.max_free_alloc);
+}
+bool OfferKnown(const PlacementIndex& ix, const PlacementIndex::NodeRec& rec, const VramRequest& req,
+                const FitPolicy& fit, int64_t now_ms) {
+  return SettledKnown(rec, req) || UsageOfferKnown(ix, rec, req, fit, now_ms);
+}
+
 // For SettledKnown when `peak` (max(r, peak_per_gpu)) does not fit the
 // offer: the verdict Decide reaches and its group, in FitNodeWithPeak's
 // order of misses (too small, peak above every ceiling, no room, the peak
@@ -725,8 +779,10 @@ Verdict SettledMiss(const PlacementIndex::NodeRec& rec, const VramRequest& req, 
     return Verdict::kUnresolvable;
   }
   // Room for r on no GPU; else room for r somewhere and for p nowhere.
-  *grouped = FitsIn(req.per_gpu, o.max_free) ? GroupedMiss{MissGroup::kPeakShort, 0}
-                                             : GroupedMiss{MissGroup::kNoRoom, std::max<int64_t>(0, o.max_free)};
+  *grouped = FitsIn(req.per_gpu, o.max_free)
+                 ? GroupedMiss{MissGroup::kPeakShort, 0}
+                 : GroupedMiss{rec.most_free_in_use ? MissGroup::kNoRoomInUse : MissGroup::kNoRoom,
+                               std::max<int64_t>(0, o.max_free)};
   return Verdict::kNoRoomNow;
 }
 
@@ -814,7 +870,7 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     if (seen_nodes[pos >> 6] & bit) continue;
     seen_nodes[pos >> 6] |= bit;
     GroupedMiss miss;
-    if (SettledKnown(*rec, req)) {  // known from the node's offer
+    if (OfferKnown(*ix, *rec, req, policy.fit(), now_ms)) {  // known from the node's offer
       if (FitOneGpu(rec->offer, peak) == Verdict::kFits) {
         out.fits.push_back(names[i]);
       } else {
@@ -884,7 +940,7 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
       const PlacementIndex::NodeRec* rec = lookup->Get(i);
       if (rec == nullptr) continue;
       auto warm = [&] { return IsWarm(*ix, *rec, req.model); };
-      if (SettledKnown(*rec, req)) {  // the verdict is known from the offer
+      if (OfferKnown(*ix, *rec, req, policy.fit(), now_ms)) {  // the verdict is known from the offer
         if (FitOneGpu(rec->offer, std::max(req.per_gpu, req.peak_per_gpu)) == Verdict::kFits) {
           const PlacementIndex::NodeSums& sums = ix->sums[static_cast<size_t>(rec - ix->nodes.data())];
           accept(sums.free_sum, sums.sum, warm);

@@ -29,12 +29,18 @@ if not member then return {'ok'} end
 local t = redis.call('TIME')
 local nowtext = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'ts', nowtext)
 local first = 5 + k
 local chunk = 2000  -- arguments per HSET (an even number)
+if #ARGV < first then
+  redis.call('HSET', KEYS[2], 'ts', nowtext)
+end
 for i = first, #ARGV, chunk do
   local last = math.min(i + chunk - 1, #ARGV)
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, last))
+  if i == first then
+    redis.call('HSET', KEYS[2], 'ts', nowtext, unpack(ARGV, i, last))
+  else
+    redis.call('HSET', KEYS[2], unpack(ARGV, i, last))
+  end
 end
 bump_tag = 'u'  -- usage only: replicas refresh for it at a bounded rate
 bump(KEYS[3], KEYS[4], ARGV[1])

@@ -219,5 +219,100 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
   EXPECT_GT(incremental, 200) << "the incremental path was hardly taken";
 }
 
+// Nodes with usage reports answer from their offer while every report
+// counts (placement.cc, UsageOfferKnown). Random nodes with fresh, stale,
+// future and missing reports, usage above and below allocation, burst
+// entries, and demands with and without a peak or as designated victims,
+// under policies that count usage or not and with different age limits:
+// Filter (verdicts and grouped reasons) and Prioritize answer exactly as
+// the plain path.
+TEST(PlacementIndex, NodesWithUsageReportsAnswerLikeTheNodesWhateverTheReportsAge) {
+  std::mt19937_64 rng(20261127);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  int uid = 0;
+  int usage_nodes = 0;
+  for (int round = 0; round < 300; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Snapshot plain;
+    std::vector<std::string> storage;
+    for (int i = 0; i < 24; ++i) {
+      const std::string name = "n" + std::to_string(i);
+      storage.push_back(name);
+      const int gpus = 1 + pick(8);
+      std::vector<int> idx;
+      for (int g = 0; g < gpus; ++g) idx.push_back(g);
+      Node n = MakeNode(name, idx, (8 + 8 * pick(10)) * kGi);
+      if (pick(4) == 0) n.gpus[static_cast<size_t>(pick(gpus))].capacity = (8 + 8 * pick(10)) * kGi;
+      for (int e = pick(6); e > 0; --e) {
+        Entry en = Hold("u" + std::to_string(uid++), {pick(gpus)}, (1 + pick(30)) * kGi);
+        if (pick(10) == 0) en.peak_per_gpu = en.per_gpu + (1 + pick(20)) * kGi;  // burst
+        if (pick(10) == 0) en.victim = true;
+        n.entries.push_back(en);
+      }
+      if (pick(5) != 0) {
+        ++usage_nodes;
+        for (Gpu& g : n.gpus) {
+          const int kind = pick(6);
+          if (kind == 0) continue;  // this GPU not reported
+          g.used = pick(90) * kGi;
+          g.used_ts_ms = kind == 1   ? kNow - 3'600'000              // stale under any limit used here
+                         : kind == 2 ? kNow + 5000                   // from the future: fresh
+                         : kind == 3 ? kNow - 1000 * (1 + pick(120))  // fresh or stale by the limit
+                                     : kNow - 1000;                  // fresh
+        }
+      }
+      plain.nodes.emplace(name, std::move(n));
+    }
+    storage.push_back("unknown");
+    Snapshot indexed = plain.Clone();
+    IndexSnapshot(&indexed);
+    const std::vector<std::string_view> names(storage.begin(), storage.end());
+    VramRequest req = Want((1 + pick(60)) * kGi, pick(4) == 0 ? 2 : 1);
+    if (pick(4) == 0) req.peak_per_gpu = req.per_gpu + (1 + pick(30)) * kGi;
+    req.victim = pick(8) == 0;
+    Policy p;
+    p.score = pick(2) ? ScorePolicy::kHeadroom : ScorePolicy::kBinpack;
+    p.fit_on_usage = pick(6) != 0;
+    p.usage_max_age_ms = pick(2) ? 60'000 : 30'000;
+    const FilterResult a = Filter(plain, names, req, p, kNow);
+    const FilterResult b = Filter(indexed, names, req, p, kNow);
+    ASSERT_EQ(a.fits, b.fits);
+    ASSERT_EQ(a.failed, b.failed);
+    ASSERT_EQ(a.unresolvable, b.unresolvable);
+    const std::vector<HostScore> pa = Prioritize(plain, names, req, p, kNow);
+    const std::vector<HostScore> pb = Prioritize(indexed, names, req, p, kNow);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      ASSERT_EQ(pa[i].host, pb[i].host);
+      ASSERT_EQ(pa[i].score, pb[i].score) << pa[i].host;
+    }
+  }
+  EXPECT_GT(usage_nodes, 4000);
+}
+
+// The grouped reason of a node answered from its usage offer names measured
+// usage when the most free GPU's usage is above its allocation, as the
+// plain path does (a zombie holding VRAM).
+TEST(PlacementIndex, AUsageOfferNodeSaysWhenMeasuredUsageTakesTheRoom) {
+  Snapshot plain;
+  Node n = MakeNode("z", {0, 1}, 80 * kGi);
+  n.entries = {Hold("a", {0}, 70 * kGi)};
+  n.gpus[0].used = 71 * kGi;  // a little above its allocation
+  n.gpus[0].used_ts_ms = kNow - 1000;
+  n.gpus[1].used = 75 * kGi;  // nothing allocated: a zombie
+  n.gpus[1].used_ts_ms = kNow - 2000;
+  plain.nodes.emplace("z", n);
+  Snapshot indexed = plain.Clone();
+  IndexSnapshot(&indexed);
+  const std::vector<std::string_view> names = {"z"};
+  for (const Snapshot* s : {&plain, &indexed}) {
+    const FilterResult r = Filter(*s, names, Want(10 * kGi, 1), Policy{}, kNow);
+    ASSERT_EQ(r.failed.size(), 1u);
+    EXPECT_EQ(r.failed[0].second, "no GPU with 10Gi free, measured usage counted (best: 9Gi)");
+    // Once the reports are stale, U = A again and GPU 1 is free.
+    EXPECT_EQ(Filter(*s, names, Want(10 * kGi, 1), Policy{}, kNow + 60'000).fits, names);
+  }
+}
+
 }  // namespace
 }  // namespace vramd::ledger
