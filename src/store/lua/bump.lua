@@ -19,12 +19,15 @@
 local bump_tag = ''
 local function bump(epoch_key, changes_key, ...)
   -- A missing epoch (new or flushed ledger) starts at the server's time in
-  -- microseconds, so it never returns to a value a replica has cached.
-  if redis.call('EXISTS', epoch_key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', epoch_key, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  end
+  -- microseconds, so it never returns to a value a replica has cached: INCR
+  -- makes a missing key 1 (a live epoch is never 0, see above), which is
+  -- then replaced by that time, plus one as for any bump.
   local epoch = redis.call('INCR', epoch_key)
+  if epoch == 1 then
+    local t = redis.call('TIME')
+    epoch = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
+    redis.call('SET', epoch_key, string.format('%d', epoch))
+  end
   local prev = string.format('%d', epoch - 1)
   local top = redis.call('ZREVRANGE', changes_key, 0, 0, 'WITHSCORES')
   if top[2] == nil or tonumber(top[2]) ~= epoch - 1 then
