@@ -5,7 +5,9 @@
 // reports at --rate per second (decoded from their JSON with
 // http::DecodeUsageReport and written with PushReport through the same
 // store, as the route does: the worst case, one replica taking every report).
-// Prints p50 / p99 / max of filter per phase.
+// Prints p50 / p99 / max of filter per phase, and per kind of phase the
+// calls of every round pooled (p50, p99, p99.9) beside the median of the
+// rounds' p99s.
 //
 // Issue 17 (Valkey's headroom): pod binds at --bind-rate per second, open
 // loop from --binders threads on the same replica, each making the store
@@ -745,6 +747,24 @@ int main(int argc, char** argv) {
     std::printf("reports %4d/s (done %.0f/s, refused %ld)%s: filter calls %zu, p50 %.0f us, p99 %.0f us, max %.0f us\n",
                 p.rate, p.reports / p.seconds, p.refused, binds.c_str(), p.us.size(), Pct(p.us, 0.5), Pct(p.us, 0.99),
                 p.us.empty() ? 0.0 : p.us.back());
+  }
+  // Per kind of phase (its report and bind rates), over every round: the
+  // filter calls pooled (a p99 over rounds x calls, ~rounds times the tail
+  // samples of one phase) and the median of the rounds' own p99s.
+  std::map<std::pair<int, int>, std::vector<const Phase*>> by_kind;
+  for (const Phase& p : phases) by_kind[{p.rate, p.bind_rate}].push_back(&p);
+  for (const auto& [kind, list] : by_kind) {
+    std::vector<double> pooled, p99s;
+    for (const Phase* p : list) {
+      pooled.insert(pooled.end(), p->us.begin(), p->us.end());
+      p99s.push_back(Pct(p->us, 0.99));
+    }
+    std::sort(pooled.begin(), pooled.end());
+    std::sort(p99s.begin(), p99s.end());
+    std::printf("pooled, reports %4d/s, binds %4d/s, %zu phases: filter calls %zu, p50 %.0f us, p99 %.0f us, "
+                "p99.9 %.0f us; median of the phases' p99 %.0f us\n",
+                kind.first, kind.second, list.size(), pooled.size(), Pct(pooled, 0.5), Pct(pooled, 0.99),
+                Pct(pooled, 0.999), Pct(p99s, 0.5));
   }
   std::printf("RSS with the snapshot held: %.1f MiB before the nodes reported, %.1f MiB after (per-pod figures "
               "on every GPU), %.1f MiB at the end (with the usage refresher's spare snapshot)\n",

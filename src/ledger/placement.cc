@@ -48,9 +48,8 @@ struct PlacementIndex {
     bool burst = false;
     // A node with usage reports and no burst: `offer` (and its sums) count
     // every reported GPU's usage, which is what the rule sees while the
-    // oldest of those reports is fresh (NodeSums::usage_from; UsageOffer).
-    // The same verdicts as a settled node's follow for a demand without a
-    // peak above its request.
+    // oldest of those reports is fresh (NodeSums::usage_from). A one-GPU
+    // demand's verdict then mostly follows from them (UsageOfferKnown).
     bool usage_offer = false;
     // With usage_offer: the offer's most free GPU has measured usage above
     // its allocation (GroupMiss's kNoRoomInUse).

@@ -271,8 +271,8 @@ class ValkeyLedgerStore final : public LedgerStore {
       args.push_back(std::to_string(g.used));
       if (!v2) continue;
       // One field per GPU for the rest of its report (ledger_keys.h): a
-      // report of 8 GPUs and 80 pods is 18 fields instead of 113, which
-      // made the script ~5 x cheaper for Valkey (docs/performance.md).
+      // report of 8 GPUs and 80 pods is 18 fields instead of 113, and its
+      // DEL + HSET costs Valkey ~14 us instead of ~124 us (docs/performance.md).
       args.push_back("g:" + idx);
       args.push_back(PackGpuUsage(g));
       if (!reported.empty()) reported += ',';
