@@ -771,9 +771,10 @@ int main(int argc, char** argv) {
               rss_before / 1024.0, rss_after / 1024.0, RssKb() / 1024.0);
   const auto counts = store->SnapshotReloads();
   std::printf("snapshot refreshes: %llu incremental (%llu of them on a copy of every node, %llu on the spare "
-              "brought up to date), %llu full\n",
+              "brought up to date; %llu nodes re-read as usage only), %llu full\n",
               static_cast<unsigned long long>(counts.incremental), static_cast<unsigned long long>(counts.copied),
-              static_cast<unsigned long long>(counts.caught_up), static_cast<unsigned long long>(counts.full));
+              static_cast<unsigned long long>(counts.caught_up), static_cast<unsigned long long>(counts.usage_nodes),
+              static_cast<unsigned long long>(counts.full));
   PrintValkey(phases);
   if (next_bind.load() > 0) {
     auto end_snap = store->Snapshot();

@@ -132,8 +132,10 @@ Result<uint64_t> ParseEpoch(const Reply& r, const std::string& key) {
   return Internal("valkey key " + key + " is not a counter" + (r.is_error() ? ": " + r.str : std::string()));
 }
 
-void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, const Reply& models,
-               EntryDecoder* decoder, Problems* problems) {
+namespace {
+
+// BuildNode's parts, in the order it runs them.
+void BuildGpus(ledger::Node* node, Reply& cap, Problems* problems) {
   const std::string& name = node->name;
   if (!IsHash(cap)) {
     problems->Add("node " + name + ": capacity key is not a hash");
@@ -170,9 +172,15 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       if (ledger::Gpu* g = FindGpu(node, idx)) g->uuid = std::move(*uuid);
     }
   }
+}
 
+// The usage hash onto node->gpus (from BuildGpus); whether it is a
+// version-2 report (per-pod figures complete) and, in *ts, its time.
+bool ApplyUsage(ledger::Node* node, const Reply& used, Problems* problems, int64_t* ts) {
+  const std::string& name = node->name;
   bool per_pod = false;  // a version-2 report: per-pod figures are complete
-  int64_t report_ts = 0;
+  int64_t& report_ts = *ts;
+  report_ts = 0;
   if (!IsHash(used)) {
     problems->Add("node " + name + ": usage key is not a hash");
   } else if (!used.elements.empty()) {
@@ -180,7 +188,7 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       if (used.elements[i].str == "ts" && !ParseInt64(used.elements[i + 1].str, &report_ts)) {
         problems->Add("node " + name + ": usage time is not a number");
       }
-      if (used.elements[i].str == "v") per_pod = used.elements[i + 1].str == "2";
+      if (used.elements[i].str == "v") per_pod = used.elements[i + 1].str == "2" || used.elements[i + 1].str == "3";
     }
     bool any_pods = false;
     for (size_t i = 0; i < used.elements.size(); i += 2) {
@@ -217,6 +225,9 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
         ledger::GpuUsage packed;
         if (!UnpackGpuUsage(v, &packed)) {
           problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
+          // Its pods' figures are lost: the report's per-pod figures are
+          // not complete, so entries keep "unknown" rather than 0.
+          per_pod = false;
           continue;
         }
         ledger::Gpu* g = FindGpu(node, idx);
@@ -250,7 +261,11 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       }
     }
   }
+  return per_pod;
+}
 
+void BuildEntries(ledger::Node* node, Reply& alloc, EntryDecoder* decoder, Problems* problems) {
+  const std::string& name = node->name;
   if (!IsHash(alloc)) {
     problems->Add("node " + name + ": allocation key is not a hash");
   } else {
@@ -275,9 +290,10 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       std::sort(node->entries.begin(), node->entries.end(), older);
     }
   }
+}
 
-  if (per_pod) FillPodUsage(node, report_ts);
-
+void BuildModels(ledger::Node* node, const Reply& models, Problems* problems) {
+  const std::string& name = node->name;
   if (!IsHash(models)) {
     problems->Add("node " + name + ": models key is not a hash");
   } else {
@@ -291,6 +307,29 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
       node->models.emplace(models.elements[i].str, ms);
     }
   }
+}
+
+}  // namespace
+
+void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, const Reply& models,
+               EntryDecoder* decoder, Problems* problems) {
+  BuildGpus(node, cap, problems);
+  int64_t report_ts = 0;
+  const bool per_pod = ApplyUsage(node, used, problems, &report_ts);
+  BuildEntries(node, alloc, decoder, problems);
+  if (per_pod) FillPodUsage(node, report_ts);
+  BuildModels(node, models, problems);
+}
+
+bool RebuildUsage(ledger::Node* node, const ledger::Node& base, Reply& cap, const Reply& used, Problems* problems) {
+  node->gpus.clear();
+  BuildGpus(node, cap, problems);
+  int64_t report_ts = 0;
+  if (!ApplyUsage(node, used, problems, &report_ts)) return false;
+  node->entries = base.entries;
+  node->models = base.models;
+  FillPodUsage(node, report_ts);
+  return true;
 }
 
 }  // namespace vramd::store

@@ -50,6 +50,12 @@ struct Problems {
     ++count;
     if (samples.size() < 5) samples.push_back(std::move(what));
   }
+  void Merge(Problems&& other) {
+    count += other.count;
+    for (std::string& s : other.samples) {
+      if (samples.size() < 5) samples.push_back(std::move(s));
+    }
+  }
 };
 
 // Malformed fields per node (nodes without any are left out).
@@ -67,5 +73,14 @@ using NodeProblems = std::unordered_map<std::string, uint64_t>;
 // and added to *problems.
 void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, const Reply& models,
                EntryDecoder* decoder, Problems* problems);
+
+// A node whose change since `base` (the same node, built by BuildNode or
+// RebuildUsage with no problems) is its usage report alone: *node becomes
+// what BuildNode would make of `cap`, `used` and base's unchanged alloc and
+// models hashes, without reading or decoding those. False (*node then
+// unspecified) when `used` is not a version-2 report: without per-pod
+// figures the entries keep the usage their own text carries, which only
+// BuildNode knows; the caller reads the whole node then.
+bool RebuildUsage(ledger::Node* node, const ledger::Node& base, Reply& cap, const Reply& used, Problems* problems);
 
 }  // namespace vramd::store

@@ -5,16 +5,17 @@
 //   P:{NODE}:alloc   hash  pod uid -> entry JSON (entry_codec.h)
 //   P:{NODE}:used    hash  the node agent's last report: gpu index -> bytes in use;
 //                          "ts" -> report time (server ms); from a version-2
-//                          report also "v" -> "2" and per GPU "g:<idx>" ->
+//                          report also "v" -> "3" and per GPU "g:<idx>" ->
 //                          "<total>,<outside>,<uuid>[,<uid>=<bytes>]..." (physical
 //                          bytes, bytes outside pods, GPU UUID or empty, each
 //                          pod's bytes; ledger_decode.h). Read too, as vramd
-//                          wrote them before: "total:<idx>", "uuid:<idx>",
-//                          "outside:<idx>", "pod:<idx>:<uid>"
+//                          wrote them before with "v" -> "2": "total:<idx>",
+//                          "uuid:<idx>", "outside:<idx>", "pod:<idx>:<uid>"
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
 //   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
-//   P:changes        zset  change log: node -> epoch of its last change; member ''
+//   P:changes        zset  change log: node -> epoch of its last change
+//                          (a usage report alone: "{u}<node>"); member ''
 //                          -> the epoch after which every change is logged
 //                          (lua/bump.lua; at most ~100,000 members)
 //   P:sealed         str   present while the ledger is complete: "<ms>:<token>"

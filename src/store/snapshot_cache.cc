@@ -321,8 +321,10 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   const size_t max_changed = base->nodes.size() / 2;
   auto head = client_->Pipeline({{"GET", keys_.epoch},
                                  {"ZSCORE", keys_.changes, ""},
+                                 // A node may be logged twice (lua/bump.lua: a usage-only
+                                 // change and another kind of change).
                                  {"ZRANGEBYSCORE", keys_.changes, "(" + std::to_string(e0), "+inf",
-                                  "WITHSCORES", "LIMIT", "0", std::to_string(max_changed + 1)},
+                                  "WITHSCORES", "LIMIT", "0", std::to_string(2 * max_changed + 2)},
                                  {"EXISTS", keys_.sealed}});
   if (!head.ok()) return head.status();
   auto epoch = ParseEpoch((*head)[0], keys_.epoch);
@@ -332,7 +334,8 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   const bool sealed = (*head)[3].type == Reply::Type::kInteger && (*head)[3].integer == 1;
   const Reply& marker = (*head)[1];
   const Reply& log = (*head)[2];
-  std::vector<std::string> changed;
+  std::vector<std::string> changed;       // read whole
+  std::vector<std::string> usage_only;    // only their usage changed: capacity and usage re-read
   const char* why = nullptr;
   uint64_t since = 0;
   if (*epoch == e0) return base;  // nothing changed (a caller that skipped the epoch read)
@@ -344,14 +347,15 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
     why = "the change log starts after the cached epoch";
   } else if (log.type != Reply::Type::kArray || log.elements.size() % 2 != 0) {
     why = "the change log is not a sorted set";
-  } else if (log.elements.size() / 2 > max_changed) {
+  } else if (log.elements.size() / 2 > 2 * max_changed + 1) {
     why = "more than half the nodes changed";
   } else {
     uint64_t last = 0;
     changed.reserve(log.elements.size() / 2);
     for (size_t i = 0; i < log.elements.size(); i += 2) {
       uint64_t score = 0;
-      if (log.elements[i].str.empty()) {
+      const std::string& member = log.elements[i].str;
+      if (member.empty()) {
         why = "the change log restarted";  // its marker moved past e0 after the ZSCORE
         break;
       }
@@ -360,12 +364,27 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
         break;
       }
       last = std::max(last, score);
-      changed.push_back(log.elements[i].str);
+      if (member.starts_with(kUsageMember)) {
+        usage_only.push_back(member.substr(kUsageMember.size()));
+      } else {
+        changed.push_back(member);
+      }
     }
     // Every epoch is logged (as the score of a node it changed, or of a
     // later change of that node): a lower last score means something
     // moved the epoch without logging (an older vramd, a manual INCR).
     if (why == nullptr && last < *epoch) why = "a change was not logged";
+    // A node with a change of another kind is read whole anyway; so is one
+    // the cached snapshot lacks or holds with malformed fields (their count
+    // is kept per node, over all four hashes).
+    std::sort(changed.begin(), changed.end());
+    std::erase_if(usage_only, [&](const std::string& name) {
+      if (std::binary_search(changed.begin(), changed.end(), name)) return true;
+      if (base->nodes.count(name) != 0 && node_problems_.count(name) == 0) return false;
+      changed.push_back(name);
+      return true;
+    });
+    if (why == nullptr && changed.size() + usage_only.size() > max_changed) why = "more than half the nodes changed";
   }
   if (why != nullptr) {
     spdlog::debug("ledger: full reload from epoch {} to {}: {}", e0, *epoch, why);
@@ -386,6 +405,43 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   std::vector<std::pair<std::string, std::optional<ledger::Node>>> updates;
   updates.reserve(changed.size());
   std::vector<std::vector<std::string>> cmds;
+  // Usage-only nodes first: the capacity and usage hashes (the entries and
+  // models are base's), or the whole node when RebuildUsage cannot.
+  for (size_t first = 0; first < usage_only.size(); first += kRefreshChunk) {
+    const size_t last = std::min(usage_only.size(), first + kRefreshChunk);
+    cmds.clear();
+    for (size_t k = first; k < last; ++k) {
+      cmds.push_back({"SISMEMBER", keys_.nodes, usage_only[k]});
+      cmds.push_back({"HGETALL", keys_.Node(usage_only[k], "cap")});
+      cmds.push_back({"HGETALL", keys_.Node(usage_only[k], "used")});
+    }
+    auto replies = client_->Pipeline(cmds);
+    if (!replies.ok()) return replies.status();
+    if (replies->size() != cmds.size()) return Internal("valkey pipeline: reply count mismatch");
+    for (size_t k = first; k < last; ++k) {
+      std::string& name = usage_only[k];
+      Reply* r = &(*replies)[3 * (k - first)];
+      if (r[0].type != Reply::Type::kInteger) {
+        return Internal("valkey key " + keys_.nodes + " is not a set" +
+                        (r[0].is_error() ? ": " + r[0].str : std::string()));
+      }
+      if (r[0].integer == 0) {  // removed after all (that removal is logged too)
+        changed.push_back(std::move(name));
+        continue;
+      }
+      ledger::Node node;
+      node.name = name;
+      Problems mine;
+      if (!RebuildUsage(&node, base->nodes.at(name), r[1], r[2], &mine)) {
+        changed.push_back(std::move(name));
+        continue;
+      }
+      if (mine.count != 0) node_problems[name] = mine.count;
+      problems.Merge(std::move(mine));
+      updates.emplace_back(std::move(name), std::move(node));
+      usage_nodes_.fetch_add(1);
+    }
+  }
   for (size_t first = 0; first < changed.size(); first += kRefreshChunk) {
     const size_t last = std::min(changed.size(), first + kRefreshChunk);
     cmds.clear();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -49,13 +50,17 @@ class SnapshotCache {
   static constexpr int64_t kUsageRefreshMs = 1000;
   // Nodes a refresh reads per round trip (Refresh).
   static constexpr size_t kRefreshChunk = 64;
+  // How the change log names a node whose change was its usage report
+  // alone (lua/bump.lua's member_prefix).
+  static constexpr std::string_view kUsageMember = "{u}";
   bool EpochWatchLive() const { return watch_live_.load(); }
   uint64_t EpochChecks() const { return epoch_checks_.load(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot();
   Result<ledger::SnapshotPtr> Snapshot();
   uint64_t MalformedFieldsSkipped() const { return malformed_.load(); }
   LedgerStore::ReloadCounts Reloads() const {
-    return {full_reloads_.load(), incremental_reloads_.load(), copied_reloads_.load(), caught_up_reloads_.load()};
+    return {full_reloads_.load(), incremental_reloads_.load(), copied_reloads_.load(), caught_up_reloads_.load(),
+            usage_nodes_.load()};
   }
 
   // Counts a write of this process once it has returned (whatever its
@@ -119,6 +124,7 @@ class SnapshotCache {
   std::atomic<uint64_t> incremental_reloads_{0};
   std::atomic<uint64_t> copied_reloads_{0};
   std::atomic<uint64_t> caught_up_reloads_{0};
+  std::atomic<uint64_t> usage_nodes_{0};
   // Lock order: reload_mu_, then cache_mu_.
   Mutex reload_mu_;  // held for a whole reload
   // Malformed fields per node of the cached snapshot; MalformedFieldsSkipped

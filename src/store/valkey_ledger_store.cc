@@ -262,8 +262,11 @@ class ValkeyLedgerStore final : public LedgerStore {
     args.push_back(std::to_string(report.gpus.size()));
     for (const ledger::GpuUsage& g : report.gpus) args.push_back(std::to_string(g.index));
     if (v2) {
+      // "3": the packed layout below, which a vramd that knows only "2"
+      // (per-field) then reads as a report without per-pod figures instead
+      // of as one whose pods all use nothing (ledger_keys.h).
       args.emplace_back("v");
-      args.emplace_back("2");
+      args.emplace_back("3");
     }
     for (const ledger::GpuUsage& g : report.gpus) {
       const std::string idx = std::to_string(g.index);

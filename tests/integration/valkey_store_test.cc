@@ -1316,10 +1316,12 @@ TEST_F(EpochWatchTest, TheUsageRefreshersSpareBroughtUpToDateEqualsAFullLoad) {
   }
   for (const auto& [snap, copy] : held) ExpectSameLedger(*snap, copy);
   const auto counts = watching->SnapshotReloads();
-  std::printf("[ info ] %llu incremental refreshes: %llu on a copy, %llu on the spare brought up to date\n",
+  std::printf("[ info ] %llu incremental refreshes: %llu on a copy, %llu on the spare brought up to date; "
+              "%llu nodes re-read as usage only\n",
               static_cast<unsigned long long>(counts.incremental), static_cast<unsigned long long>(counts.copied),
-              static_cast<unsigned long long>(counts.caught_up));
+              static_cast<unsigned long long>(counts.caught_up), static_cast<unsigned long long>(counts.usage_nodes));
   EXPECT_GT(counts.caught_up, 0u) << "the spare was never used: this test did not test it";
+  EXPECT_GT(counts.usage_nodes, 0u) << "no node was re-read as usage only: that path went untested";
   EXPECT_GT(counts.copied, 0u) << "no refresh copied (the spare held or stale): that path went untested";
 }
 

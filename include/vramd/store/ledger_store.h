@@ -247,13 +247,15 @@ class LedgerStore {
   // made while the cached snapshot was held (it may not change) either
   // copied every node (`copied`) or brought an older, unheld snapshot up to
   // date by copying only the nodes changed since (`caught_up`); the others
-  // changed the cached snapshot in place. For a metric and tests; fakes may
-  // leave all at 0.
+  // changed the cached snapshot in place. `usage_nodes`: nodes those
+  // refreshes re-read as changed by a usage report alone (capacity and
+  // usage hashes only). For a metric and tests; fakes may leave all at 0.
   struct ReloadCounts {
     uint64_t full = 0;
     uint64_t incremental = 0;
     uint64_t copied = 0;
     uint64_t caught_up = 0;
+    uint64_t usage_nodes = 0;
   };
   virtual ReloadCounts SnapshotReloads() const { return {}; }
 };

@@ -17,6 +17,13 @@
 -- changes up at a bounded rate instead of on the next filter call
 -- (snapshot_cache.h). The epoch and the change log are the same either way.
 local bump_tag = ''
+-- A usage-only change (bump_tag 'u') logs its node as '{u}<node>' (node
+-- names hold no '{', CheckNodeName), so that a reader can tell a node whose only change
+-- since its epoch is a usage report (it re-reads that node's capacity and
+-- usage hashes alone; snapshot_cache.cc, Refresh) from one with any other
+-- change, logged under its plain name. Every other use of the log (the
+-- marker, the gap check, the bound) is the same for both kinds of member.
+local member_prefix = ''
 local function bump(epoch_key, changes_key, ...)
   -- A missing epoch (new or flushed ledger) starts at the server's time in
   -- microseconds, so it never returns to a value a replica has cached: INCR
@@ -37,7 +44,7 @@ local function bump(epoch_key, changes_key, ...)
   local now = string.format('%d', epoch)
   for i = 1, select('#', ...) do
     local node = select(i, ...)
-    if node and node ~= '' then redis.call('ZADD', changes_key, now, node) end
+    if node and node ~= '' then redis.call('ZADD', changes_key, now, member_prefix .. node) end
   end
   local n = redis.call('ZCARD', changes_key)
   if n > 100000 then

@@ -43,5 +43,6 @@ for i = first, #ARGV, chunk do
   end
 end
 bump_tag = 'u'  -- usage only: replicas refresh for it at a bounded rate
+member_prefix = '{u}'  -- and re-read only this node's capacity and usage
 bump(KEYS[3], KEYS[4], ARGV[1])
 return {'ok'}

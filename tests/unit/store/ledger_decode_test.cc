@@ -118,7 +118,7 @@ TEST(PackedGpuUsage, BuildNodeReadsPackedFieldsAsThePerFieldLayout) {
              {std::string("pod:1:") + kUid2, "5"}},
             &p_old);
   const ledger::Node packed = Build({{"ts", "5000"},
-                                     {"v", "2"},
+                                     {"v", "3"},
                                      {"0", "10"},
                                      {"g:0", "100,3,"},
                                      {"1", "40"},
@@ -148,21 +148,91 @@ TEST(PackedGpuUsage, BuildNodeReadsPackedFieldsAsThePerFieldLayout) {
   EXPECT_EQ(old_layout.entries[0].used, 35);
 }
 
+// A malformed packed field loses its GPU's per-pod figures, so the report's
+// are not complete: the entries' usage stays unknown (not 0 as of the
+// report), while the rest of the report still counts.
 TEST(PackedGpuUsage, AMalformedPackedFieldIsSkippedAndCountedTheRestLoads) {
   Problems problems;
-  const ledger::Node node =
-      Build({{"ts", "5000"}, {"v", "2"}, {"0", "10"}, {"g:0", "100,3"}, {"1", "40"}, {"g:1", "100,0,,x=1"}},
-            &problems);
+  const ledger::Node node = Build({{"ts", "5000"},
+                                   {"v", "3"},
+                                   {"0", "10"},
+                                   {"g:0", "100,3"},
+                                   {"1", "40"},
+                                   {"g:1", std::string("100,0,,") + kUid1 + "=35"}},
+                                  &problems);
   EXPECT_EQ(problems.count, 1u);
   ASSERT_EQ(problems.samples.size(), 1u);
   EXPECT_NE(problems.samples[0].find("'g:0' is malformed"), std::string::npos) << problems.samples[0];
   ASSERT_EQ(node.gpus.size(), 2u);
   EXPECT_EQ(node.gpus[0].used, 10);
+  EXPECT_EQ(node.gpus[0].used_ts_ms, 5000);
   EXPECT_EQ(node.gpus[0].total, 0);  // its packed field was skipped
   EXPECT_EQ(node.gpus[1].total, 100);
   ASSERT_EQ(node.gpus[1].pods.size(), 1u);
-  EXPECT_EQ(node.gpus[1].pods[0].uid, "x");
-  EXPECT_EQ(node.gpus[1].untracked, 1);
+  ASSERT_EQ(node.entries.size(), 1u);
+  EXPECT_EQ(node.entries[0].used, 0);
+  EXPECT_EQ(node.entries[0].used_ts_ms, 0) << "unknown, not reported as 0";
+}
+
+// A vramd that knows only version 2 ("v" -> "2", per-field) reads a packed
+// report as one without per-pod figures; this version reads both.
+TEST(PackedGpuUsage, OnlyVersionsTwoAndThreeCarryPerPodFigures) {
+  for (const char* v : {"2", "3", "4", ""}) {
+    SCOPED_TRACE(v);
+    Problems problems;
+    const ledger::Node node =
+        Build({{"ts", "5000"}, {"v", v}, {"1", "40"}, {"g:1", std::string("100,0,,") + kUid1 + "=35"}}, &problems);
+    ASSERT_EQ(node.entries.size(), 1u);
+    const bool per_pod = std::string(v) == "2" || std::string(v) == "3";
+    EXPECT_EQ(node.entries[0].used, per_pod ? 35 : 0);
+    EXPECT_EQ(node.entries[0].used_ts_ms, per_pod ? 5000 : 0);
+  }
+}
+
+// RebuildUsage (a refresh after a usage report alone) makes the node
+// BuildNode makes of the same hashes, whatever the node's previous usage.
+TEST(PackedGpuUsage, RebuildUsageEqualsBuildNode) {
+  const std::vector<std::pair<std::string, std::string>> reports[] = {
+      {},
+      {{"ts", "100"}, {"v", "3"}, {"0", "5"}, {"g:0", "100,5,"}},
+      {{"ts", "200"},
+       {"v", "3"},
+       {"0", "10"},
+       {"g:0", "100,3,"},
+       {"1", "40"},
+       {"g:1", std::string("100,0,") + kUuid + "," + kUid1 + "=35," + kUid2 + "=5"}},
+      {{"ts", "300"}, {"v", "2"}, {"1", "7"}, {std::string("pod:1:") + kUid1, "7"}},
+  };
+  for (size_t from = 0; from < std::size(reports); ++from) {
+    for (size_t to = 0; to < std::size(reports); ++to) {
+      SCOPED_TRACE("from " + std::to_string(from) + " to " + std::to_string(to));
+      Problems p;
+      const ledger::Node base = Build(reports[from], &p);
+      const ledger::Node whole = Build(reports[to], &p);
+      ASSERT_EQ(p.count, 0u);
+      ledger::Node rebuilt;
+      rebuilt.name = "n1";
+      Reply cap = Hash({{"0", "100"}, {"1", "100"}});
+      const bool per_pod = to >= 1;
+      ASSERT_EQ(RebuildUsage(&rebuilt, base, cap, Hash(reports[to]), &p), per_pod);
+      if (!per_pod) continue;  // the caller reads the whole node then
+      EXPECT_EQ(p.count, 0u);
+      ASSERT_EQ(rebuilt.gpus.size(), whole.gpus.size());
+      for (size_t g = 0; g < whole.gpus.size(); ++g) {
+        EXPECT_EQ(rebuilt.gpus[g].used, whole.gpus[g].used);
+        EXPECT_EQ(rebuilt.gpus[g].used_ts_ms, whole.gpus[g].used_ts_ms);
+        EXPECT_EQ(rebuilt.gpus[g].total, whole.gpus[g].total);
+        EXPECT_EQ(rebuilt.gpus[g].outside_pods, whole.gpus[g].outside_pods);
+        EXPECT_EQ(rebuilt.gpus[g].uuid, whole.gpus[g].uuid);
+        EXPECT_EQ(rebuilt.gpus[g].pods, whole.gpus[g].pods);
+        EXPECT_EQ(rebuilt.gpus[g].untracked, whole.gpus[g].untracked);
+      }
+      ASSERT_EQ(rebuilt.entries.size(), whole.entries.size());
+      EXPECT_EQ(rebuilt.entries[0].used, whole.entries[0].used);
+      EXPECT_EQ(rebuilt.entries[0].used_ts_ms, whole.entries[0].used_ts_ms);
+      EXPECT_EQ(rebuilt.models, whole.models);
+    }
+  }
 }
 
 }  // namespace
