@@ -76,9 +76,8 @@ void BM_Filter(benchmark::State& state) {
   RunFilter(state, n, MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0));
 }
 
-void BM_Prioritize(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0);
+// Prioritize over every node of `snap` (names n0..n-1), per node counters.
+void RunPrioritize(benchmark::State& state, int n, const ledger::Snapshot& snap) {
   const std::vector<std::string> names = Names(n);
   const std::vector<std::string_view> views = Views(names);
   const ledger::VramRequest req = Request32Gi();
@@ -91,6 +90,11 @@ void BM_Prioritize(benchmark::State& state) {
   state.counters["ns_per_node"] =
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
                                                      benchmark::Counter::kInvert);
+}
+
+void BM_Prioritize(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  RunPrioritize(state, n, MakeSnapshot(n, static_cast<int>(state.range(1)), state.range(2) != 0));
 }
 
 void PlacementArgs(benchmark::internal::Benchmark* b) {
@@ -119,16 +123,7 @@ void BM_FilterWithUsage(benchmark::State& state) {
 }
 void BM_PrioritizeWithUsage(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  const ledger::Snapshot snap = MakeSnapshotWithUsage(n, static_cast<int>(state.range(1)), kNowMs);
-  const std::vector<std::string> names = Names(n);
-  const std::vector<std::string_view> views = Views(names);
-  const ledger::VramRequest req = Request32Gi();
-  const ledger::Policy policy;
-  for (auto _ : state) {
-    std::vector<ledger::HostScore> s = ledger::Prioritize(snap, views, req, policy, kNowMs);
-    benchmark::DoNotOptimize(s);
-  }
-  state.SetItemsProcessed(state.iterations() * n);
+  RunPrioritize(state, n, MakeSnapshotWithUsage(n, static_cast<int>(state.range(1)), kNowMs));
 }
 BENCHMARK(BM_FilterWithUsage)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 8});
 BENCHMARK(BM_PrioritizeWithUsage)->ArgNames({"nodes", "gpus"})->Args({1000, 8})->Args({5000, 8});

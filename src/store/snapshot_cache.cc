@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -405,26 +406,37 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   std::vector<std::pair<std::string, std::optional<ledger::Node>>> updates;
   updates.reserve(changed.size());
   std::vector<std::vector<std::string>> cmds;
-  // Usage-only nodes first: the capacity and usage hashes (the entries and
-  // models are base's), or the whole node when RebuildUsage cannot.
-  for (size_t first = 0; first < usage_only.size(); first += kRefreshChunk) {
-    const size_t last = std::min(usage_only.size(), first + kRefreshChunk);
+  // Reads names[first, last): each one's membership of P:nodes, then its
+  // hashes `parts`; checks the membership replies.
+  const auto read_chunk = [&](const std::vector<std::string>& names, size_t first, size_t last,
+                              std::span<const char* const> parts) -> Result<std::vector<Reply>> {
     cmds.clear();
     for (size_t k = first; k < last; ++k) {
-      cmds.push_back({"SISMEMBER", keys_.nodes, usage_only[k]});
-      cmds.push_back({"HGETALL", keys_.Node(usage_only[k], "cap")});
-      cmds.push_back({"HGETALL", keys_.Node(usage_only[k], "used")});
+      cmds.push_back({"SISMEMBER", keys_.nodes, names[k]});
+      for (const char* part : parts) cmds.push_back({"HGETALL", keys_.Node(names[k], part)});
     }
     auto replies = client_->Pipeline(cmds);
     if (!replies.ok()) return replies.status();
     if (replies->size() != cmds.size()) return Internal("valkey pipeline: reply count mismatch");
+    for (size_t i = 0; i < replies->size(); i += 1 + parts.size()) {
+      const Reply& member = (*replies)[i];
+      if (member.type != Reply::Type::kInteger) {
+        return Internal("valkey key " + keys_.nodes + " is not a set" +
+                        (member.is_error() ? ": " + member.str : std::string()));
+      }
+    }
+    return replies;
+  };
+  // Usage-only nodes first: the capacity and usage hashes (the entries and
+  // models are base's), or the whole node when RebuildUsage cannot.
+  static constexpr const char* kUsageParts[] = {"cap", "used"};
+  for (size_t first = 0; first < usage_only.size(); first += kRefreshChunk) {
+    const size_t last = std::min(usage_only.size(), first + kRefreshChunk);
+    auto replies = read_chunk(usage_only, first, last, kUsageParts);
+    if (!replies.ok()) return replies.status();
     for (size_t k = first; k < last; ++k) {
       std::string& name = usage_only[k];
       Reply* r = &(*replies)[3 * (k - first)];
-      if (r[0].type != Reply::Type::kInteger) {
-        return Internal("valkey key " + keys_.nodes + " is not a set" +
-                        (r[0].is_error() ? ": " + r[0].str : std::string()));
-      }
       if (r[0].integer == 0) {  // removed after all (that removal is logged too)
         changed.push_back(std::move(name));
         continue;
@@ -444,21 +456,11 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   }
   for (size_t first = 0; first < changed.size(); first += kRefreshChunk) {
     const size_t last = std::min(changed.size(), first + kRefreshChunk);
-    cmds.clear();
-    for (size_t k = first; k < last; ++k) {
-      cmds.push_back({"SISMEMBER", keys_.nodes, changed[k]});
-      for (const char* part : kParts) cmds.push_back({"HGETALL", keys_.Node(changed[k], part)});
-    }
-    auto replies = client_->Pipeline(cmds);
+    auto replies = read_chunk(changed, first, last, kParts);
     if (!replies.ok()) return replies.status();
-    if (replies->size() != cmds.size()) return Internal("valkey pipeline: reply count mismatch");
     for (size_t k = first; k < last; ++k) {
       std::string& name = changed[k];
       Reply* r = &(*replies)[5 * (k - first)];
-      if (r[0].type != Reply::Type::kInteger) {
-        return Internal("valkey key " + keys_.nodes + " is not a set" +
-                        (r[0].is_error() ? ": " + r[0].str : std::string()));
-      }
       node_problems.erase(name);
       if (r[0].integer == 0) {  // removed from the ledger
         updates.emplace_back(std::move(name), std::nullopt);
