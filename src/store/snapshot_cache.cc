@@ -379,13 +379,14 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
     // the cached snapshot lacks or holds with malformed fields (their count
     // is kept per node, over all four hashes).
     std::sort(changed.begin(), changed.end());
+    std::vector<std::string> kept;   // usage-only nodes read as such
     std::vector<std::string> whole;  // usage-only nodes to read whole after all
-    std::erase_if(usage_only, [&](const std::string& name) {
-      if (std::binary_search(changed.begin(), changed.end(), name)) return true;
-      if (base->nodes.count(name) != 0 && node_problems_.count(name) == 0) return false;
-      whole.push_back(name);
-      return true;
-    });
+    for (std::string& name : usage_only) {
+      if (std::binary_search(changed.begin(), changed.end(), name)) continue;
+      const bool as_usage = base->nodes.count(name) != 0 && node_problems_.count(name) == 0;
+      (as_usage ? kept : whole).push_back(std::move(name));
+    }
+    usage_only = std::move(kept);
     changed.insert(changed.end(), whole.begin(), whole.end());
     if (why == nullptr && changed.size() + usage_only.size() > max_changed) why = "more than half the nodes changed";
   }
