@@ -125,6 +125,13 @@ def testbed_pids(tb: Testbed, extra: dict[str, int]) -> dict[str, int]:
     return pids
 
 
+def tcp_active_opens() -> int:
+    """The kernel's count of TCP connections this machine opened (/proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("ActiveOpens")])
+
+
 def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: list[str],
               config_overrides: dict, timeout: float, extender_overrides: dict | None = None,
               extra_pids: dict[str, int] | None = None, perf_out: str | None = None) -> dict:
@@ -137,6 +144,7 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     load_before = os.getloadavg()[0]
     start = time.monotonic()
     cpu_before = proc_cpu_seconds(testbed_pids(tb, extra_pids or {}))
+    opens_before = tcp_active_opens()
     perf = None
     if perf_out and extra_pids and "vramd" in extra_pids:
         perf_args = os.environ.get("BENCH_PERF_ARGS", "-F 499 --call-graph dwarf,16384").split()
@@ -150,6 +158,7 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
     while watch.count() < pods and time.monotonic() < deadline:
         time.sleep(0.05)
     cpu_after = proc_cpu_seconds(testbed_pids(tb, extra_pids or {}))
+    opens = tcp_active_opens() - opens_before
     if perf:
         perf.send_signal(2)
         perf.wait(60)
@@ -173,11 +182,16 @@ def run_round(tb: Testbed, label: str, namespace: str, pods: int, extenders: lis
         "load1_after": os.getloadavg()[0],
         # CPU seconds per process from the scheduler's start to the last bind
         "cpu_s": {k: round(cpu_after[k] - cpu_before.get(k, 0.0), 3) for k in sorted(cpu_after)},
+        # TCP connections opened on the machine (all of them loopback here) from the
+        # scheduler's start to the last bind: kube-scheduler's extender client keeps
+        # 2 idle connections, so calls that overlap open new ones
+        "tcp_opens": opens,
     }
     print(f"  {label:10s} {r['bound']}/{pods} bound, {r['pods_per_s']:.1f} pods/s "
           f"(first->last {span:.2f} s; scheduler start->last {r['scheduler_start_to_last_s']:.2f} s); "
           f"load {load_before:.1f}->{r['load1_after']:.1f}", flush=True)
-    print(f"  CPU s: {r['cpu_s']} (all {sum(r['cpu_s'].values()):.2f})", flush=True)
+    print(f"  CPU s: {r['cpu_s']} (all {sum(r['cpu_s'].values()):.2f}); TCP connections opened: {opens}",
+          flush=True)
     return r
 
 
@@ -274,7 +288,8 @@ def main() -> int:
     ap.add_argument("--scheduler-qps", default="default")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--vramd-http-threads", type=int, default=0,
-                    help="vramd's http_threads (default: vramd's own default)")
+                    help="vramd's http_threads, and the echo's worker threads (default: vramd's own "
+                         "default, 8, for both)")
     ap.add_argument("--echo-extender", action="store_true",
                     help="add a round with the do-nothing simdjson echo (bench/baseline_server) as "
                          "filter + prioritize extender: kube-scheduler's own cost of calling an extender")
@@ -325,7 +340,8 @@ def main() -> int:
             # and does nothing else.
             echo = subprocess.Popen([os.path.join(bin_dir, "baseline_server"), "--parser", "simdjson",
                                      "--listen", f"127.0.0.1:{eport}", "--bind-api", tb.api_url,
-                                     "--bind-token-file", token, "--bind-ca-file", tb.ca_file],
+                                     "--bind-token-file", token, "--bind-ca-file", tb.ca_file,
+                                     "--threads", str(a.vramd_http_threads or 8)],
                                     stdout=subprocess.DEVNULL)
             echo.url = f"http://127.0.0.1:{eport}"
             tb.wait_for(lambda: _http_get_status(echo.url + "/healthz") == 200, 10,
