@@ -27,6 +27,15 @@
 
 namespace {
 
+// The answers' content type, as vramd writes it (src/http/server.cc). With a
+// bare "application/json" cpp-httplib gzips every answer to a client that
+// accepts gzip, as Go's HTTP client (kube-scheduler's) always says it does:
+// the "do-nothing" echo then spent ~70 us deflating each small answer (and
+// kube-scheduler as long inflating it), where vramd, whose type carries the
+// charset, never compresses. Before 2026-11-27 the echo did; see
+// docs/performance.md, issue 17, "The echo gzipped its answers".
+constexpr const char* kJson = "application/json; charset=utf-8";
+
 enum class Parser { kSimdjson, kNlohmann, kNlohmannSax };
 
 int Usage() {
@@ -175,23 +184,23 @@ int main(int argc, char** argv) {
     std::string out;
     if (!echo(req.body, &out)) {
       res.status = 400;
-      res.set_content("{\"Error\":\"invalid JSON\"}", "application/json");
+      res.set_content("{\"Error\":\"invalid JSON\"}", kJson);
       return;
     }
-    res.set_content(std::move(out), "application/json");
+    res.set_content(std::move(out), kJson);
   });
   server.Post("/scheduler/prioritize", [&](const httplib::Request& req, httplib::Response& res) {
     std::string out;
     if (!echo(req.body, &out)) {
       res.status = 400;
-      res.set_content("{\"Error\":\"invalid JSON\"}", "application/json");
+      res.set_content("{\"Error\":\"invalid JSON\"}", kJson);
       return;
     }
-    res.set_content(PrioritiesFromEcho(out), "application/json");
+    res.set_content(PrioritiesFromEcho(out), kJson);
   });
   if (!bind_api.empty()) {
     server.Post("/scheduler/bind", [&binder](const httplib::Request& req, httplib::Response& res) {
-      res.set_content(binder.Bind(req.body), "application/json");
+      res.set_content(binder.Bind(req.body), kJson);
     });
   }
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
