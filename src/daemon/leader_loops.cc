@@ -18,7 +18,11 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
       started_ms_(clock->NowMs()),
       leader_(std::move(lease), reconcile::MakeReplicaIdentity(), cfg.leader_lease_ms, registry),
       pod_watcher_(kube, [this] { reconciler_.Poke(); }, registry),
-      node_watcher_(kube, [this] { reconciler_.Poke(); }),
+      node_watcher_(kube,
+                    [this, node_sync] {
+                      node_sync->NodesChanged();
+                      reconciler_.Poke();
+                    }),
       reconciler_(cfg, store, kube, &leader_, &pod_watcher_, node_sync, clock, registry,
                   [locks](const std::function<bool(const std::string&)>& exists) {
                     (void)locks->ReapLocksOfMissingPods(exists);

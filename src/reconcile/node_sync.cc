@@ -20,6 +20,10 @@ NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::K
   lists_ = &registry->AddCounter("vramd_node_sync_lists_total",
                                  "Node lists made by capacity sync itself (when the node watch had no copy).");
   lists_->With({});
+  skipped_ = &registry->AddCounter("vramd_node_sync_skipped_total",
+                                   "Reconcile passes that did not sync node capacities: no Node changed and the last "
+                                   "sync is younger than node_sync_interval_ms.");
+  skipped_->With({});
   shrunk_ = &registry->AddGauge("vramd_node_capacity_below_allocation",
                                 "1 when a node's capacity shrank below what is allocated on it (not truncated).",
                                 {"node"});
@@ -30,6 +34,28 @@ NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::K
 }
 
 NodeSync::~NodeSync() { Stop(); }
+
+bool NodeSyncDue(bool force, bool nodes_changed, std::optional<int64_t> last_ok_ms, int64_t now_ms,
+                 int interval_ms) {
+  if (force || nodes_changed || !last_ok_ms) return true;
+  return now_ms < *last_ok_ms || now_ms - *last_ok_ms >= interval_ms;
+}
+
+std::optional<Result<NodeSyncStats>> NodeSync::SyncIfDue(int64_t now_ms, bool force) {
+  if (!NodeSyncDue(force, nodes_changed_.load(), last_ok_ms_, now_ms, cfg_.node_sync_interval_ms)) {
+    skipped_->With({}).Inc();
+    return std::nullopt;
+  }
+  // Cleared before the pass reads the nodes: a change it may miss marks them again.
+  nodes_changed_.store(false);
+  Result<NodeSyncStats> r = SyncOnce();
+  if (r.ok()) {
+    last_ok_ms_ = now_ms;
+  } else {
+    nodes_changed_.store(true);
+  }
+  return r;
+}
 
 Result<NodeSyncStats> NodeSync::SyncOnce() {
   NodeSyncStats stats;

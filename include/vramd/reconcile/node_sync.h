@@ -4,9 +4,11 @@
 // physical totals its node agent reported (store::LedgerStore::ReportedGpus,
 // kept by the store even for a node not yet in the ledger), minus the
 // per-GPU reserve. Nodes that left the cluster (or lost their GPUs) leave
-// the ledger. Runs every interval on a background thread it owns.
+// the ledger. Runs every interval on a background thread it owns, or (the
+// leader, with Kubernetes) inside reconcile passes when due (SyncIfDue).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +57,18 @@ struct NodeSyncStats {
   std::vector<std::string> shrunk_below_allocation;  // reported, not truncated
 };
 
+// Whether a reconcile pass should also sync node capacities. Reconcile
+// passes follow pod watch events (up to one per reconcile_min_gap_ms while
+// pods churn), but capacities change only with the Nodes, with the agents'
+// reports and with the ledger itself: a pass syncs when `force` (the ledger
+// is being rebuilt, so its capacities may be gone), when the node watch saw
+// a change since the last pass that succeeded (`nodes_changed`), when no pass
+// succeeded yet, and otherwise once `interval_ms` has passed since the last
+// one that did (the agents' reports, repairs of the ledger). A clock that went
+// back counts as due.
+bool NodeSyncDue(bool force, bool nodes_changed, std::optional<int64_t> last_ok_ms, int64_t now_ms,
+                 int interval_ms);
+
 class NodeSync {
  public:
   NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::KubeClient* kube,
@@ -66,6 +80,13 @@ class NodeSync {
   // on the Node once per node and reason, and vramd_malformed_objects{kind="node"}
   // counts the malformed nodes of the last pass that read the nodes.
   Result<NodeSyncStats> SyncOnce();
+
+  // SyncOnce when NodeSyncDue says so (its interval: node_sync_interval_ms),
+  // nullopt otherwise. For the reconcile passes (one thread).
+  std::optional<Result<NodeSyncStats>> SyncIfDue(int64_t now_ms, bool force);
+  // A Node was added, changed or deleted (the node watch's callback): the
+  // next SyncIfDue runs a pass.
+  void NodesChanged() { nodes_changed_.store(true); }
 
   // Runs SyncOnce now and then every interval until Stop().
   void Start();
@@ -95,6 +116,9 @@ class NodeSync {
   Mutex mu_;
   CondVar cv_;
   bool poked_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> nodes_changed_{true};
+  std::optional<int64_t> last_ok_ms_;  // SyncIfDue's last pass that succeeded (its caller's one thread)
+  metrics::Family<metrics::Counter>* skipped_;
   std::jthread thread_;
 };
 
