@@ -12,13 +12,22 @@
 // this client and of the server process (from /proc/PID/stat) per request in
 // each mode; the difference is the cost of one more connection. Standard
 // library only; bench only, never run by the test command.
+//
+//	go run bench/go/conn_churn.go -serve-raw
+//
+// instead serves, on a free loopback port it prints, the least an HTTP/1.1
+// extender can do: read a request (headers, Content-Length body) and answer a
+// fixed small JSON in one write. Pointed at it, the client's figures are a
+// floor for any server library.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -69,7 +78,55 @@ func run(url string, body []byte, n int, churn bool, pid int) (client, server, w
 	return clientCPU() - c0, serverCPU(pid) - s0, time.Since(t0)
 }
 
+// serveRaw answers every request on every connection with one fixed answer,
+// written with one write.
+func serveRaw() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("listening on %s (pid %d)\n", ln.Addr(), os.Getpid())
+	body := `{"NodeNames":["a","b"],"FailedNodes":{},"Error":""}`
+	answer := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		len(body), body))
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			panic(err)
+		}
+		go func(c net.Conn) {
+			defer c.Close()
+			r := bufio.NewReaderSize(c, 64<<10)
+			for {
+				n := 0
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "\r\n" {
+						break
+					}
+					if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
+						n, _ = strconv.Atoi(strings.TrimSpace(v))
+					}
+				}
+				if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+					return
+				}
+				if _, err := c.Write(answer); err != nil {
+					return
+				}
+			}
+		}(c)
+	}
+}
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "-serve-raw" {
+		serveRaw()
+		return
+	}
 	url := flag.String("url", "", "the verb's URL, e.g. http://127.0.0.1:PORT/scheduler/filter")
 	bodyFile := flag.String("body", "", "request body (an ExtenderArgs JSON)")
 	pid := flag.Int("server-pid", 0, "the server's process id (its CPU time is read from /proc)")

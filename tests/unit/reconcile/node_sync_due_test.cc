@@ -48,7 +48,8 @@ kube::NodeInfo Node(const std::string& name, const std::string& capacity) {
 }
 
 int64_t Capacity(testing::FakeLedgerStore& store, const std::string& node) {
-  const ledger::Node* n = (*store.Snapshot())->Find(node);
+  const ledger::SnapshotPtr snap = *store.Snapshot();  // held while `n` points into it
+  const ledger::Node* n = snap->Find(node);
   return n == nullptr || n->gpus.empty() ? -1 : n->gpus[0].capacity;
 }
 
