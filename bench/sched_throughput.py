@@ -254,17 +254,19 @@ def idle_valkey(tb: Testbed, vramd, seconds: float) -> dict:
     bound: its reconcile passes, node syncs and watches, no scheduling."""
     passes0 = metric_sum(vramd.url, "vramd_reconcile_passes_total")
     before = valkey_commands(tb)
+    cpu0 = proc_cpu_seconds({"vramd": vramd.popen.pid}).get("vramd", 0.0)
     time.sleep(seconds)
+    cpu = proc_cpu_seconds({"vramd": vramd.popen.pid}).get("vramd", 0.0) - cpu0
     after = valkey_commands(tb)
     passes = metric_sum(vramd.url, "vramd_reconcile_passes_total") - passes0
     d = api_delta(before, after)
-    out = {"seconds": seconds, "reconcile_passes": passes, "valkey": d}
+    out = {"seconds": seconds, "reconcile_passes": passes, "valkey": d, "vramd_cpu_s": round(cpu, 2)}
     if passes > 0:
         cmds = sum(v for k, v in d.items() if not k.startswith("bytes") and k != "info")
         out["per_pass"] = {"commands": round(cmds / passes, 1),
                            "bytes": round((d.get("bytes in", 0) + d.get("bytes out", 0)) / passes)}
-    print(f"  idle {seconds:.0f} s with the pods bound: {passes:.0f} reconcile passes; Valkey {d}; "
-          f"per pass {out.get('per_pass')}", flush=True)
+    print(f"  idle {seconds:.0f} s with the pods bound: {passes:.0f} reconcile passes, vramd {cpu:.2f} CPU-s; "
+          f"Valkey {d}; per pass {out.get('per_pass')}", flush=True)
     return out
 
 
