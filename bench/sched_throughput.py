@@ -207,6 +207,12 @@ def verb_latency(vramd_url: str) -> dict:
         if m_sum and m_cnt and float(m_cnt.group(1)) > 0:
             out[verb] = {"count": int(float(m_cnt.group(1))),
                          "mean_ms": 1000 * float(m_sum.group(1)) / float(m_cnt.group(1))}
+    # How the replica's ledger cache followed the writes (own_write: a reserve
+    # or bound mark taken from its script's answer, nothing read).
+    for kind in ("full", "incremental", "own_write"):
+        m = re.search(r'vramd_ledger_snapshot_refreshes_total\{kind="%s"\} (\S+)' % kind, text)
+        if m:
+            out["refresh_" + kind] = {"count": int(float(m.group(1))), "mean_ms": 0.0}
     return out
 
 
@@ -385,7 +391,8 @@ def main() -> int:
                         n = v["count"] - b["count"]
                         if n > 0:
                             mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
-                            r["vramd_verbs"][verb] = {"count": n, "mean_ms": round(mean, 3)}
+                            r["vramd_verbs"][verb] = ({"count": n, "mean_ms": round(mean, 3)}
+                                                      if not verb.startswith("refresh_") else n)
                     print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
                 if vramd and a.idle and rnd == 0:
                     r["idle"] = idle_valkey(tb, vramd, a.idle)

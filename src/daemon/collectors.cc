@@ -28,10 +28,12 @@ void AddCollectors(metrics::Registry* registry, const store::ValkeyClient* valke
     w.Sample("vramd_ledger_epoch_reads_total", {}, static_cast<double>(store_ptr->EpochChecks()));
     const store::LedgerStore::ReloadCounts r = store_ptr->SnapshotReloads();
     w.Header("vramd_ledger_snapshot_refreshes_total",
-             "Snapshot refreshes by kind: full (the whole ledger read) or incremental (changed nodes only).",
+             "Snapshot refreshes by kind: full (the whole ledger read), incremental (changed nodes only), or "
+             "own_write (a reserve or bound mark of this replica taken from its script's answer, nothing read).",
              "counter");
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "full"}}, static_cast<double>(r.full));
     w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "incremental"}}, static_cast<double>(r.incremental));
+    w.Sample("vramd_ledger_snapshot_refreshes_total", {{"kind", "own_write"}}, static_cast<double>(r.own_writes));
   });
   registry->AddCollector([store, clock, max_age = usage_max_age_ms, max_peak_ratio](metrics::TextWriter& w) {
     Result<ledger::SnapshotPtr> snap = store->Snapshot();

@@ -311,6 +311,22 @@ store::ReserveRequest BindReserveRequest(const std::string& node, const std::str
   return rr;
 }
 
+namespace {
+
+// The UUIDs of `gpus` on node `n` (as far as the ledger knows them).
+std::vector<std::string> GpuUuids(const ledger::Node* n, const std::vector<int>& gpus) {
+  std::vector<std::string> uuids;
+  if (n == nullptr) return uuids;
+  for (int g : gpus) {
+    for (const ledger::Gpu& gpu : n->gpus) {
+      if (gpu.index == g && !gpu.uuid.empty()) uuids.push_back(gpu.uuid);
+    }
+  }
+  return uuids;
+}
+
+}  // namespace
+
 // Chooses GPUs and reserves them atomically. The first choice is made on the
 // watched snapshot (no round trip while the epoch watch vouches for it); the
 // reserve script checks capacity itself, and any doubt (no fit, a concurrent
@@ -352,6 +368,12 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
       const store::ReserveRequest rr = BindReserveRequest(t.node, t.ns, t.name, t.uid, d.choice, req, opts_.policy,
                                                           in_flight_ttl_ms, /*require_sealed=*/kube_ != nullptr);
       in_flight->active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
+      // Let go of the snapshot before writing: the store then takes the
+      // write into its cache in place, from the script's answer, instead of
+      // leaving it to the next filter call to read (SnapshotCache::ApplyOwnWrite).
+      std::vector<std::string> uuids = GpuUuids(n, d.choice.gpus);
+      n = nullptr;
+      snap->reset();
       Result<store::ReserveOutcome> reserved = store_->Reserve(rr);
       if (!reserved.ok()) {
         const bool no_room = reserved.status().code() == Code::kInsufficient;
@@ -361,14 +383,10 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
       }
       if (*reserved == store::ReserveOutcome::kAlreadyHeld) continue;  // re-read to learn its GPUs
       out->gpus = d.choice.gpus;
+      out->uuids = std::move(uuids);
+      return std::nullopt;
     }
-    if (n != nullptr) {
-      for (int g : out->gpus) {
-        for (const ledger::Gpu& gpu : n->gpus) {
-          if (gpu.index == g && !gpu.uuid.empty()) out->uuids.push_back(gpu.uuid);
-        }
-      }
-    }
+    out->uuids = GpuUuids(n, out->gpus);
     return std::nullopt;
   }
   return BindOutcome::Rejected("node " + t.node + ": lost the race for its GPUs " +

@@ -406,7 +406,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   Problems problems;
   NodeProblems node_problems = node_problems_;
   EntryDecoder decoder;
-  std::vector<std::pair<std::string, std::optional<ledger::Node>>> updates;
+  NodeUpdates updates;
   updates.reserve(changed.size());
   std::vector<std::vector<std::string>> cmds;
   // Reads names[first, last): each one's membership of P:nodes, then its
@@ -478,15 +478,22 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
     }
   }
 
+  incremental_reloads_.fetch_add(1);
+  return Install(std::move(base), *epoch, sealed, std::move(updates), std::move(node_problems), problems);
+}
+
+ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed, NodeUpdates updates,
+                                           NodeProblems node_problems, const Problems& problems, bool copy_ok) {
   // Only the changed nodes' index records are rebuilt (Writable says from
   // which index, and which nodes it changed itself).
   const ledger::Snapshot* const base_ptr = base.get();
   Step step{nullptr, nullptr, {}};
   step.changed.reserve(updates.size());
   for (const auto& u : updates) step.changed.push_back(u.first);
-  Changeable w = Writable(std::move(base));
+  Changeable w = Writable(std::move(base), copy_ok);
+  if (w.snap == nullptr) return nullptr;
   std::shared_ptr<ledger::Snapshot> snap = std::move(w.snap);
-  snap->epoch = *epoch;
+  snap->epoch = epoch;
   snap->sealed = sealed;
   for (auto& [name, node] : updates) {
     if (node) {
@@ -509,8 +516,55 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   step.from = snap.get() != base_ptr ? base_ptr : nullptr;
   step.to = snap.get();
   last_step_ = std::move(step);
-  incremental_reloads_.fetch_add(1);
   return ledger::SnapshotPtr(std::move(snap));
+}
+
+bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& name,
+                                  std::span<Reply, 4> parts) {
+  Saw(epoch);
+  ledger::SnapshotPtr old;  // destroyed after the locks are released
+  MutexLock reload(&reload_mu_);
+  ledger::SnapshotPtr base;
+  {
+    MutexLock lk(&cache_mu_);
+    // Scripts run one at a time and each moves the epoch by one: a cache at
+    // epoch - 1 differs from the store at `epoch` in this write alone. (A
+    // load is not one transaction, so a cache may also hold changes newer
+    // than its label; those are logged after `epoch`, and the next refresh
+    // reads their nodes again, this one too if it is among them.)
+    if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;
+    base = cache_;
+  }
+  ledger::Node node;
+  node.name = name;
+  Problems problems;
+  NodeProblems node_problems = node_problems_;
+  node_problems.erase(name);
+  EntryDecoder decoder;
+  BuildNode(&node, parts[0], parts[1], parts[2], parts[3], &decoder, &problems);
+  if (problems.count != 0) node_problems[name] = problems.count;
+  const bool sealed = base->sealed;  // reserve and the bound mark leave the seal as it is
+  NodeUpdates updates;
+  updates.emplace_back(name, std::move(node));
+  // Not at the price of a copy of every node (a call holds the cached
+  // snapshot, and no spare is free): the next call's refresh changes it in
+  // place once that call has let go, for two round trips.
+  ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, std::move(updates), std::move(node_problems),
+                                      problems, /*copy_ok=*/false);
+  if (fresh == nullptr) return false;
+  own_writes_.fetch_add(1);
+  MutexLock lk(&cache_mu_);
+  old = std::exchange(cache_, std::move(fresh));
+  // cache_writes_ == local_writes_: the cache covered every write of this
+  // process that had returned, and now covers this one too, so both count
+  // it at once (compare-exchange: a write that returns meanwhile is not
+  // covered, and leaves this one to its mark).
+  uint64_t covered = cache_writes_;
+  if (local_writes_.compare_exchange_strong(covered, covered + 1)) {
+    cache_writes_ = covered + 1;
+    mark->counted_ = true;
+  }
+  return true;
 }
 
 // The snapshot Refresh changes: the cached one itself when nothing else
@@ -525,7 +579,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
 // while the taken one is changed; callers meanwhile wait on reload_mu_ and
 // take the result. Called with reload_mu_ held, `base` being cache_ and the
 // caller's only reference.
-SnapshotCache::Changeable SnapshotCache::Writable(ledger::SnapshotPtr base) {
+SnapshotCache::Changeable SnapshotCache::Writable(ledger::SnapshotPtr base, bool copy_ok) {
   {
     MutexLock lk(&cache_mu_);
     if (cache_ == base) {
@@ -565,6 +619,7 @@ SnapshotCache::Changeable SnapshotCache::Writable(ledger::SnapshotPtr base) {
     caught_up_reloads_.fetch_add(1);
     return Changeable{std::move(own), std::move(index), false, last_step_.changed};
   }
+  if (!copy_ok) return Changeable{};
   copied_reloads_.fetch_add(1);
   // A copy of the nodes, not of the index: base's index points into base.
   return Changeable{std::make_shared<ledger::Snapshot>(base->Clone()), base->index, true, {}};

@@ -10,9 +10,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "vramd/ledger/model.h"
@@ -59,22 +62,43 @@ class SnapshotCache {
   Result<ledger::SnapshotPtr> Snapshot();
   uint64_t MalformedFieldsSkipped() const { return malformed_.load(); }
   LedgerStore::ReloadCounts Reloads() const {
-    return {full_reloads_.load(), incremental_reloads_.load(), copied_reloads_.load(), caught_up_reloads_.load(),
-            usage_nodes_.load()};
+    return {full_reloads_.load(),      incremental_reloads_.load(), copied_reloads_.load(),
+            caught_up_reloads_.load(), usage_nodes_.load(),         own_writes_.load()};
   }
 
   // Counts a write of this process once it has returned (whatever its
-  // outcome): WatchedSnapshot() then reads the epoch before trusting its cache.
+  // outcome): WatchedSnapshot() then reads the epoch before trusting its
+  // cache, unless ApplyOwnWrite put the write into the cache (and counted it).
   class WriteMark {
    public:
     explicit WriteMark(SnapshotCache* cache) : cache_(cache) {}
-    ~WriteMark() { cache_->local_writes_.fetch_add(1); }
+    ~WriteMark() {
+      if (!counted_) cache_->local_writes_.fetch_add(1);
+    }
     WriteMark(const WriteMark&) = delete;
     WriteMark& operator=(const WriteMark&) = delete;
 
    private:
+    friend class SnapshotCache;
     SnapshotCache* const cache_;
+    bool counted_ = false;
   };
+
+  // A write of this process (the one `mark` counts) that changed node `node`
+  // alone and moved the epoch by one, to `epoch`; `parts` are the node's cap,
+  // alloc, used and models hashes as the write script left them (HGETALL
+  // replies; the strings are moved out). When the cached snapshot is at
+  // epoch - 1, holds the node, and can change without a copy of every node
+  // (no call holds it, or the usage refresher's spare is free; see
+  // Writable), it is brought to `epoch` with that node rebuilt from `parts`:
+  // exactly what a refresh would read, without a round trip (issue 17: each bind's reserve and bound mark otherwise cost the
+  // next filter call a refresh of two round trips). When the cache covered
+  // every write of this process before, it covers this one too and the
+  // write is counted here, so that WatchedSnapshot() trusts the cache
+  // without reading the epoch. Anything else (the cache older, another
+  // write of this process landed meanwhile) leaves the next call to refresh
+  // as before. Returns whether the write was applied.
+  bool ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts);
 
   // The highest epoch read from the store (ReadSeal and Reserve pass it: a
   // lower one later means the store lost writes).
@@ -94,7 +118,19 @@ class SnapshotCache {
     bool nodes_moved = false;
     std::vector<std::string> caught_up;
   };
-  Changeable Writable(ledger::SnapshotPtr base) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // With copy_ok false, a null snap instead of a copy (the cache as it was).
+  Changeable Writable(ledger::SnapshotPtr base, bool copy_ok = true) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // Nodes rebuilt from the store (nullopt: removed from the ledger).
+  using NodeUpdates = std::vector<std::pair<std::string, std::optional<ledger::Node>>>;
+  // Refresh's and ApplyOwnWrite's last step: `base` (the cached snapshot,
+  // the caller's only reference besides cache_) with `updates` put in,
+  // labelled `epoch`, its index rebuilt for the changed nodes;
+  // `node_problems` becomes node_problems_ and `problems` is reported.
+  // Null, with nothing changed, when that would take a copy of every node
+  // and copy_ok is false (Writable).
+  ledger::SnapshotPtr Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed, NodeUpdates updates,
+                              NodeProblems node_problems, const Problems& problems, bool copy_ok = true)
+      EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void ReportProblems(const Problems& p, uint64_t epoch) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void Vouch(uint64_t gen, uint64_t writes) EXCLUSIVE_LOCKS_REQUIRED(cache_mu_);
 
@@ -125,6 +161,7 @@ class SnapshotCache {
   std::atomic<uint64_t> copied_reloads_{0};
   std::atomic<uint64_t> caught_up_reloads_{0};
   std::atomic<uint64_t> usage_nodes_{0};
+  std::atomic<uint64_t> own_writes_{0};
   // Lock order: reload_mu_, then cache_mu_.
   Mutex reload_mu_;  // held for a whole reload
   // Malformed fields per node of the cached snapshot; MalformedFieldsSkipped

@@ -113,7 +113,7 @@ class ValkeyLedgerStore final : public LedgerStore {
          keys_.Node(req.node, "models"), keys_.pods, keys_.epoch, keys_.changes, keys_.inflight, keys_.sealed},
         args);
     if (!r.ok()) return r.status();
-    const Reply& rep = r->reply;
+    Reply& rep = r->reply;
     if (rep.type != Reply::Type::kArray || rep.elements.empty() ||
         rep.elements[0].type != Reply::Type::kString) {
       return ScriptError("reserve", rep);
@@ -126,7 +126,10 @@ class ValkeyLedgerStore final : public LedgerStore {
     if ((tag == "reserved" || tag == "moved" || tag == "held") && !r->replication.ok()) {
       return NotReplicated(req.node, e.pod_uid, pod, /*ours=*/tag != "held", r->replication);
     }
-    if (tag == "reserved") return ReserveOutcome::kReserved;
+    if (tag == "reserved") {
+      ApplyOwnWrite(&mark, req.node, rep, 1);
+      return ReserveOutcome::kReserved;
+    }
     if (tag == "held") return ReserveOutcome::kAlreadyHeld;
     if (tag == "rebuilding") {
       if (arg(1) == "epoch went back") {
@@ -177,8 +180,10 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status FinishBind(const std::string& node, const std::string& pod_uid) override {
-    return RunSetState(finish_bind_, {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes, keys_.inflight}, node,
-                       pod_uid, EntryState::kBound);
+    return RunSetState(finish_bind_,
+                       {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes, keys_.inflight, keys_.Node(node, "cap"),
+                        keys_.Node(node, "used"), keys_.Node(node, "models")},
+                       node, pod_uid, EntryState::kBound);
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
@@ -551,6 +556,11 @@ class ValkeyLedgerStore final : public LedgerStore {
       r = client_->Eval(script, keys, args);
     }
     if (!r.ok()) return r.status();
+    // finish_bind.lua answers a change as {1, epoch, cap, alloc, used, models}.
+    const bool with_node = r->type == Reply::Type::kArray && !r->elements.empty() &&
+                           r->elements[0].type == Reply::Type::kInteger && r->elements[0].integer == 1;
+    if (with_node && replication.ok()) ApplyOwnWrite(&mark, node, *r, 1);
+    if (with_node) *r = Reply{Reply::Type::kInteger, 1, {}, {}};
     if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
     if (r->integer == 1 && !replication.ok()) {
       return Unavailable("marking the entry of pod " + pod_uid + " on node " + node +
@@ -561,6 +571,22 @@ class ValkeyLedgerStore final : public LedgerStore {
       return Internal("the ledger entry of pod " + pod_uid + " on node " + node + " is not readable JSON");
     }
     return Status::Ok();
+  }
+
+  // A write script's answer that carries the new epoch at elements[at] and
+  // the changed node's cap, alloc, used and models hashes after it (reserve,
+  // the bound mark): the cache takes the write from it (SnapshotCache::
+  // ApplyOwnWrite) instead of reading the node again on the next call.
+  void ApplyOwnWrite(SnapshotCache::WriteMark* mark, const std::string& node, Reply& reply, size_t at) {
+    if (reply.elements.size() != at + 5) return;
+    const Reply& e = reply.elements[at];
+    int64_t epoch = 0;
+    if (e.type != Reply::Type::kString || !ParseInt64(e.str, &epoch) || epoch <= 0) return;
+    for (size_t i = at + 1; i < at + 5; ++i) {
+      if (reply.elements[i].type != Reply::Type::kArray) return;
+    }
+    snapshots_.ApplyOwnWrite(mark, static_cast<uint64_t>(epoch), node,
+                             std::span<Reply, 4>(reply.elements.data() + at + 1, 4));
   }
 
   const std::shared_ptr<ValkeyClient> client_;

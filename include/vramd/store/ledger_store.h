@@ -249,13 +249,16 @@ class LedgerStore {
   // date by copying only the nodes changed since (`caught_up`); the others
   // changed the cached snapshot in place. `usage_nodes`: nodes those
   // refreshes re-read as changed by a usage report alone (capacity and
-  // usage hashes only). For a metric and tests; fakes may leave all at 0.
+  // usage hashes only). `own_writes`: writes of this process (reserve, the
+  // bound mark) put into the cache from their script's reply, with no read
+  // at all. For a metric and tests; fakes may leave all at 0.
   struct ReloadCounts {
     uint64_t full = 0;
     uint64_t incremental = 0;
     uint64_t copied = 0;
     uint64_t caught_up = 0;
     uint64_t usage_nodes = 0;
+    uint64_t own_writes = 0;
   };
   virtual ReloadCounts SnapshotReloads() const { return {}; }
 };

@@ -14,7 +14,9 @@
 -- fit_usage_counts, else U = A) and the peak rule holds on each once the
 -- demand is added (fit_peak_ok, P and V summed from the node's entries by
 -- fit_entry_peak).
--- Returns {'reserved'} | {'moved', from} | {'held'} | {'conflict', node, state}
+-- Returns {'reserved', epoch, cap, alloc, used, models} (the new epoch as
+--         '%d' and the node's four hashes after the write, HGETALL replies)
+--       | {'moved', from} | {'held'} | {'conflict', node, state}
 --       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 --       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}: the
 --         GPUs without room and their vectors as the rule saw them (used = A
@@ -112,5 +114,8 @@ if moved_from then
   bump(KEYS[7], KEYS[8], node, other)
   return {'moved', other}
 end
-bump(KEYS[7], KEYS[8], node)
-return {'reserved'}
+-- With the node's hashes as they are now, so that the caller's cache takes
+-- this write from the answer instead of reading the node again.
+local epoch = bump(KEYS[7], KEYS[8], node)
+return {'reserved', string.format('%d', epoch), redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]),
+        redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5])}

@@ -1,5 +1,6 @@
 -- SetEntryState. KEYS: 1 alloc, 2 epoch, 3 changes. ARGV: 1 uid, 2 state,
--- 3 node. Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed.
+-- 3 node. Returns -1 no entry, -2 unreadable entry, 0 unchanged, 1 changed
+-- (and then the new epoch as a second value).
 local function set_state(alloc_key, epoch_key, changes_key, uid, state, node)
   local raw = redis.call('HGET', alloc_key, uid)
   if not raw then return -1 end
@@ -12,6 +13,6 @@ local function set_state(alloc_key, epoch_key, changes_key, uid, state, node)
     v = cjson.encode(e)
   end
   redis.call('HSET', alloc_key, uid, v)
-  bump(epoch_key, changes_key, node)
-  return 1
+  local epoch = bump(epoch_key, changes_key, node)
+  return 1, epoch
 end
