@@ -17,7 +17,7 @@ from scheduler start to the last bind is reported too. Bench only: never run by
 the test command.
 
     python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
-        [--scheduler-qps default|N] [--vramd-http-threads N] [--api-requests] [--json FILE]
+        [--scheduler-qps default|N] [--vramd-http-threads N] [--api-requests] [--rotate] [--json FILE]
 
 --scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
 with the default (qps 50) the scheduler's own Binding POSTs are throttled,
@@ -315,6 +315,9 @@ def main() -> int:
     ap.add_argument("--perf", help="record a perf profile of vramd (perf record $BENCH_PERF_ARGS, default -F 499 --call-graph "
                                    "dwarf,16384) during the first "
                                    "'with' round into this file")
+    ap.add_argument("--rotate", action="store_true",
+                    help="rotate the order of the configurations from one run to the next (run r starts with the "
+                         "r-th), so that none is always last")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
 
@@ -357,7 +360,11 @@ def main() -> int:
         labels = (("without", "echo", "bind-echo", "with") if a.bind_echo else ("without", "echo", "with")) \
             if echo else ("without", "with")
         for rnd in range(a.rounds):
-            for label in labels:
+            # --rotate: run r starts at configuration r (mod their number), so
+            # that each takes each place in a run (a later round may find the
+            # API server and etcd slower, with more history behind them).
+            k = rnd % len(labels) if a.rotate else 0
+            for label in labels[k:] + labels[:k]:
                 ns = f"{label}-{rnd}"
                 # vramd runs only in its own round: in the other one it would
                 # account the pods kube-scheduler binds alone (orphans re-added,
