@@ -360,6 +360,10 @@ BindEnd BindOnePod(vramd::store::LedgerStore& store, vramd::extender::RefusalRec
     const vramd::store::ReserveRequest rr = vramd::extender::BindReserveRequest(
         t.node, t.ns, t.name, t.uid, d.choice, req, policy, in_flight_ttl_ms, /*require_sealed=*/true);
     mark.active = true;
+    // As Extender::ReserveVram: let go of the snapshot before writing, so
+    // that the store can take the write into its cache in place.
+    n = nullptr;
+    snap->reset();
     auto r = store.Reserve(rr);
     if (!r.ok()) {
       const bool no_room = r.status().code() == vramd::Code::kInsufficient;

@@ -522,9 +522,6 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
 bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& name,
                                   std::span<Reply, 4> parts) {
   Saw(epoch);
-  ledger::SnapshotPtr old;  // destroyed after the locks are released
-  MutexLock reload(&reload_mu_);
-  ledger::SnapshotPtr base;
   {
     MutexLock lk(&cache_mu_);
     // Scripts run one at a time and each moves the epoch by one: a cache at
@@ -533,6 +530,22 @@ bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::st
     // than its label; those are logged after `epoch`, and the next refresh
     // reads their nodes again, this one too if it is among them.)
     if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;
+  }
+  // Never waits for a refresh or another write's apply (a bind would wait
+  // for their round trips): when one runs, the next call refreshes instead.
+  if (!reload_mu_.TryLock()) return false;
+  ledger::SnapshotPtr old;  // destroyed after the locks are released
+  const bool applied = ApplyOwnWriteLocked(mark, epoch, name, parts, &old);
+  reload_mu_.Unlock();
+  return applied;
+}
+
+bool SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& name,
+                                        std::span<Reply, 4> parts, ledger::SnapshotPtr* old) {
+  ledger::SnapshotPtr base;
+  {
+    MutexLock lk(&cache_mu_);
+    if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;  // as it was
     base = cache_;
   }
   ledger::Node node;
@@ -554,7 +567,7 @@ bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::st
   if (fresh == nullptr) return false;
   own_writes_.fetch_add(1);
   MutexLock lk(&cache_mu_);
-  old = std::exchange(cache_, std::move(fresh));
+  *old = std::exchange(cache_, std::move(fresh));
   // cache_writes_ == local_writes_: the cache covered every write of this
   // process that had returned, and now covers this one too, so both count
   // it at once (compare-exchange: a write that returns meanwhile is not

@@ -90,7 +90,8 @@ class SnapshotCache {
   // replies; the strings are moved out). When the cached snapshot is at
   // epoch - 1, holds the node, and can change without a copy of every node
   // (no call holds it, or the usage refresher's spare is free; see
-  // Writable), it is brought to `epoch` with that node rebuilt from `parts`:
+  // Writable) nor a wait (no refresh or other apply runs), it is brought to
+  // `epoch` with that node rebuilt from `parts`:
   // exactly what a refresh would read, without a round trip (issue 17: each bind's reserve and bound mark otherwise cost the
   // next filter call a refresh of two round trips). When the cache covered
   // every write of this process before, it covers this one too and the
@@ -120,6 +121,10 @@ class SnapshotCache {
   };
   // With copy_ok false, a null snap instead of a copy (the cache as it was).
   Changeable Writable(ledger::SnapshotPtr base, bool copy_ok = true) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // ApplyOwnWrite once it holds reload_mu_; the snapshot it replaced goes to
+  // *old (freed by the caller outside the locks).
+  bool ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts,
+                           ledger::SnapshotPtr* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   // Nodes rebuilt from the store (nullopt: removed from the ledger).
   using NodeUpdates = std::vector<std::pair<std::string, std::optional<ledger::Node>>>;
   // Refresh's and ApplyOwnWrite's last step: `base` (the cached snapshot,
