@@ -91,14 +91,15 @@ class SnapshotCache {
   // epoch - 1, holds the node, and can change without a copy of every node
   // (no call holds it, or the usage refresher's spare is free; see
   // Writable) nor a wait (no refresh or other apply runs), it is brought to
-  // `epoch` with that node rebuilt from `parts`:
-  // exactly what a refresh would read, without a round trip (issue 17: each bind's reserve and bound mark otherwise cost the
-  // next filter call a refresh of two round trips). When the cache covered
-  // every write of this process before, it covers this one too and the
-  // write is counted here, so that WatchedSnapshot() trusts the cache
-  // without reading the epoch. Anything else (the cache older, another
-  // write of this process landed meanwhile) leaves the next call to refresh
-  // as before. Returns whether the write was applied.
+  // `epoch` with that node rebuilt from `parts`: exactly what a refresh
+  // would read, without a round trip (issue 17: each bind's reserve and
+  // bound mark otherwise cost the next filter call a refresh of two round
+  // trips). When the cache covered every write of this process before, it
+  // covers this one too and the write is counted here, so that
+  // WatchedSnapshot() trusts the cache without reading the epoch. Anything
+  // else (the cache older, another write of this process landed meanwhile)
+  // leaves the next call to refresh as before. Returns whether the write
+  // was applied.
   bool ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts);
 
   // The highest epoch read from the store (ReadSeal and Reserve pass it: a
