@@ -34,9 +34,8 @@ Response ErrorResponse(int status, const std::string& message) {
 
 Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 
-const std::string& RebuildingError() {
-  static const std::string m = std::string("vramd: ") + store::kRebuildingMessage;
-  return m;
+std::string RebuildingError(const ledger::Snapshot& snap) {
+  return "vramd: " + store::RebuildingMessage(snap.unseal_reason);
 }
 
 // Every candidate node fails for the same pod-level reason.
@@ -87,7 +86,7 @@ Result<ledger::SnapshotPtr> Extender::DecisionSnapshot() {
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (snap.ok() && Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
   if (!snap.ok()) return Unavailable("vramd: VRAM ledger unavailable: " + snap.status().message());
-  if (Rebuilding(**snap)) return Unavailable(RebuildingError());
+  if (Rebuilding(**snap)) return Unavailable(RebuildingError(**snap));
   return snap;
 }
 
@@ -341,7 +340,7 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
     if (!snap.ok()) return BindOutcome::Failed("VRAM ledger unavailable: " + snap.status().message());
     if (Rebuilding(**snap)) {
       if (watched && !last) continue;  // the watched view may lag the seal
-      return BindOutcome::Failed(store::kRebuildingMessage);
+      return BindOutcome::Failed(store::RebuildingMessage((*snap)->unseal_reason));
     }
     const ledger::Node* n = (*snap)->Find(t.node);
     const ledger::Entry* held = nullptr;

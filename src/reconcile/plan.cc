@@ -217,7 +217,31 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     const bool placeable = node != nullptr && !node->gpus.empty();
     // What a rebuild must find before it seals the ledger: this pod's entry.
     if (held_here || placeable) r.required.emplace_back(p.node_name, p.uid);
-    if (held_here) continue;
+    // Placement annotations are the pod's own metadata, which anyone who may
+    // create a pod can write (a pod created with spec.nodeName never meets
+    // filter or bind): bytes they claim beyond (or below) the request, or a
+    // GPU count other than the request's, are never accounted (issue 30).
+    // Such a pod is reported (a Warning Event, the malformed gauge) for as
+    // long as it runs; vramd's own bind always writes the request's figures.
+    const bool annotated = annotations.ok() && annotations->has_value();
+    const bool annotations_match = annotated && (*annotations)->per_gpu == req->per_gpu &&
+                                   static_cast<int>((*annotations)->gpus.size()) == req->gpu_count;
+    if (annotated && !annotations_match) {
+      ++r.annotations_overridden;
+      report("placement annotations (" + std::string(kGpusAnnotation) + " naming " +
+             std::to_string((*annotations)->gpus.size()) + " GPU(s), " + kVramPerGpuAnnotation + " " +
+             ledger::FormatBytes((*annotations)->per_gpu) + ") do not match what the pod requests (" +
+             ledger::FormatBytes(req->per_gpu) + " on each of " + std::to_string(req->gpu_count) +
+             " GPU(s)): vramd did not write them (the pod did not come through its bind); it is accounted at its "
+             "request");
+    }
+    // An entry held at other bytes than the request (re-added from forged
+    // annotations by an older vramd) is put right; a reservation belongs to
+    // its bind and is left alone.
+    const ledger::Entry* mine = held_here ? h->second.second : nullptr;
+    const bool wrong_bytes = mine != nullptr && mine->state != ledger::EntryState::kReserved &&
+                             in_flight.count(p.uid) == 0 && mine->per_gpu != req->per_gpu;
+    if (held_here && !wrong_bytes) continue;
     if (!placeable) continue;  // capacity not known yet: next pass
     ledger::Entry e;
     e.pod_uid = p.uid;
@@ -225,27 +249,29 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     e.name = p.name;
     ledger::RecordDemand(*req, &e);  // model, peak, priority, class, victim
     e.state = p.deleting ? ledger::EntryState::kTerminating : ledger::EntryState::kBound;
-    e.created_ms = opts.now_ms;
-    // Annotations naming a GPU the node does not have (its capacity changed)
-    // are not malformed, just unusable: GPUs are chosen as without them.
-    bool annotated = annotations.ok() && annotations->has_value();
-    if (annotated) {
-      for (int g : (*annotations)->gpus) {
-        bool known = std::any_of(node->gpus.begin(), node->gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
-        if (!known) annotated = false;
-      }
+    e.created_ms = wrong_bytes ? mine->created_ms : opts.now_ms;
+    // On the GPUs the entry being put right or the annotations name when they
+    // are usable (as many as the pod asks for, all on the node: its capacity
+    // may have changed), else chosen as for any re-add; at the request's bytes.
+    std::vector<int> named;
+    if (wrong_bytes) {
+      named = mine->gpus;
+    } else if (annotated) {
+      named = (*annotations)->gpus;
     }
-    if (annotated) {
-      e.gpus = (*annotations)->gpus;
-      e.per_gpu = (*annotations)->per_gpu;
-    } else {
-      e.gpus = PickGpus(*node, req->gpu_count, opts.now_ms);
-      e.per_gpu = req->per_gpu;
+    bool usable = !named.empty() && static_cast<int>(named.size()) == req->gpu_count;
+    for (int g : named) {
+      bool known = std::any_of(node->gpus.begin(), node->gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
+      if (!known) usable = false;
     }
-    if (p.deleting) r.phantom_bytes[p.node_name] += e.per_gpu * static_cast<int64_t>(e.gpus.size());
-    ++r.orphans;
+    e.gpus = usable ? named : PickGpus(*node, req->gpu_count, opts.now_ms);
+    e.per_gpu = req->per_gpu;
+    if (p.deleting && !held_here) r.phantom_bytes[p.node_name] += e.per_gpu * static_cast<int64_t>(e.gpus.size());
+    if (!wrong_bytes) ++r.orphans;
     r.actions.push_back({ActionKind::kReadd, p.node_name, e, ReleaseCause::kNone,
-                         annotated ? "orphan (GPUs from annotations)" : "orphan (no GPU annotations: GPUs chosen)"});
+                         wrong_bytes ? "entry held other bytes than the pod requests: accounted at its request"
+                         : usable    ? "orphan (GPUs from annotations)"
+                                     : "orphan (no usable GPU annotations: GPUs chosen)"});
   }
   return r;
 }

@@ -54,6 +54,12 @@ Reconciler::Reconciler(const config::Config& cfg, store::LedgerStore* store, kub
   malformed_->With({"pod"});
   malformed_reports_ = &registry->AddCounter(kMalformedReportsCounter, kMalformedReportsHelp, {"kind"});
   malformed_reports_->With({"pod"});
+  overridden_ = &registry->AddGauge("vramd_reconcile_placement_annotations_overridden",
+                                    "Bound VRAM pods whose placement annotations claim other bytes or GPU count than "
+                                    "they request (not written by vramd's bind), as of the last pass: accounted at "
+                                    "their request.",
+                                    {});
+  overridden_->With({});
 }
 
 Reconciler::~Reconciler() { Stop(); }
@@ -148,6 +154,7 @@ Result<PassStats> Reconciler::RunOnce() {
     if (seal_now && !(*snap)->nodes.empty()) any_node = (*snap)->nodes.begin()->first;
   }
   ReportMalformed(plan.malformed);
+  overridden_->With({}).Set(static_cast<double>(plan.annotations_overridden));
 
   std::set<std::string> freed_nodes;
   int failed_actions = 0;

@@ -19,8 +19,12 @@
 //                          -> the epoch after which every change is logged
 //                          (lua/bump.lua; at most ~100,000 members)
 //   P:sealed         str   present while the ledger is complete: "<ms>:<token>"
-//                          of the rebuild that sealed it (ReadSeal, Seal)
-//   P:rebuilding     str   "<ms>:<who>": the rebuild under way (BeginRebuild)
+//                          of the rebuild that sealed it (ReadSeal, Seal); the
+//                          token ends with " run=<run_id>" of the server process
+//                          it was made on, and counts only there (lua/bump.lua)
+//   P:unsealed       str   why the ledger was unsealed: "epoch", "restarted"
+//                          (absent: the store is new or was emptied)
+//   P:rebuilding     str   "<ms>:<who> run=<run_id>": the rebuild under way (BeginRebuild)
 //   P:reported       hash  node -> its last version-2 report's GPUs,
 //                          "<idx>=<total>=<uuid>,..." (node sync's last capacity
 //                          source; also nodes not yet in the ledger)
@@ -61,6 +65,7 @@ struct LedgerKeys {
   const std::string inflight = prefix + ":inflight";
   const std::string reported = prefix + ":reported";
   const std::string sealed = prefix + ":sealed";
+  const std::string unsealed = prefix + ":unsealed";  // lua/bump.lua derives it from `sealed`
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";
   const std::string refused = prefix + ":refused";

@@ -256,7 +256,8 @@ void SnapshotCache::Saw(uint64_t epoch) {
 // half-visible until that next reload.
 // Called with reload_mu_ held (as is Refresh).
 Result<ledger::SnapshotPtr> SnapshotCache::Load() {
-  auto head = client_->Pipeline({{"GET", keys_.epoch}, {"SMEMBERS", keys_.nodes}, {"EXISTS", keys_.sealed}});
+  auto head = client_->Pipeline(
+      {{"GET", keys_.epoch}, {"SMEMBERS", keys_.nodes}, {"EXISTS", keys_.sealed}, {"GET", keys_.unsealed}});
   if (!head.ok()) return head.status();
   auto epoch = ParseEpoch((*head)[0], keys_.epoch);
   if (!epoch.ok()) return epoch.status();
@@ -276,6 +277,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Load() {
   auto snap = std::make_shared<ledger::Snapshot>();
   snap->epoch = *epoch;
   snap->sealed = (*head)[2].type == Reply::Type::kInteger && (*head)[2].integer == 1;
+  if (!snap->sealed && (*head)[3].type == Reply::Type::kString) snap->unseal_reason = (*head)[3].str;
   snap->nodes.reserve(n);
   Problems problems;
   NodeProblems node_problems;
@@ -326,13 +328,15 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
                                  // change and another kind of change).
                                  {"ZRANGEBYSCORE", keys_.changes, "(" + std::to_string(e0), "+inf",
                                   "WITHSCORES", "LIMIT", "0", std::to_string(2 * max_changed + 2)},
-                                 {"EXISTS", keys_.sealed}});
+                                 {"EXISTS", keys_.sealed},
+                                 {"GET", keys_.unsealed}});
   if (!head.ok()) return head.status();
   auto epoch = ParseEpoch((*head)[0], keys_.epoch);
   if (!epoch.ok()) return epoch.status();
   Saw(*epoch);
   // Sealing and unsealing move the epoch, so an unchanged epoch keeps it.
   const bool sealed = (*head)[3].type == Reply::Type::kInteger && (*head)[3].integer == 1;
+  const std::string unseal_reason = !sealed && (*head)[4].type == Reply::Type::kString ? (*head)[4].str : "";
   const Reply& marker = (*head)[1];
   const Reply& log = (*head)[2];
   std::vector<std::string> changed;       // read whole
@@ -479,10 +483,12 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
   }
 
   incremental_reloads_.fetch_add(1);
-  return Install(std::move(base), *epoch, sealed, std::move(updates), std::move(node_problems), problems);
+  return Install(std::move(base), *epoch, sealed, unseal_reason, std::move(updates), std::move(node_problems),
+                 problems);
 }
 
-ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed, NodeUpdates updates,
+ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed,
+                                           const std::string& unseal_reason, NodeUpdates updates,
                                            NodeProblems node_problems, const Problems& problems, bool copy_ok) {
   // Only the changed nodes' index records are rebuilt (Writable says from
   // which index, and which nodes it changed itself).
@@ -495,6 +501,7 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
   std::shared_ptr<ledger::Snapshot> snap = std::move(w.snap);
   snap->epoch = epoch;
   snap->sealed = sealed;
+  snap->unseal_reason = unseal_reason;
   for (auto& [name, node] : updates) {
     if (node) {
       snap->nodes.insert_or_assign(name, std::move(*node));
@@ -557,13 +564,14 @@ bool SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const s
   BuildNode(&node, parts[0], parts[1], parts[2], parts[3], &decoder, &problems);
   if (problems.count != 0) node_problems[name] = problems.count;
   const bool sealed = base->sealed;  // reserve and the bound mark leave the seal as it is
+  const std::string unseal_reason = base->unseal_reason;
   NodeUpdates updates;
   updates.emplace_back(name, std::move(node));
   // Not at the price of a copy of every node (a call holds the cached
   // snapshot, and no spare is free): the next call's refresh changes it in
   // place once that call has let go, for two round trips.
-  ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, std::move(updates), std::move(node_problems),
-                                      problems, /*copy_ok=*/false);
+  ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, unseal_reason, std::move(updates),
+                                      std::move(node_problems), problems, /*copy_ok=*/false);
   if (fresh == nullptr) return false;
   own_writes_.fetch_add(1);
   MutexLock lk(&cache_mu_);
@@ -629,6 +637,7 @@ SnapshotCache::Changeable SnapshotCache::Writable(ledger::SnapshotPtr base, bool
     }
     own->epoch = base->epoch;
     own->sealed = base->sealed;
+    own->unseal_reason = base->unseal_reason;
     caught_up_reloads_.fetch_add(1);
     return Changeable{std::move(own), std::move(index), false, last_step_.changed};
   }

@@ -134,8 +134,9 @@ class SnapshotCache {
   // `node_problems` becomes node_problems_ and `problems` is reported.
   // Null, with nothing changed, when that would take a copy of every node
   // and copy_ok is false (Writable).
-  ledger::SnapshotPtr Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed, NodeUpdates updates,
-                              NodeProblems node_problems, const Problems& problems, bool copy_ok = true)
+  ledger::SnapshotPtr Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed, const std::string& unseal_reason,
+                              NodeUpdates updates, NodeProblems node_problems, const Problems& problems,
+                              bool copy_ok = true)
       EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void ReportProblems(const Problems& p, uint64_t epoch) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   void Vouch(uint64_t gen, uint64_t writes) EXCLUSIVE_LOCKS_REQUIRED(cache_mu_);

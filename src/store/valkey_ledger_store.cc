@@ -135,8 +135,14 @@ class ValkeyLedgerStore final : public LedgerStore {
       if (arg(1) == "epoch went back") {
         spdlog::error("valkey: the ledger's epoch went back (a replica that missed writes was promoted?): "
                       "unsealed; the leader rebuilds it from the cluster");
+        return Unavailable(RebuildingMessage(kUnsealedEpoch));
       }
-      return Unavailable(std::string(kRebuildingMessage) + " (" + arg(1) + ")");
+      if (arg(1) == "sealed by another store process") {
+        spdlog::error("valkey: the ledger's seal was made by another server process (the store restarted from a "
+                      "snapshot, or a replica was promoted): unsealed; the leader rebuilds it from the cluster");
+        return Unavailable(RebuildingMessage(kUnsealedRestarted));
+      }
+      return Unavailable(RebuildingMessage(""));
     }
     if (tag == "moved") {
       spdlog::info("moved the unbound reservation of {} from node {} to node {}", pod, arg(1),
@@ -410,7 +416,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<SealState> BeginRebuild(const std::string& who) override {
-    auto r = client_->Eval(begin_rebuild_, {keys_.sealed, keys_.rebuilding}, {who});
+    auto r = client_->Eval(begin_rebuild_, {keys_.sealed, keys_.rebuilding, keys_.epoch, keys_.changes}, {who});
     if (!r.ok()) return r.status();
     return ParseSeal("begin-rebuild", *r);
   }
@@ -601,7 +607,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script remove_node_{WriteScript(lua::kRemoveNode)};
   const Script push_usage_{WriteScript(lua::kPushUsage)};
   const Script read_seal_{WriteScript(lua::kReadSeal)};
-  const Script begin_rebuild_{std::string(lua::kBeginRebuild)};
+  const Script begin_rebuild_{WriteScript(lua::kBeginRebuild)};
   const Script seal_{WriteScript(lua::kSeal)};
   const Script begin_bind_{std::string(lua::kBeginBind)};
   const Script binds_in_flight_{std::string(lua::kBindsInFlight)};

@@ -10,6 +10,8 @@ scheduler or a user would) and on nodes, and vramd must:
 
 - stay up (process alive, /healthz 200), with vramd_thread_errors_total
   exported (and 0: nothing escapes a thread here);
+- account a pod whose well-formed placement annotations claim other bytes
+  than it requests at its request (issue 30), with a Warning Event;
 - skip each malformed object with a Warning Event on it (once per object and
   reason) and count it in vramd_reconcile_malformed_objects{kind};
 - keep the ledger sane: the good node's allocation within its capacity,
@@ -58,6 +60,9 @@ HOSTILE_PODS = [
     ("per-gpu-empty", "1Gi", placement("0", ""), "request"),
     ("per-gpu-whitespace", "1Gi", placement("0", " 1073741824"), "request"),
     ("per-gpu-text", "1Gi", placement("0", "lots"), "request"),
+    # Well-formed, but not what the pod requests (issue 30): accounted at the request.
+    ("per-gpu-1-pib", "1Gi", placement("0", str(1 << 50)), "request"),
+    ("per-gpu-below-request", "1Gi", placement("0", "1"), "request"),
     ("per-gpu-missing", "1Gi", {"vramd.io/gpus": "0"}, "request"),
     ("gpus-duplicate", "1Gi", placement("0,0", "1073741824"), "request"),
     ("gpus-huge-index", "1Gi", placement("99999999999999999999", "1073741824"), "request"),
@@ -197,6 +202,32 @@ class HostileMetadata(SharedTestbed):
             self.assertLessEqual(gpu["allocated_bytes"], gpu["capacity_bytes"], gpu)
         self.vramd.ensure_alive()
         print(f"\nnormal pod bound and in the ledger ({time.monotonic() - t0:.2f} s after binding)")
+
+    def test_5_a_pod_that_skipped_the_scheduler_pins_no_node(self):
+        """Issue 30: a pod created with spec.nodeName (it never meets filter or
+        bind), 1Mi requested, annotations naming both GPUs at 1 PiB each, on a
+        node of 2 x 80Gi. It used to be re-added at the annotated bytes, and a
+        normal 20Gi pod then got "no GPU with 20Gi free (best: 0)" for as long
+        as it ran. It is accounted at its request, gets a Warning Event, is
+        counted, and the normal pod binds."""
+        tb = self.tb
+        tb.create_node("pinned", labels={GFD[0]: "2", GFD[1]: "81920", "pool": "pinned"})
+        wait_ledger_nodes(tb, self.vramd, ["pinned"])
+        tb.create_pod("pinner", "1Mi", annotations=placement("0,1", "1125899906842624"), node_name="pinned")
+
+        def entry():
+            return next((p for p in ledger_nodes(self.vramd)["pinned"]["pods"] if p["name"] == "pinner"), None)
+        tb.wait_for(entry, 15, message="the pinner's entry")
+        self.assertEqual(entry()["vram_per_gpu_bytes"], 1 << 20, entry())
+        self.assertEqual(len(entry()["gpus"]), 1, entry())
+        tb.create_pod("after-pinner", "20Gi", extra_spec={"nodeSelector": {"pool": "pinned"}})
+        self.assertEqual(tb.wait_pod_bound("after-pinner", timeout=30), "pinned")
+        tb.wait_for(lambda: tb.pod_events("pinner", reason=POD_EVENT), 15, message="a Warning Event on the pinner")
+        self.assertIn("accounted at its request", tb.pod_events("pinner", reason=POD_EVENT)[0])
+        tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_placement_annotations_overridden") == 3, 15,
+                    message="the pinner and the two per-gpu pods counted as overridden")
+        for gpu in ledger_nodes(self.vramd)["pinned"]["gpus"]:
+            self.assertLessEqual(gpu["allocated_bytes"], gpu["capacity_bytes"], gpu)
 
 
 if __name__ == "__main__":

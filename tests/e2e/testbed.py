@@ -818,6 +818,21 @@ class Testbed:
         self.redis_url = f"redis://127.0.0.1:{port}"
         return self.redis_url
 
+    def restart_redis(self) -> None:
+        """Kills redis-server (nothing saved on the way down) and starts it again
+        on the same port and directory: it comes back from its last snapshot
+        (a SAVE's dump.rdb), as a crashed Valkey with periodic snapshots does."""
+        old = self.procs["redis"]
+        old.stop(sig=signal.SIGKILL)
+        proc = self._spawn("redis", old.args)
+
+        def ready() -> bool:
+            try:
+                return self.redis_command("PING") == "PONG"
+            except (OSError, TestbedError):  # refused, or LOADING
+                return False
+        self._wait_ready(proc, ready, REDIS_READY_TIMEOUT, "redis PING after the restart")
+
     def redis_command(self, *args: str | int | bytes) -> Any:
         """Sends one command to the testbed's redis; returns the decoded reply.
 

@@ -133,11 +133,26 @@ class StoreLossTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("vramd-store-loss-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     port_ = FreePort();
-    ASSERT_TRUE(server_.Start({redis, "--bind", "127.0.0.1", "--port", std::to_string(port_), "--save", "",
-                               "--appendonly", "no", "--dir", dir_.string()},
-                              (dir_ / "redis.log").string()));
+    // No automatic snapshots: the test takes them (SAVE) where it wants.
+    argv_ = {redis, "--bind", "127.0.0.1", "--port", std::to_string(port_), "--save", "",
+             "--appendonly", "no", "--dir", dir_.string()};
+    ASSERT_TRUE(server_.Start(argv_, (dir_ / "redis.log").string()));
     admin_ = DirectClient(port_);
     ASSERT_TRUE(WaitFor([&] { return admin_->Command({"PING"}).ok(); }, milliseconds(10'000)))
+        << Tail(server_.log());
+  }
+  // Kills the server (no save on the way down) and starts it again from its
+  // last snapshot (dump.rdb in dir_), as a crash of a Valkey with periodic
+  // snapshots leaves it: a new process holding an older copy.
+  void RestartFromSnapshot() {
+    server_.Stop(SIGKILL);
+    ASSERT_TRUE(server_.Start(argv_, (dir_ / "redis.log").string()));
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          auto r = admin_->Command({"PING"});
+          return r.ok() && !r->is_error();
+        },
+        milliseconds(10'000)))
         << Tail(server_.log());
   }
   void TearDown() override {
@@ -159,6 +174,7 @@ class StoreLossTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   int port_ = 0;
+  std::vector<std::string> argv_;
   Process server_;
   std::shared_ptr<store::ValkeyClient> admin_;
 };
@@ -247,58 +263,192 @@ TEST_F(StoreLossTest, AnEpochThatWentBackUnsealsTheLedger) {
   EXPECT_FALSE((*after)->sealed);
 }
 
-TEST_F(StoreLossTest, FlushMidBurstNeverDoubleBooksAGpuOverManyRounds) {
-  ClusterKube kube;
+// The cluster's GPU nodes: kNodes x kGpusPerNode GPUs of kCapacity.
+void AddGpuNodes(ClusterKube* kube) {
   for (int n = 0; n < kNodes; ++n) {
     kube::NodeInfo node;
     node.name = NodeName(n);
     node.uid = "uid-" + node.name;
     node.annotations["vramd.io/capacity"] = "10Gi,10Gi";
-    kube.nodes.push_back(node);
+    kube->nodes.push_back(node);
   }
+}
+
+std::unique_ptr<Replica> NewReplica(std::shared_ptr<store::ValkeyClient> client, kube::KubeClient* kube,
+                                    const vramd::Clock* clock) {
+  auto r = std::make_unique<Replica>();
+  r->client = std::move(client);
+  r->store = store::NewValkeyLedgerStore(r->client);
+  r->store->StartEpochWatch();
+  extender::Options eo;
+  eo.bind_in_flight_ttl_ms = 5000;
+  r->ext = std::make_unique<extender::Extender>(eo, r->store.get(), kube, clock, &r->registry);
+  return r;
+}
+
+struct BurstCounts {
+  std::atomic<int> bound{0};        // binds that succeeded
+  std::atomic<int> refused{0};      // refused while the ledger was being rebuilt
+  std::atomic<int> after_event{0};  // bound after `event` was set
+  std::atomic<bool> event{false};   // set by the test (a flush, a snapshot...)
+};
+
+// Binds `pods` through the replicas concurrently, as kube-scheduler would:
+// each pod tries the nodes in turn; an error from the extender (the ledger
+// being rebuilt) is retried later, for up to 20 s; a pod every node refuses
+// for room is left unschedulable.
+void Burst(const std::vector<std::unique_ptr<Replica>>& replicas, const std::vector<kube::PodInfo>& pods,
+           BurstCounts* c) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> binders;
+  for (size_t b = 0; b < replicas.size(); ++b) {
+    binders.emplace_back([&, b] {
+      extender::Extender& ext = *replicas[b]->ext;
+      for (size_t i = next.fetch_add(1); i < pods.size(); i = next.fetch_add(1)) {
+        const kube::PodInfo& p = pods[i];
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        bool done = false;
+        while (!done && std::chrono::steady_clock::now() < deadline) {
+          bool retry = false;
+          for (int k = 0; k < kNodes && !done; ++k) {
+            const std::string node = NodeName(static_cast<int>((i + k) % kNodes));
+            const std::string body = "{\"PodName\":\"" + p.name + "\",\"PodNamespace\":\"" + p.ns +
+                                     "\",\"PodUID\":\"" + p.uid + "\",\"Node\":\"" + node + "\"}";
+            extender::Response resp = ext.Bind(body);
+            if (resp.body == "{\"Error\":\"\"}") {
+              done = true;
+              c->bound.fetch_add(1);
+              if (c->event.load()) c->after_event.fetch_add(1);
+            } else if (resp.body.find("being rebuilt") != std::string::npos ||
+                       resp.body.find("not in the ledger") != std::string::npos) {
+              c->refused.fetch_add(1);
+              retry = true;
+              break;
+            }
+          }
+          if (!done && !retry) break;  // every node said it does not fit: unschedulable
+          if (!done) std::this_thread::sleep_for(milliseconds(20));
+        }
+        // kube-scheduler binds a few hundred pods a second at most.
+        std::this_thread::sleep_for(milliseconds(4));
+      }
+    });
+  }
+  for (auto& t : binders) t.join();
+}
+
+// Every GPU's sum from the bound pods' annotations (what a kubelet acts on)
+// is within its capacity. Returns the bound pods: uid -> (node, GPUs).
+std::map<std::string, std::pair<std::string, std::vector<int>>> ExpectNoGpuOverCommitted(ClusterKube& kube) {
+  std::map<std::pair<std::string, int>, int64_t> promised;
+  std::map<std::string, std::pair<std::string, std::vector<int>>> by_uid;
+  for (const kube::PodInfo& p : kube.PodsNow()) {
+    if (p.node_name.empty()) continue;
+    const std::vector<int> gpus = ParseGpus(p.annotations.at("vramd.io/gpus"));
+    const int64_t per = std::stoll(p.annotations.at("vramd.io/vram-per-gpu"));
+    for (int g : gpus) promised[{p.node_name, g}] += per;
+    by_uid[p.uid] = {p.node_name, gpus};
+  }
+  for (const auto& [gpu, sum] : promised) {
+    EXPECT_LE(sum, kCapacity) << "GPU " << gpu.second << " of " << gpu.first << " double-booked: " << sum / kGi
+                              << "Gi promised";
+  }
+  return by_uid;
+}
+
+// The ledger holds exactly `by_uid`, on their GPUs (the last binds' FinishBind
+// may still land: read until it settles).
+bool LedgerEquals(store::LedgerStore* st,
+                  const std::map<std::string, std::pair<std::string, std::vector<int>>>& by_uid) {
+  return WaitFor(
+      [&] {
+        Result<ledger::SnapshotPtr> snap = st->Snapshot();
+        if (!snap.ok()) return false;
+        size_t entries = 0;
+        for (const auto& [name, node] : (*snap)->nodes) {
+          for (const ledger::Entry& e : node.entries) {
+            ++entries;
+            auto it = by_uid.find(e.pod_uid);
+            if (it == by_uid.end() || it->second.first != name || it->second.second != e.gpus) return false;
+          }
+        }
+        return entries == by_uid.size();
+      },
+      milliseconds(10'000));
+}
+
+// The pods end; the ledger empties (the watch reports them deleted).
+bool DeleteAndDrain(ClusterKube& kube, const std::vector<kube::PodInfo>& pods, store::LedgerStore* st) {
+  for (const kube::PodInfo& p : pods) kube.Delete(p);
+  return WaitFor(
+      [&] {
+        Result<ledger::SnapshotPtr> snap = st->Snapshot();
+        if (!snap.ok()) return false;
+        for (const auto& [name, node] : (*snap)->nodes) {
+          if (!node.entries.empty()) return false;
+        }
+        return true;
+      },
+      milliseconds(10'000));
+}
+
+// The leader: the real reconcile pass with its own pod watch, run in a loop
+// as its thread would, from Start() to its destruction (a restarted leader is
+// a new Leader).
+struct Leader {
+  Leader(const config::Config& cfg, std::shared_ptr<store::ValkeyClient> client, ClusterKube* kube)
+      : store(store::NewValkeyLedgerStore(std::move(client))),
+        watcher(kube, nullptr, &registry),
+        node_sync(cfg, store.get(), kube, &registry),
+        rec(cfg, store.get(), kube, nullptr, &watcher, &node_sync, &clock, &registry) {}
+  ~Leader() {
+    stop.store(true);
+    if (thread.joinable()) thread.join();
+    watcher.Stop();
+  }
+  bool Start() {
+    watcher.Start();
+    if (!WaitFor([&] { return watcher.Synced(); }, milliseconds(10'000))) return false;
+    thread = std::thread([this] {
+      while (!stop.load()) {
+        (void)rec.RunOnce();
+        std::this_thread::sleep_for(milliseconds(15));
+      }
+    });
+    return true;
+  }
+  bool Sealed() {
+    Result<store::SealState> s = store->ReadSeal();
+    return s.ok() && s->sealed;
+  }
+  metrics::Registry registry;
+  std::unique_ptr<store::LedgerStore> store;
+  reconcile::PodWatcher watcher;
+  reconcile::NodeSync node_sync;
+  SystemClock clock;
+  reconcile::Reconciler rec;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+TEST_F(StoreLossTest, FlushMidBurstNeverDoubleBooksAGpuOverManyRounds) {
+  ClusterKube kube;
+  AddGpuNodes(&kube);
   config::Config cfg;  // no reserve: capacity 10Gi per GPU
   cfg.rebuild_quiet_ms = 300;  // binds here take milliseconds; the default covers 3 API timeouts
   cfg.reservation_grace_ms = 1000;
-
-  // The leader: the real reconcile pass, run in a loop as its thread would.
-  metrics::Registry leader_registry;
-  auto leader_store = store::NewValkeyLedgerStore(Client());
-  reconcile::PodWatcher watcher(&kube, nullptr, &leader_registry);
-  watcher.Start();
-  ASSERT_TRUE(WaitFor([&] { return watcher.Synced(); }, milliseconds(10'000)));
-  reconcile::NodeSync node_sync(cfg, leader_store.get(), &kube, &leader_registry);
+  Leader leader(cfg, Client(), &kube);
+  ASSERT_TRUE(leader.Start());
   SystemClock clock;
-  reconcile::Reconciler rec(cfg, leader_store.get(), &kube, nullptr, &watcher, &node_sync, &clock,
-                            &leader_registry);
-  std::atomic<bool> stop_leader{false};
-  std::thread leader([&] {
-    while (!stop_leader.load()) {
-      (void)rec.RunOnce();
-      std::this_thread::sleep_for(milliseconds(15));
-    }
-  });
-
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 0; i < kReplicas; ++i) {
-    auto r = std::make_unique<Replica>();
-    r->client = Client();
-    r->store = store::NewValkeyLedgerStore(r->client);
-    r->store->StartEpochWatch();
-    extender::Options eo;
-    eo.bind_in_flight_ttl_ms = 5000;
-    r->ext = std::make_unique<extender::Extender>(eo, r->store.get(), &kube, &clock, &r->registry);
-    replicas.push_back(std::move(r));
-  }
+  for (int i = 0; i < kReplicas; ++i) replicas.push_back(NewReplica(Client(), &kube, &clock));
 
-  auto sealed = [&] {
-    Result<store::SealState> s = leader_store->ReadSeal();
-    return s.ok() && s->sealed;
-  };
   std::mt19937 rng(20261124);
   int total_bound = 0, refused_rebuilding = 0, bound_after_flush = 0;
   for (int round = 0; round < kRounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    ASSERT_TRUE(WaitFor(sealed, milliseconds(15'000))) << "the ledger was never sealed before the burst";
+    ASSERT_TRUE(WaitFor([&] { return leader.Sealed(); }, milliseconds(15'000)))
+        << "the ledger was never sealed before the burst";
     std::vector<kube::PodInfo> pods;
     for (int i = 0; i < kPodsPerRound; ++i) {
       pods.push_back(PendingPod(round, i));
@@ -306,119 +456,131 @@ TEST_F(StoreLossTest, FlushMidBurstNeverDoubleBooksAGpuOverManyRounds) {
     }
     // The flush lands after a random number of successful binds.
     const int flush_after = std::uniform_int_distribution<int>(2, 14)(rng);
-    std::atomic<int> bound{0}, next{0}, refused{0}, after_flush{0};
-    std::atomic<bool> flushed{false};
+    BurstCounts c;
     std::thread flusher([&] {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (bound.load() < flush_after && std::chrono::steady_clock::now() < until) {
+      while (c.bound.load() < flush_after && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       auto r = admin_->Command({"FLUSHALL"});
       EXPECT_TRUE(r.ok() && !r->is_error()) << "FLUSHALL failed";
-      flushed.store(true);
+      c.event.store(true);
     });
-    std::vector<std::thread> binders;
-    for (int b = 0; b < kReplicas; ++b) {
-      binders.emplace_back([&, b] {
-        extender::Extender& ext = *replicas[b]->ext;
-        for (int i = next.fetch_add(1); i < kPodsPerRound; i = next.fetch_add(1)) {
-          const kube::PodInfo& p = pods[i];
-          // As kube-scheduler would: try the nodes in turn; an error from
-          // the extender (the ledger being rebuilt) is retried later.
-          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-          bool done = false;
-          while (!done && std::chrono::steady_clock::now() < deadline) {
-            bool retry = false;
-            for (int k = 0; k < kNodes && !done; ++k) {
-              const std::string node = NodeName((i + k) % kNodes);
-              const std::string body = "{\"PodName\":\"" + p.name + "\",\"PodNamespace\":\"" + p.ns +
-                                       "\",\"PodUID\":\"" + p.uid + "\",\"Node\":\"" + node + "\"}";
-              extender::Response resp = ext.Bind(body);
-              if (resp.body == "{\"Error\":\"\"}") {
-                done = true;
-                bound.fetch_add(1);
-                if (flushed.load()) after_flush.fetch_add(1);
-              } else if (resp.body.find("being rebuilt") != std::string::npos ||
-                         resp.body.find("not in the ledger") != std::string::npos) {
-                refused.fetch_add(1);
-                retry = true;
-                break;
-              }
-            }
-            if (!done && !retry) break;  // every node said it does not fit: unschedulable
-            if (!done) std::this_thread::sleep_for(milliseconds(20));
-          }
-          // kube-scheduler binds a few hundred pods a second at most.
-          std::this_thread::sleep_for(milliseconds(4));
-        }
-      });
-    }
-    for (auto& t : binders) t.join();
+    Burst(replicas, pods, &c);
     flusher.join();
-    ASSERT_TRUE(WaitFor(sealed, milliseconds(15'000))) << "the ledger was never sealed again after the flush";
-
-    // Every GPU's sum from the bound pods' annotations is within capacity.
-    std::map<std::pair<std::string, int>, int64_t> promised;
-    std::map<std::string, std::pair<std::string, std::vector<int>>> by_uid;
-    int bound_now = 0;
-    for (const kube::PodInfo& p : kube.PodsNow()) {
-      if (p.node_name.empty()) continue;
-      ++bound_now;
-      const std::vector<int> gpus = ParseGpus(p.annotations.at("vramd.io/gpus"));
-      const int64_t per = std::stoll(p.annotations.at("vramd.io/vram-per-gpu"));
-      for (int g : gpus) promised[{p.node_name, g}] += per;
-      by_uid[p.uid] = {p.node_name, gpus};
-    }
-    for (const auto& [gpu, sum] : promised) {
-      EXPECT_LE(sum, kCapacity) << "GPU " << gpu.second << " of " << gpu.first << " double-booked: "
-                                << sum / kGi << "Gi promised";
-    }
+    ASSERT_TRUE(WaitFor([&] { return leader.Sealed(); }, milliseconds(15'000)))
+        << "the ledger was never sealed again after the flush";
+    const auto by_uid = ExpectNoGpuOverCommitted(kube);
+    const int bound_now = static_cast<int>(by_uid.size());
     EXPECT_LE(bound_now, kNodes * kGpusPerNode * 3);
     EXPECT_GE(bound_now, kNodes * kGpusPerNode * 3 - 2) << "the burst must fill the GPUs, not fail";
-    // The sealed ledger holds exactly the bound pods, on their GPUs (the last
-    // binds' FinishBind may still land: read until it settles).
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          Result<ledger::SnapshotPtr> snap = leader_store->Snapshot();
-          if (!snap.ok()) return false;
-          size_t entries = 0;
-          for (const auto& [name, node] : (*snap)->nodes) {
-            for (const ledger::Entry& e : node.entries) {
-              ++entries;
-              auto it = by_uid.find(e.pod_uid);
-              if (it == by_uid.end() || it->second.first != name || it->second.second != e.gpus) return false;
-            }
-          }
-          return entries == by_uid.size();
-        },
-        milliseconds(10'000)))
-        << "the ledger does not equal the bound pods' annotations";
+    EXPECT_TRUE(LedgerEquals(leader.store.get(), by_uid)) << "the ledger does not equal the bound pods' annotations";
     total_bound += bound_now;
-    refused_rebuilding += refused.load();
-    bound_after_flush += after_flush.load();
-
-    // The pods end; the ledger empties (the watch reports them deleted).
-    for (const kube::PodInfo& p : pods) kube.Delete(p);
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          Result<ledger::SnapshotPtr> snap = leader_store->Snapshot();
-          if (!snap.ok()) return false;
-          for (const auto& [name, node] : (*snap)->nodes) {
-            if (!node.entries.empty()) return false;
-          }
-          return true;
-        },
-        milliseconds(10'000)));
+    refused_rebuilding += c.refused.load();
+    bound_after_flush += c.after_event.load();
+    ASSERT_TRUE(DeleteAndDrain(kube, pods, leader.store.get()));
     if (HasFatalFailure() || HasFailure()) break;
   }
-  stop_leader.store(true);
-  leader.join();
-  watcher.Stop();
   std::printf("store-loss: %d rounds, %d pods bound, %d bound after the flush (on the rebuilt ledger), %d binds "
               "refused while the ledger was unsealed\n",
               kRounds, total_bound, bound_after_flush, refused_rebuilding);
   EXPECT_GT(refused_rebuilding, 0) << "no bind ever met the rebuild: the flush did not land mid-burst";
   EXPECT_GT(bound_after_flush, 0) << "no bind happened after a flush: the rebuilt ledger was never used";
+}
+
+// Issue 30: the store comes back from an older snapshot (a crash of a Valkey
+// with periodic snapshots, a failover to a lagging replica) and every vramd
+// replica restarts with it (a node failure, a rolling upgrade): the seal is
+// there, some entries of bound pods are not, the epoch is older, and no
+// replica remembers a higher one. The snapshot is taken at a random point of
+// a burst that then fills every GPU; after the restart, new replicas face a
+// second burst at once, and the leader is elected only up to 1.5 s later (the
+// old leader's lease has to run out first). Nothing of the second burst may
+// be bound: the cluster is full.
+TEST_F(StoreLossTest, RestoreFromAnOlderSnapshotWithReplicasRestartedNeverDoubleBooks) {
+  constexpr int kRestoreRounds = 12;
+  constexpr int kSecondBurst = 8;
+  ClusterKube kube;
+  AddGpuNodes(&kube);
+  config::Config cfg;
+  cfg.rebuild_quiet_ms = 300;
+  cfg.reservation_grace_ms = 1000;
+  SystemClock clock;
+  std::mt19937 rng(20261127);
+  int refused_total = 0, bound_onto_total = 0, snapshot_at_min = kPodsPerRound, snapshot_at_max = 0;
+  for (int round = 0; round < kRestoreRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto leader = std::make_unique<Leader>(cfg, Client(), &kube);
+    ASSERT_TRUE(leader->Start());
+    std::vector<std::unique_ptr<Replica>> replicas;
+    for (int i = 0; i < kReplicas; ++i) replicas.push_back(NewReplica(Client(), &kube, &clock));
+    ASSERT_TRUE(WaitFor([&] { return leader->Sealed(); }, milliseconds(15'000)));
+    std::vector<kube::PodInfo> pods;
+    for (int i = 0; i < kPodsPerRound; ++i) {
+      pods.push_back(PendingPod(round, i));
+      kube.Create(pods.back());
+    }
+    // The snapshot is taken after a random number of successful binds.
+    const int snapshot_after = std::uniform_int_distribution<int>(1, 16)(rng);
+    BurstCounts c;
+    std::atomic<int> snapshot_at{-1};
+    std::thread saver([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (c.bound.load() < snapshot_after && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      auto r = admin_->Command({"SAVE"});
+      EXPECT_TRUE(r.ok() && !r->is_error()) << "SAVE failed";
+      snapshot_at.store(c.bound.load());
+      c.event.store(true);
+    });
+    Burst(replicas, pods, &c);
+    saver.join();
+    const auto full = ExpectNoGpuOverCommitted(kube);
+    ASSERT_GE(static_cast<int>(full.size()), kNodes * kGpusPerNode * 3 - 2) << "the first burst must fill the GPUs";
+    ASSERT_GT(c.after_event.load(), 0) << "nothing was bound after the snapshot: it would not be older";
+    snapshot_at_min = std::min(snapshot_at_min, snapshot_at.load());
+    snapshot_at_max = std::max(snapshot_at_max, snapshot_at.load());
+
+    // Everything restarts: the replicas and the leader (new processes, no
+    // memory), and the store from the snapshot.
+    replicas.clear();
+    leader.reset();
+    RestartFromSnapshot();
+    for (int i = 0; i < kReplicas; ++i) replicas.push_back(NewReplica(Client(), &kube, &clock));
+    std::vector<kube::PodInfo> more;
+    for (int i = 0; i < kSecondBurst; ++i) {
+      more.push_back(PendingPod(round, 100 + i));
+      kube.Create(more.back());
+    }
+    const int election_ms = std::uniform_int_distribution<int>(0, 1500)(rng);
+    std::thread elect([&] {
+      std::this_thread::sleep_for(milliseconds(election_ms));
+      leader = std::make_unique<Leader>(cfg, Client(), &kube);
+      EXPECT_TRUE(leader->Start());
+    });
+    BurstCounts second;
+    Burst(replicas, more, &second);
+    elect.join();
+    ASSERT_TRUE(WaitFor([&] { return leader->Sealed(); }, milliseconds(15'000)))
+        << "the ledger was never sealed again after the restore";
+    EXPECT_EQ(second.bound.load(), 0) << "pods bound onto full GPUs from the restored, stale ledger";
+    const auto after = ExpectNoGpuOverCommitted(kube);
+    EXPECT_EQ(after.size(), full.size());
+    EXPECT_TRUE(LedgerEquals(leader->store.get(), after)) << "the rebuilt ledger does not equal the bound pods";
+    refused_total += second.refused.load();
+    bound_onto_total += second.bound.load();
+
+    pods.insert(pods.end(), more.begin(), more.end());
+    ASSERT_TRUE(DeleteAndDrain(kube, pods, leader->store.get()));
+    replicas.clear();
+    leader.reset();
+    ASSERT_TRUE(admin_->Command({"FLUSHALL"}).ok());  // the next round starts from a new store
+    if (HasFatalFailure() || HasFailure()) break;
+  }
+  std::printf("restore: %d rounds, snapshot taken after %d-%d of %d binds, %d binds refused while the restored "
+              "ledger was unsealed, %d of the later pods bound onto full GPUs\n",
+              kRestoreRounds, snapshot_at_min, snapshot_at_max, kPodsPerRound, refused_total, bound_onto_total);
 }
 
 }  // namespace

@@ -96,6 +96,9 @@ struct Snapshot {
   // replica): entries of bound pods may be missing, so nothing may be granted
   // from it (DESIGN.md §7; the store's seal, LedgerStore::ReadSeal).
   bool sealed = true;
+  // Why it is unsealed (store::kUnsealedEpoch, kUnsealedRestarted; "" for a
+  // new or emptied store). Meaningless while sealed.
+  std::string unseal_reason;
   std::unordered_map<std::string, Node> nodes;
   // Optional compact copy of what Filter and Prioritize read, built by
   // ledger::IndexSnapshot once `nodes` is complete (the store does so before
@@ -116,6 +119,7 @@ struct Snapshot {
     Snapshot c;
     c.epoch = epoch;
     c.sealed = sealed;
+    c.unseal_reason = unseal_reason;
     c.nodes = nodes;
     return c;
   }

@@ -83,6 +83,9 @@ struct PlanResult {
   // all of them exist (LedgerStore::Seal).
   std::vector<std::pair<std::string, std::string>> required;
   int orphans = 0;
+  // Orphans whose placement annotations claim other bytes or GPUs than the
+  // pod requests (accounted at the request; each is also in `malformed`).
+  int annotations_overridden = 0;
   int stale = 0;
   int gone = 0;
   int terminal = 0;

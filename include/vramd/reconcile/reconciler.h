@@ -92,6 +92,7 @@ class Reconciler {
   metrics::Family<metrics::Histogram>* duration_;
   metrics::Family<metrics::Gauge>* malformed_;
   metrics::Family<metrics::Counter>* malformed_reports_;
+  metrics::Family<metrics::Gauge>* overridden_;  // vramd_reconcile_placement_annotations_overridden
   Mutex report_mu_;
   std::map<std::string, bool> reported_ GUARDED_BY(report_mu_);  // "uid\nreason" -> Event posted (or given up)
 

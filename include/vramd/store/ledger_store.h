@@ -7,6 +7,7 @@
 #include <set>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,10 +42,28 @@ struct ReserveRequest {
   bool require_sealed = false;
 };
 
-// What every refusal during a rebuild says (filter, prioritize, bind, preempt).
-inline constexpr const char* kRebuildingMessage =
-    "the VRAM ledger is being rebuilt from the cluster after its store lost data; no VRAM is granted until every "
-    "bound pod's reservation is restored (kube-scheduler retries)";
+// Why the ledger is unsealed (P:unsealed, lua/bump.lua): its epoch went back,
+// or its seal was made by another server process; "" when the store is new or
+// was emptied (nothing recorded).
+inline constexpr const char* kUnsealedEpoch = "epoch";
+inline constexpr const char* kUnsealedRestarted = "restarted";
+
+// What every refusal during a rebuild says (filter, prioritize, bind,
+// preempt), with its cause. Always contains "being rebuilt from the cluster".
+inline std::string RebuildingMessage(std::string_view why) {
+  std::string cause;
+  if (why == kUnsealedEpoch) {
+    cause = "its store lost writes (its epoch went back: a replica that missed writes was promoted?)";
+  } else if (why == kUnsealedRestarted) {
+    cause = "its store restarted or failed over and may be an older copy (the seal was made by another server "
+            "process)";
+  } else {
+    cause = "a new store, or one that was emptied";
+  }
+  return "the VRAM ledger is being rebuilt from the cluster: " + cause +
+         "; waiting for binds that may be in flight, then no VRAM is granted until every bound pod's reservation "
+         "is restored (kube-scheduler retries)";
+}
 
 // Whether the ledger is complete (DESIGN.md §7, docs/valkey-ha.md). A store
 // that lost data (FLUSHALL, a restart without persistence, a failover to a

@@ -56,19 +56,50 @@ local function bump(epoch_key, changes_key, ...)
   redis.call('PUBLISH', epoch_key, now .. bump_tag)
   return epoch
 end
+-- Why the ledger is unsealed, for the refusals' message (P:unsealed, next to
+-- P:sealed; removed by seal.lua): 'epoch' (the store lost writes: its epoch
+-- went back), 'restarted' (the seal was made by another server process). No
+-- reason recorded: the store is new or was emptied.
+local function unsealed_key(sealed_key) return (string.gsub(sealed_key, 'sealed$', 'unsealed')) end
 -- The store lost writes (its epoch is below `floor`, the highest epoch the
--- caller has seen: a stale replica was promoted, or it was flushed). The
--- seal goes, and the epoch restarts past every value a replica may have
--- cached (the server's time in microseconds, as bump() starts a new one, or
--- the floor if that is higher), so every cache reloads and sees the ledger
--- unsealed, and no replica with a higher floor than this caller's sees the
--- epoch go back again after the rebuild.
-local function unseal(sealed_key, epoch_key, changes_key, floor)
+-- caller has seen: a stale replica was promoted, or it was flushed), or its
+-- seal cannot be trusted (sealed_here). The seal goes, and the epoch restarts
+-- past every value a replica may have cached (the server's time in
+-- microseconds, as bump() starts a new one, or the floor if that is higher),
+-- so every cache reloads and sees the ledger unsealed, and no replica with a
+-- higher floor than this caller's sees the epoch go back again after the
+-- rebuild.
+local function unseal(sealed_key, epoch_key, changes_key, floor, why)
   redis.call('DEL', sealed_key)
+  redis.call('SET', unsealed_key(sealed_key), why or 'epoch')
   local t = redis.call('TIME')
   local restart = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if restart < floor then restart = floor end
   local ep = tonumber(redis.call('GET', epoch_key) or '0') or 0
   if ep < restart then redis.call('SET', epoch_key, string.format('%d', restart)) end
   bump(epoch_key, changes_key)
+end
+-- The server process this script runs in: INFO's run_id, new at every start
+-- of the server and different on every replica (~2 us). A seal vouches for
+-- the data of the process that wrote it: a store restarted from an older
+-- snapshot (RDB or AOF), or a replica promoted after a failover, keeps the
+-- seal and the old epoch of a copy that may miss entries of bound pods, and
+-- replicas that restarted with it remember no higher epoch to catch that
+-- (issue 30). So seals and rebuild tokens carry ' run=<run_id>' and count only
+-- on that process.
+local function store_process()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '?'
+end
+local function written_here(value, here)
+  return value ~= nil and value ~= false and string.match(value, ' run=(%x+)$') == here
+end
+-- Whether the ledger is sealed on this server process (`here`,
+-- store_process()). A seal another process wrote is removed (unseal, why
+-- 'restarted'): the leader's next pass rebuilds the ledger from the cluster.
+local function sealed_here(sealed_key, epoch_key, changes_key, floor, here)
+  local s = redis.call('GET', sealed_key)
+  if not s then return false end
+  if written_here(s, here) then return true end
+  unseal(sealed_key, epoch_key, changes_key, floor, 'restarted')
+  return false
 end

@@ -33,8 +33,11 @@ if ARGV[10] == '1' then
   if redis.call('EXISTS', KEYS[10]) == 0 then return {'rebuilding', 'unsealed'} end
   local floor = tonumber(ARGV[11]) or 0
   if (tonumber(redis.call('GET', KEYS[7]) or '0') or 0) < floor then
-    unseal(KEYS[10], KEYS[7], KEYS[8], floor)
+    unseal(KEYS[10], KEYS[7], KEYS[8], floor, 'epoch')
     return {'rebuilding', 'epoch went back'}
+  end
+  if not sealed_here(KEYS[10], KEYS[7], KEYS[8], floor, store_process()) then
+    return {'rebuilding', 'sealed by another store process'}
   end
 end
 local function mark_in_flight()

@@ -136,6 +136,18 @@ INSTANTIATE_TEST_SUITE_P(
                  {P("a", "n1", "8Gi")}, {}, {"mark-bound n1 a"}},
         PlanCase{"YoungBoundEntryOfUnseenPodIsKept", Snap({E("a", {0}, 8 * kGi, EntryState::kBound, 1000)}), {},
                  {}, {}},
+        // Issue 30: placement annotations the pod wrote itself (spec.nodeName:
+        // it never met filter or bind) never set the bytes accounted.
+        PlanCase{"OrphanClaimingHugeBytesOnTwoGpusIsAccountedAtItsRequest", Snap({}),
+                 {Annotated(P("a", "n1", "2Gi"), "0,1", int64_t{1} << 50)}, {}, {"readd n1 a gpus=0 per_gpu=2Gi"}},
+        PlanCase{"OrphanClaimingFewerBytesIsAccountedAtItsRequestOnItsGpu", Snap({}),
+                 {Annotated(P("a", "n1", "40Gi"), "1", 1)}, {}, {"readd n1 a gpus=1 per_gpu=40Gi"}},
+        PlanCase{"EntryHeldAtForgedBytesIsPutRight",
+                 Snap({E("a", {1}, 1024 * kGi, EntryState::kBound, 1000)}),
+                 {Annotated(P("a", "n1", "2Gi"), "1", 1024 * kGi)}, {}, {"readd n1 a gpus=1 per_gpu=2Gi"}},
+        PlanCase{"ReservationAtOtherBytesBelongsToItsBind",
+                 Snap({E("a", {1}, 4 * kGi, EntryState::kReserved, 1000)}), {P("a", "n1", "2Gi")}, {},
+                 {"mark-bound n1 a"}},
         PlanCase{"EntryOnWrongNodeMovesToTheRightOne", Snap({E("a", {0}, 8 * kGi, EntryState::kReserved, 1000)}),
                  {Annotated(P("a", "n2", "8Gi"), "0", 8 * kGi)}, {},
                  {"release n1 a wrong_node", "readd n2 a gpus=0 per_gpu=8Gi"}}),
@@ -151,6 +163,23 @@ TEST(Plan, PhantomBytesArePerNodeAndCountersAdd) {
   EXPECT_EQ(r.gone, 1);
   EXPECT_EQ(r.stale, 1);
   EXPECT_EQ(r.orphans, 1);
+}
+
+TEST(Plan, ForeignPlacementAnnotationsAreReportedForAsLongAsThePodRuns) {
+  kube::PodInfo forged = Annotated(P("a", "n1", "2Gi"), "0,1", int64_t{1} << 50);
+  kube::PodInfo honest = Annotated(P("b", "n1", "8Gi"), "1", 8 * kGi);
+  PlanResult r = Plan(Snap({}), {forged, honest}, {}, PlanOptions{kNow, kGrace});
+  EXPECT_EQ(r.annotations_overridden, 1);
+  ASSERT_EQ(r.malformed.size(), 1u);
+  EXPECT_EQ(r.malformed[0].uid, "a");
+  EXPECT_NE(r.malformed[0].reason.find("accounted at its request"), std::string::npos) << r.malformed[0].reason;
+  // Once re-added at its request it is still reported (and not re-added).
+  PlanResult again = Plan(Snap({E("a", {0}, 2 * kGi, EntryState::kBound, 1000),
+                                E("b", {1}, 8 * kGi, EntryState::kBound, 1000)}),
+                          {forged, honest}, {}, PlanOptions{kNow, kGrace});
+  EXPECT_TRUE(again.actions.empty());
+  EXPECT_EQ(again.annotations_overridden, 1);
+  EXPECT_EQ(again.malformed.size(), 1u);
 }
 
 TEST(Plan, PodSeenDeletedIsReleasedAtOnceWhateverItsAge) {
