@@ -38,6 +38,7 @@ extender::Options ExtenderOptionsFrom(const config::Config& cfg) {
   e.policy.max_peak_ratio = cfg.burst_max_peak_ratio;
   e.policy.victim_classes = cfg.burst_victim_classes;
   e.bind_in_flight_ttl_ms = config::BindInFlightMs(cfg);
+  e.rebuild_quiet_ms = config::RebuildQuietMs(cfg);
   return e;
 }
 
@@ -45,8 +46,10 @@ Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg) {
   http::ServerOptions s;
   if (Status st = http::ParseListen(cfg.listen, &s.host, &s.port); !st.ok()) return st;
   s.threads = cfg.http_threads;
+  s.max_connections = cfg.http_max_connections;
   s.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   s.read_timeout_ms = cfg.read_timeout_ms;
+  s.request_timeout_ms = cfg.http_request_timeout_ms;
   s.tls_cert_file = cfg.tls_cert_file;
   s.tls_key_file = cfg.tls_key_file;
   s.tls_client_ca_file = cfg.tls_client_ca_file;
@@ -60,6 +63,7 @@ Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Co
   api.tls_client_ca_file.clear();
   Result<http::ServerOptions> s = ServerOptionsFrom(api);
   if (!s.ok()) return Status(s.status().code(), "api_listen: " + s.status().message());
+  s->name = "api_listen";
   return std::optional<http::ServerOptions>(std::move(s).value());
 }
 

@@ -34,8 +34,8 @@ Response ErrorResponse(int status, const std::string& message) {
 
 Response BadRequest(const Status& s) { return ErrorResponse(400, s.message()); }
 
-std::string RebuildingError(const ledger::Snapshot& snap) {
-  return "vramd: " + store::RebuildingMessage(snap.unseal_reason);
+std::string RebuildingError(const ledger::Snapshot& snap, int64_t quiet_ms) {
+  return "vramd: " + store::RebuildingMessage(snap.unseal_reason, quiet_ms);
 }
 
 // Every candidate node fails for the same pod-level reason.
@@ -86,7 +86,7 @@ Result<ledger::SnapshotPtr> Extender::DecisionSnapshot() {
   Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
   if (snap.ok() && Rebuilding(**snap)) snap = store_->Snapshot();  // the watched view may lag the seal
   if (!snap.ok()) return Unavailable("vramd: VRAM ledger unavailable: " + snap.status().message());
-  if (Rebuilding(**snap)) return Unavailable(RebuildingError(**snap));
+  if (Rebuilding(**snap)) return Unavailable(RebuildingError(**snap, opts_.rebuild_quiet_ms));
   return snap;
 }
 
@@ -340,7 +340,7 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
     if (!snap.ok()) return BindOutcome::Failed("VRAM ledger unavailable: " + snap.status().message());
     if (Rebuilding(**snap)) {
       if (watched && !last) continue;  // the watched view may lag the seal
-      return BindOutcome::Failed(store::RebuildingMessage((*snap)->unseal_reason));
+      return BindOutcome::Failed(store::RebuildingMessage((*snap)->unseal_reason, opts_.rebuild_quiet_ms));
     }
     const ledger::Node* n = (*snap)->Find(t.node);
     const ledger::Entry* held = nullptr;

@@ -107,6 +107,15 @@ std::vector<int> PickGpus(const ledger::Node& node, int count, int64_t now_ms) {
 
 }  // namespace
 
+bool AnyPodAwaitingBind(const std::vector<kube::PodInfo>& pods) {
+  for (const kube::PodInfo& p : pods) {
+    if (!p.node_name.empty() || Terminal(p)) continue;
+    Result<ledger::VramRequest> req = ledger::ComputeVramRequest(p.spec);
+    if (req.ok() && req->wants_vram()) return true;
+  }
+  return false;
+}
+
 PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& pods,
                 const std::set<std::string>& in_flight, const PlanOptions& opts) {
   PlanResult r;

@@ -94,8 +94,9 @@ Result<PassStats> Reconciler::RunOnce() {
   // 0. The seal. A store that lost data lost its seal with it: nothing is
   // granted until this loop has restored every bound pod's entry and sealed
   // the ledger again, no earlier than the quiet period after the rebuild
-  // began (a bind granted before the loss may create its Binding meanwhile),
-  // and from a fresh list of the cluster's pods, not the watch's copy.
+  // began (a bind granted before the loss may create its Binding meanwhile)
+  // unless no VRAM pod is waiting for a bind (AnyPodAwaitingBind), and from a
+  // fresh list of the cluster's pods, not the watch's copy.
   Result<store::SealState> seal = store_->ReadSeal();
   if (!seal.ok()) return fail(seal.status());
   if (!seal->sealed && seal->rebuild_token.empty()) {
@@ -109,7 +110,8 @@ Result<PassStats> Reconciler::RunOnce() {
     }
   }
   rebuilding_->With({}).Set(seal->sealed ? 0 : 1);
-  const bool seal_now = !seal->sealed && seal->now_ms - seal->rebuild_since_ms >= config::RebuildQuietMs(cfg_);
+  const bool quiet_over = seal->now_ms - seal->rebuild_since_ms >= config::RebuildQuietMs(cfg_);
+  bool seal_now = !seal->sealed && quiet_over;
   rebuilding_now_.store(!seal->sealed);
 
   // 4. Capacities (errors do not stop the pass: the ledger keeps the last ones).
@@ -124,14 +126,18 @@ Result<PassStats> Reconciler::RunOnce() {
     }
   }
   if (!watcher_->Synced()) return fail(Unavailable("the pod watch is not synced with the API server"));
-  std::vector<kube::PodInfo> pods;
+  std::vector<kube::PodInfo> pods = watcher_->Pods();
+  // Within the quiet period, a cluster where no VRAM pod waits for a bind (a
+  // fresh install, or none pending when the store was lost) has no bind in
+  // flight that could still land: confirmed on a fresh list, it seals now.
+  bool early = false;
+  if (!seal->sealed && !seal_now && kube_ != nullptr && !AnyPodAwaitingBind(pods)) early = seal_now = true;
   if (seal_now && kube_ != nullptr) {
     // Every Binding the API server accepted before this list is in it.
     Result<kube::List<kube::PodInfo>> list = kube_->ListPods();
     if (!list.ok()) return fail(list.status());
     pods = std::move(list->items);
-  } else {
-    pods = watcher_->Pods();
+    if (early && AnyPodAwaitingBind(pods)) early = seal_now = false;  // one appeared: the quiet period runs
   }
   std::set<std::string> deleted = watcher_->RecentlyDeleted();
   Result<std::set<std::string>> in_flight = store_->BindsInFlight();
@@ -208,8 +214,9 @@ Result<PassStats> Reconciler::RunOnce() {
       rebuilding_->With({}).Set(0);
       rebuilding_now_.store(false);
       spdlog::warn("reconcile: ledger rebuilt and sealed ({} bound pods accounted, {} entries re-added this pass, "
-                   "{} ms after the rebuild began); VRAM is granted again",
-                   plan.required.size(), plan.orphans, seal->now_ms - seal->rebuild_since_ms);
+                   "{} ms after the rebuild began{}); VRAM is granted again",
+                   plan.required.size(), plan.orphans, seal->now_ms - seal->rebuild_since_ms,
+                   early ? ", before its quiet period ended: no VRAM pod was waiting for a bind" : "");
     } else {
       spdlog::warn("reconcile: not sealing the ledger yet: {}", s.message());
     }

@@ -48,6 +48,9 @@ struct Options {
   // How long a bind is marked in flight (the reconcile loop never frees its
   // reservation meanwhile); longer than a bind can take: its three API calls.
   int64_t bind_in_flight_ttl_ms = 30'000;
+  // The rebuild's quiet period (config::RebuildQuietMs), named in the
+  // refusals while the ledger is rebuilt; 0: not named.
+  int64_t rebuild_quiet_ms = 0;
 };
 
 struct Response {

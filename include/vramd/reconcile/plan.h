@@ -97,6 +97,14 @@ struct PlanResult {
 PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& pods,
                 const std::set<std::string>& in_flight, const PlanOptions& opts);
 
+// Whether some pod may still have a bind in flight: it requests VRAM (a valid
+// request), is not bound to a node and has not ended. A bind's Binding carries
+// its annotations and the node together, so when a fresh list of the cluster's
+// pods holds no such pod, no reservation granted before the store lost data can
+// still land after that list: a rebuild may seal without waiting out its quiet
+// period (a fresh install, a cluster with no VRAM pod pending).
+bool AnyPodAwaitingBind(const std::vector<kube::PodInfo>& pods);
+
 inline constexpr const char* kGpusAnnotation = "vramd.io/gpus";
 inline constexpr const char* kVramPerGpuAnnotation = "vramd.io/vram-per-gpu";
 // Bounds of what placement annotations may claim (ledger::kMaxBytesPerGpu

@@ -49,8 +49,11 @@ inline constexpr const char* kUnsealedEpoch = "epoch";
 inline constexpr const char* kUnsealedRestarted = "restarted";
 
 // What every refusal during a rebuild says (filter, prioritize, bind,
-// preempt), with its cause. Always contains "being rebuilt from the cluster".
-inline std::string RebuildingMessage(std::string_view why) {
+// preempt), with its cause and, when quiet_ms > 0, the longest wait for binds
+// that may be in flight (the rebuild's quiet period; none when no VRAM pod is
+// waiting for a bind, reconcile::AnyPodAwaitingBind). Always contains "being
+// rebuilt from the cluster".
+inline std::string RebuildingMessage(std::string_view why, int64_t quiet_ms = 0) {
   std::string cause;
   if (why == kUnsealedEpoch) {
     cause = "its store lost writes (its epoch went back: a replica that missed writes was promoted?)";
@@ -60,9 +63,13 @@ inline std::string RebuildingMessage(std::string_view why) {
   } else {
     cause = "a new store, or one that was emptied";
   }
-  return "the VRAM ledger is being rebuilt from the cluster: " + cause +
-         "; waiting for binds that may be in flight, then no VRAM is granted until every bound pod's reservation "
-         "is restored (kube-scheduler retries)";
+  std::string wait = "waiting for binds that may be in flight";
+  if (quiet_ms > 0) {
+    wait = "waiting up to " + std::to_string((quiet_ms + 999) / 1000) +
+           " s for binds that may be in flight (none when no VRAM pod is pending)";
+  }
+  return "the VRAM ledger is being rebuilt from the cluster: " + cause + "; " + wait +
+         "; no VRAM is granted until every bound pod's reservation is restored (kube-scheduler retries)";
 }
 
 // Whether the ledger is complete (DESIGN.md §7, docs/valkey-ha.md). A store

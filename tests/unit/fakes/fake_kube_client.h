@@ -20,6 +20,7 @@ class FakeKubeClient : public kube::KubeClient {
   std::vector<kube::NodeInfo> nodes;
   std::vector<std::string> calls;             // "patch ns/name", "bind ns/name node", ...
   Status fail_patch, fail_bind, fail_list, fail_event;
+  int list_pods_calls = 0;                    // ListPods calls (counted under the lock)
   bool bind_conflict_then_bound = false;      // Binding answers 409 but the pod is bound
   std::function<void()> on_bind;              // called as a Binding arrives
   // Evictions: fail_evict is returned when set; else a missing pod or another
@@ -78,6 +79,7 @@ class FakeKubeClient : public kube::KubeClient {
   }
   Result<kube::List<kube::PodInfo>> ListPods(const std::string&) override {
     std::lock_guard<std::mutex> l(mu_);
+    ++list_pods_calls;
     if (!fail_list.ok()) return fail_list;
     kube::List<kube::PodInfo> out;
     for (const auto& [k, p] : pods) out.items.push_back(p);

@@ -12,6 +12,7 @@
 #include "fakes/fake_kube_client.h"
 #include "fakes/fake_ledger_store.h"
 #include "fakes/reconcile_helpers.h"
+#include "vramd/reconcile/plan.h"
 #include "vramd/reconcile/pod_watch.h"
 #include "vramd/reconcile/reconciler.h"
 
@@ -33,6 +34,15 @@ kube::PodInfo Bound(const std::string& name, const std::string& node, const std:
   p.spec.name = p.name;
   p.spec.uid = p.uid;
   p.spec.containers.push_back({"4Gi", "4Gi", false});
+  return p;
+}
+
+// A VRAM pod not bound yet: a replica may have its bind in flight.
+kube::PodInfo Pending(const std::string& name) {
+  kube::PodInfo p = Bound(name, "", "");
+  p.node_name.clear();
+  p.phase = "Pending";
+  p.annotations.clear();
   return p;
 }
 
@@ -71,6 +81,11 @@ class Rebuild : public ::testing::Test {
 };
 
 TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods) {
+  // Pod b waits for a bind that a replica granted before the loss, pod c for
+  // room; the watch's copy (taken before they existed) does not show them,
+  // the fresh list does: no early seal while a VRAM pod is pending.
+  kube.pods["default/b"] = Pending("b");
+  kube.pods["default/c"] = Pending("c");
   ASSERT_TRUE(rec.RunOnce().ok());
   EXPECT_FALSE(store.ReadSeal()->sealed);
   EXPECT_TRUE(HasEntry("uid-a")) << "re-adds do not wait for the quiet period";
@@ -90,7 +105,7 @@ TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods)
   store.now_ms += 4999;
   ASSERT_TRUE(rec.RunOnce().ok());
   EXPECT_FALSE(store.ReadSeal()->sealed) << "sealed before the quiet period ended";
-  EXPECT_FALSE(HasEntry("uid-b"));
+  // (b's entry may be back already: the early-seal check listed the pods afresh.)
 
   store.now_ms += 1;
   ASSERT_TRUE(rec.RunOnce().ok());
@@ -110,7 +125,9 @@ TEST_F(Rebuild, TheLedgerIsSealedOnlyAfterTheQuietPeriodFromAFreshListOfThePods)
 }
 
 TEST_F(Rebuild, AFailedFreshListNeitherSealsNorLosesTheRebuild) {
+  kube.pods["default/b"] = Pending("b");
   ASSERT_TRUE(rec.RunOnce().ok());
+  EXPECT_FALSE(store.ReadSeal()->sealed);
   store.now_ms += 5000;
   kube.fail_list = Unavailable("apiserver down");
   EXPECT_FALSE(rec.RunOnce().ok());
@@ -119,6 +136,36 @@ TEST_F(Rebuild, AFailedFreshListNeitherSealsNorLosesTheRebuild) {
   ASSERT_TRUE(rec.RunOnce().ok());
   EXPECT_TRUE(store.ReadSeal()->sealed);
   EXPECT_EQ(testing::Sample(reg, "vramd_ledger_rebuilds_total{event=\"begun\"}"), "1");
+}
+
+// Issue 30: a new store (or one lost while no VRAM pod was pending) has no
+// bind in flight that could land later: sealed in the first pass, from a
+// fresh list, instead of rebuild_quiet_ms later.
+TEST_F(Rebuild, WithNoVramPodWaitingForABindTheLedgerIsSealedAtOnce) {
+  kube.pods["default/cpu-only"] = Pending("cpu-only");
+  kube.pods["default/cpu-only"].spec.containers = {{"", "", false}};
+  kube.pods["default/done"] = Pending("done");
+  kube.pods["default/done"].phase = "Succeeded";
+  ASSERT_TRUE(rec.RunOnce().ok());
+  EXPECT_TRUE(store.ReadSeal()->sealed) << "waited although no VRAM pod was waiting for a bind";
+  EXPECT_TRUE(HasEntry("uid-a")) << "sealed without the bound pod's entry";
+  EXPECT_EQ(store.seals, 1);
+  EXPECT_GE(kube.list_pods_calls, 2) << "not confirmed on a fresh list (the watch lists once)";
+}
+
+TEST(AnyPodAwaitingBind, Table) {
+  kube::PodInfo pending = Pending("p");
+  kube::PodInfo bound = Bound("b", "n1", "0");
+  kube::PodInfo no_vram = Pending("c");
+  no_vram.spec.containers = {{"", "", false}};
+  kube::PodInfo ended = Pending("e");
+  ended.phase = "Failed";
+  kube::PodInfo invalid = Pending("i");
+  invalid.spec.containers = {{"lots", "lots", false}};
+  EXPECT_FALSE(AnyPodAwaitingBind({}));
+  EXPECT_TRUE(AnyPodAwaitingBind({pending}));
+  EXPECT_FALSE(AnyPodAwaitingBind({bound, no_vram, ended, invalid}));
+  EXPECT_TRUE(AnyPodAwaitingBind({bound, no_vram, ended, invalid, pending}));
 }
 
 }  // namespace
