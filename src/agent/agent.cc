@@ -62,7 +62,14 @@ Result<Report> Agent::Pass() {
     last_problem_.clear();
   }
   PodOfPid pods = attribution_.Attribute(*readings);
-  return BuildReport(AgentName(), source_->Name(), *readings, pods);
+  Report report = BuildReport(AgentName(), source_->Name(), *readings, pods);
+  // A counter per GPU: the process lists that failed validation since the agent started.
+  for (GpuReport& g : report.gpus) {
+    int64_t& total = invalid_process_lists_[g.index];
+    total += g.invalid_process_lists;
+    g.invalid_process_lists = total;
+  }
+  return report;
 }
 
 int64_t Agent::PassAndPush() {

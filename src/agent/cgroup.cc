@@ -35,22 +35,49 @@ std::optional<std::string> PodOfSegment(std::string_view seg) {
   return CanonicalUid(tail.substr(3));
 }
 
+// The root of the kubelet's pod cgroups: "kubepods" (cgroupfs),
+// "kubepods.slice" and its "kubepods-<qos>.slice" (systemd), kind's
+// "kubelet.slice"/"kubelet-kubepods…" and "kubelet" (cgroupfs) nesting.
+bool IsKubepodsSegment(std::string_view seg) {
+  return seg == "kubepods" || seg == "kubepods.slice" || seg == "kubelet.slice" || seg == "kubelet" ||
+         seg.starts_with("kubepods-") || seg.starts_with("kubelet-kubepods");
+}
+
+// A QoS class's cgroup of the cgroupfs driver.
+bool IsQosSegment(std::string_view seg) { return seg == "burstable" || seg == "besteffort"; }
+
 }  // namespace
 
 std::optional<std::string> PodUidFromCgroupPath(std::string_view path) {
-  // The innermost pod segment wins (there is only one in every known shape).
-  std::optional<std::string> found;
+  // The path must start under kubepods: its first segment is the kubelet's
+  // root (a pod-shaped cgroup elsewhere, e.g. a user's systemd slice, is no
+  // pod). A path relative to the reader's cgroup namespace ("/../../x")
+  // hides that root: there the first segment after the ".." may also be a
+  // QoS class or the pod itself. Then the OUTERMOST pod segment wins: that
+  // is the cgroup the kubelet created; a container can only create cgroups
+  // below its own, so an inner pod-shaped one is never the pod.
+  bool first = true, relative = false;
   while (!path.empty()) {
     size_t slash = path.find('/');
     std::string_view seg = path.substr(0, slash);
-    if (auto uid = PodOfSegment(seg)) found = std::move(uid);
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
+    path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
+    if (seg.empty()) continue;
+    if (first && seg == "..") {
+      relative = true;
+      continue;
+    }
+    std::optional<std::string> uid = PodOfSegment(seg);
+    if (first) {
+      first = false;
+      if (!IsKubepodsSegment(seg) && !(relative && (IsQosSegment(seg) || uid))) return std::nullopt;
+    }
+    if (uid) return uid;
   }
-  return found;
+  return std::nullopt;
 }
 
-std::optional<std::string> PodUidFromCgroupFile(std::string_view text) {
+CgroupPod PodOfCgroupFile(std::string_view text) {
+  CgroupPod out;
   while (!text.empty()) {
     size_t nl = text.find('\n');
     std::string_view line = text.substr(0, nl);
@@ -61,9 +88,25 @@ std::optional<std::string> PodUidFromCgroupFile(std::string_view text) {
     if (a == std::string_view::npos) continue;
     size_t b = line.find(':', a + 1);
     if (b == std::string_view::npos) continue;
-    if (auto uid = PodUidFromCgroupPath(line.substr(b + 1))) return uid;
+    std::optional<std::string> uid = PodUidFromCgroupPath(line.substr(b + 1));
+    if (!uid) continue;
+    if (out.kind == CgroupPod::kNone) {
+      out.kind = CgroupPod::kPod;
+      out.uid = std::move(*uid);
+    } else if (*uid != out.uid) {
+      // cgroup v1 hierarchies that name two pods: no way to tell which.
+      out.kind = CgroupPod::kAmbiguous;
+      out.uid.clear();
+      return out;
+    }
   }
-  return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> PodUidFromCgroupFile(std::string_view text) {
+  CgroupPod p = PodOfCgroupFile(text);
+  if (p.kind != CgroupPod::kPod) return std::nullopt;
+  return std::move(p.uid);
 }
 
 }  // namespace vramd::agent

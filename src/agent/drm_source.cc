@@ -1,8 +1,10 @@
 #include "vramd/agent/drm.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <map>
 #include <set>
@@ -168,22 +170,57 @@ Result<std::vector<GpuReading>> DrmSource::Read() {
   std::vector<std::pair<int, DrmClient>> clients;
   std::string text;
   char target[PATH_MAX];
+  // Processes whose fds the kernel does not let the agent inspect
+  // (/proc/PID/fd and fdinfo need PTRACE_MODE_READ: the same user, or
+  // CAP_SYS_PTRACE): whether they hold DRM fds cannot be known.
+  int denied = 0, denied_pid = 0;
+  auto is_denied = [](int e) { return e == EACCES || e == EPERM; };
   for (const std::string& p : ListDir(proc_root_)) {
     if (!AllDigits(p)) continue;
     std::optional<int> pid = ParseSmallInt(p, INT_MAX);
     if (!pid) continue;
     const std::string base = proc_root_ + "/" + p;
-    for (const std::string& fd : ListDir(base + "/fdinfo")) {
+    int error = 0;
+    std::vector<std::string> fds = ListDir(base + "/fdinfo", &error);
+    bool pid_denied = is_denied(error);
+    for (const std::string& fd : fds) {
       // Only fds open on a DRM device node: one readlink spares reading the
       // fdinfo of every socket and file.
       ssize_t len = ::readlink((base + "/fd/" + fd).c_str(), target, sizeof target - 1);
+      if (len < 0 && is_denied(errno)) {
+        pid_denied = true;
+        break;
+      }
       if (len <= 0 || !std::string_view(target, static_cast<size_t>(len)).starts_with("/dev/dri/")) continue;
-      if (!ReadSmallFile(base + "/fdinfo/" + fd, &text, 16 * 1024)) continue;
+      if (!ReadSmallFile(base + "/fdinfo/" + fd, &text, 16 * 1024, &error)) {
+        if (is_denied(error)) pid_denied = true;
+        continue;
+      }
       std::optional<DrmClient> c = ParseDrmFdinfo(text);
       if (c && pdevs.count(c->pdev)) clients.emplace_back(*pid, std::move(*c));
     }
+    if (pid_denied && denied++ == 0) denied_pid = *pid;
   }
-  return CombineDrm(std::move(cards), clients);
+  std::vector<GpuReading> out = CombineDrm(std::move(cards), clients);
+  if (denied > 0) {
+    // Some processes' DRM clients cannot be seen: the per-process figures of
+    // every card are incomplete, so none is attributed (a pod whose process
+    // is hidden would read as idle).
+    const std::string why = "cannot read /proc/PID/fdinfo of " + std::to_string(denied) +
+                            " process(es) (permission denied, e.g. pid " + std::to_string(denied_pid) +
+                            "): run the agent as root with CAP_SYS_PTRACE";
+    for (GpuReading& g : out) {
+      g.processes.clear();
+      g.processes_unavailable = why;
+    }
+    if (!fdinfo_denied_) {
+      spdlog::warn("DRM: {}; per-process figures unavailable, per-pod usage is not reported", why);
+    }
+  } else if (fdinfo_denied_) {
+    spdlog::info("DRM: every process's fdinfo is readable again: per-process figures available");
+  }
+  fdinfo_denied_ = denied > 0;
+  return out;
 }
 
 }  // namespace vramd::agent

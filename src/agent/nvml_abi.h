@@ -1,10 +1,23 @@
 // NVML's ABI, as its public header (nvml.h) defines it: the few types the
-// agent's dlopen'ed entry points take. Declared here so that nothing of the
-// driver is needed to build, at global scope and with one name per type so
-// that the agent's function-pointer types and the test suite's fake NVML
-// (tests/fakes/fake_nvml) are the very same types (UBSan's -fsanitize=function
-// checks a call through a pointer against the callee's own type).
+// agent's dlopen'ed entry points take, declared here so that nothing of the
+// driver is needed to build. The agent's own: the fake NVML of the tests
+// (tests/fakes/fake_nvml) writes these layouts itself, byte by byte, per
+// driver family, and never includes this file, so a layout wrong here fails
+// the tests. Types at global scope with NVML's names (UBSan's
+// -fsanitize=function compares the type of a call through a pointer with the
+// callee's; the fake declares the same names).
+//
+// The running-process entries: one struct per entry point is NOT a given.
+//   nvmlDevice{Compute,Graphics}RunningProcesses       nvmlProcessInfo_v1_t, 16 bytes
+//   …RunningProcesses_v2                                nvmlProcessInfo_v2_t, 24 bytes, every driver
+//   …RunningProcesses_v3                                32 bytes on R535-era drivers (+
+//       usedGpuCcProtectedMemory), 24 bytes (the _v2 layout) on R550 and later: the agent
+//       never calls it
+//   nvmlDeviceGetRunningProcessDetailList (R550+)       nvmlProcessDetailList_v1_t request,
+//       versioned, with nvmlProcessDetail_v1_t entries, 32 bytes
 #pragma once
+
+#include <cstddef>
 
 using nvmlReturn_t = int;
 struct nvmlDevice_st;
@@ -23,25 +36,32 @@ struct nvmlMemory_v2 {  // nvmlMemory_v2_t; used excludes `reserved`
   unsigned long long used;
 };
 
-// The running-process entry, per entry point: the plain one takes v1,
-// _v2 takes v2, _v3 takes v3 (nvmlProcessInfo_t since CUDA 12).
-struct nvmlProcessInfo_v1 {
+struct nvmlProcessInfo_v1 {  // the plain entry points
   unsigned int pid;
   unsigned long long usedGpuMemory;
 };
-struct nvmlProcessInfo_v2 {
+struct nvmlProcessInfo_v2 {  // _v2 (and what R550+ drivers write through _v3)
   unsigned int pid;
   unsigned long long usedGpuMemory;
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 };
-struct nvmlProcessInfo_v3 {
+struct nvmlProcessDetail_v1 {  // nvmlDeviceGetRunningProcessDetailList's entries
   unsigned int pid;
   unsigned long long usedGpuMemory;
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
   unsigned long long usedGpuCcProtectedMemory;
 };
-static_assert(sizeof(nvmlProcessInfo_v1) == 16 && sizeof(nvmlProcessInfo_v2) == 24 &&
-              sizeof(nvmlProcessInfo_v3) == 32);
+struct nvmlProcessDetailList_v1 {  // nvmlProcessDetailList_t
+  unsigned int version;              // sizeof | (1 << 24): NVML_STRUCT_VERSION(ProcessDetailList, 1)
+  unsigned int mode;                 // 0 compute, 1 graphics, 2 MPS compute
+  unsigned int numProcArrayEntries;  // in: room in procArray; out: entries (or the count needed)
+  nvmlProcessDetail_v1* procArray;
+};
+
 static_assert(sizeof(nvmlMemory_v1) == 24 && sizeof(nvmlMemory_v2) == 40);
+static_assert(sizeof(nvmlProcessInfo_v1) == 16 && offsetof(nvmlProcessInfo_v1, usedGpuMemory) == 8);
+static_assert(sizeof(nvmlProcessInfo_v2) == 24 && offsetof(nvmlProcessInfo_v2, gpuInstanceId) == 16);
+static_assert(sizeof(nvmlProcessDetail_v1) == 32 && offsetof(nvmlProcessDetail_v1, usedGpuCcProtectedMemory) == 24);
+static_assert(sizeof(nvmlProcessDetailList_v1) == 24 && offsetof(nvmlProcessDetailList_v1, procArray) == 16);

@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "agent/nvml_abi.h"
 
@@ -16,14 +19,17 @@ namespace {
 constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kNotSupported = 3;
 constexpr nvmlReturn_t kInsufficientSize = 7;
+constexpr nvmlReturn_t kFunctionNotFound = 13;
 constexpr nvmlReturn_t kGpuIsLost = 15;
 constexpr nvmlReturn_t kArgumentVersionMismatch = 25;
 constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 constexpr unsigned int kMigEnabled = 1;                   // NVML_DEVICE_MIG_ENABLE
 constexpr unsigned int kStringBuffer = 96;  // NVML_DEVICE_{UUID,NAME}_V2_BUFFER_SIZE
 
-// NVML_STRUCT_VERSION(Memory, 2): the struct's size | (2 << 24).
+// NVML_STRUCT_VERSION(Memory, 2) and (ProcessDetailList, 1): the struct's size | (version << 24).
 constexpr unsigned int kMemoryV2Version = static_cast<unsigned int>(sizeof(nvmlMemory_v2)) | (2u << 24);
+constexpr unsigned int kDetailListV1Version =
+    static_cast<unsigned int>(sizeof(nvmlProcessDetailList_v1)) | (1u << 24);
 
 using InitFn = nvmlReturn_t (*)();
 using ShutdownFn = nvmlReturn_t (*)();
@@ -34,54 +40,184 @@ using MemoryV2Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2*);
 using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 using MigFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
-template <typename Info>
-using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, Info*);
+// The array's entry type depends on the entry point (and, for _v3, on the
+// driver): the agent passes raw storage of the layout it chose.
+using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*);
+using DetailListFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessDetailList_v1*);
 
-// One kind of process list (compute or graphics) through the newest entry
-// point the library has, with a buffer kept between passes.
-struct ProcessLister {
-  ProcessesFn<nvmlProcessInfo_v3> v3 = nullptr;
-  ProcessesFn<nvmlProcessInfo_v2> v2 = nullptr;
-  ProcessesFn<nvmlProcessInfo_v1> v1 = nullptr;
-  std::vector<nvmlProcessInfo_v3> buf3;
-  std::vector<nvmlProcessInfo_v2> buf2;
-  std::vector<nvmlProcessInfo_v1> buf1;
+// The two lists the agent reads per GPU.
+enum Kind : int { kCompute = 0, kGraphics = 1 };  // = nvmlProcessMode_t's compute and graphics
+constexpr const char* kKindName[] = {"compute", "graphics"};
 
-  bool available() const { return v3 || v2 || v1; }
+// The entry points that read a list, best first. _v3 is not among them: its
+// entries are 32 bytes on R535-era drivers and 24 on R550 and later, with
+// nothing to tell which.
+enum Level : int { kDetailList = 0, kV2 = 1, kPlain = 2, kLevels = 3 };
+constexpr const char* kEntryPoint[kLevels][2] = {
+    {"nvmlDeviceGetRunningProcessDetailList(compute)", "nvmlDeviceGetRunningProcessDetailList(graphics)"},
+    {"nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"},
+    {"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"},
+};
 
-  // Adds (pid, bytes) to *out, keeping the larger figure for a pid seen twice.
-  nvmlReturn_t List(nvmlDevice_t d, std::map<int, int64_t>* out) {
-    if (v3) return ListWith(v3, &buf3, d, out);
-    if (v2) return ListWith(v2, &buf2, d, out);
-    if (v1) return ListWith(v1, &buf1, d, out);
-    return kNotSupported;
+// One entry as read, whatever the layout.
+struct RawProcess {
+  unsigned int pid;
+  unsigned long long used;
+};
+
+// What one list read gave: the call's answer, the room the buffer had and
+// the count the driver answered (raw, before any check), and the entries.
+struct ListRead {
+  nvmlReturn_t r = kSuccess;
+  Level level = kPlain;
+  unsigned int room = 0;
+  unsigned int count = 0;
+  std::vector<RawProcess> entries;
+};
+
+// Why a successful list cannot be trusted, "" when it can: a count beyond
+// the room given (the driver wrote, or claims, more than asked), a pid of 0
+// (or above INT_MAX), a pid twice in one list, a figure above the GPU's
+// total (NVML_VALUE_NOT_AVAILABLE is allowed: that process is not counted).
+// A list read with the wrong entry layout fails here: the misread entries
+// carry usage halves as pids, instance IDs as figures.
+std::string ValidateList(const ListRead& l, unsigned long long total_bytes) {
+  if (l.count > l.room) {
+    return std::to_string(l.count) + " entries for room for " + std::to_string(l.room) +
+           ": more entries than asked";
+  }
+  int bad_pid = 0, repeated = 0, too_large = 0;
+  std::set<unsigned int> seen;
+  for (const RawProcess& p : l.entries) {
+    if (p.pid == 0 || p.pid > static_cast<unsigned int>(INT_MAX)) {
+      ++bad_pid;
+    } else if (!seen.insert(p.pid).second) {
+      ++repeated;
+    }
+    if (p.used != kValueNotAvailable && p.used > total_bytes) ++too_large;
+  }
+  if (bad_pid == 0 && repeated == 0 && too_large == 0) return {};
+  std::vector<std::string> parts;
+  if (bad_pid) parts.push_back(std::to_string(bad_pid) + " with a pid of 0 or above 2^31-1");
+  if (repeated) parts.push_back(std::to_string(repeated) + " repeated pid");
+  if (too_large) {
+    parts.push_back(std::to_string(too_large) + " above the GPU's " + std::to_string(total_bytes) + " bytes");
+  }
+  std::string why = std::to_string(l.count) + " entries for room for " + std::to_string(l.room) + ": ";
+  for (size_t i = 0; i < parts.size(); ++i) why += (i ? ", " : "") + parts[i];
+  return why;
+}
+
+// Reads the lists through the best entry point the library has and
+// implements. Entry points that answer FUNCTION_NOT_FOUND (or, for the
+// versioned request, ARGUMENT_VERSION_MISMATCH) are given up for good, with
+// one log line; NOT_SUPPORTED falls through to the next one for that call
+// only (a GPU may support an older call and not a newer one); buffers are
+// kept between passes.
+class ProcessLists {
+ public:
+  DetailListFn detail = nullptr;
+  ProcessesFn v2[2] = {nullptr, nullptr};
+  ProcessesFn plain[2] = {nullptr, nullptr};
+
+  bool available() const { return detail || v2[0] || v2[1] || plain[0] || plain[1]; }
+
+  // The list of `kind` on `d`: r is SUCCESS (entries filled), NOT_SUPPORTED
+  // (no entry point gives it), or the error of the last entry point tried.
+  ListRead Read(nvmlDevice_t d, Kind kind) {
+    ListRead out;
+    out.r = kNotSupported;
+    for (int level = first_; level < kLevels; ++level) {
+      if (!Has(static_cast<Level>(level), kind)) continue;
+      out = ReadWith(static_cast<Level>(level), d, kind);
+      if (out.r == kFunctionNotFound || (level == kDetailList && out.r == kArgumentVersionMismatch)) {
+        GiveUp(static_cast<Level>(level), out.r);
+        continue;
+      }
+      if (out.r == kNotSupported) continue;
+      return out;
+    }
+    return out;
   }
 
-  template <typename Info>
-  static nvmlReturn_t ListWith(ProcessesFn<Info> fn, std::vector<Info>* buf, nvmlDevice_t d,
-                               std::map<int, int64_t>* out) {
+  // The error text of `r` (nvmlErrorString), set by the source.
+  std::function<std::string(nvmlReturn_t)> error;
+
+ private:
+  bool Has(Level level, Kind kind) const {
+    switch (level) {
+      case kDetailList: return detail != nullptr;
+      case kV2: return v2[kind] != nullptr;
+      default: return plain[kind] != nullptr;
+    }
+  }
+
+  void GiveUp(Level level, nvmlReturn_t r) {
+    if (level < first_) return;
+    first_ = level + 1;
+    const char* name = level == kDetailList ? "nvmlDeviceGetRunningProcessDetailList"
+                       : level == kV2       ? "nvmlDevice{Compute,Graphics}RunningProcesses_v2"
+                                            : "nvmlDevice{Compute,Graphics}RunningProcesses";
+    spdlog::info("NVML: this driver does not implement {} ({}): reading process lists through the next entry point",
+                 name, error ? error(r) : std::to_string(r));
+  }
+
+  ListRead ReadWith(Level level, nvmlDevice_t d, Kind kind) {
+    switch (level) {
+      case kDetailList:
+        return Fetch(level, &detail_buf_, [&](unsigned int* count, nvmlProcessDetail_v1* buf) {
+          nvmlProcessDetailList_v1 list{};
+          list.version = kDetailListV1Version;
+          list.mode = static_cast<unsigned int>(kind);
+          list.numProcArrayEntries = *count;
+          list.procArray = buf;
+          nvmlReturn_t r = detail(d, &list);
+          *count = list.numProcArrayEntries;
+          return r;
+        });
+      case kV2:
+        return Fetch(level, &v2_buf_, [&](unsigned int* count, nvmlProcessInfo_v2* buf) {
+          return v2[kind](d, count, buf);
+        });
+      default:
+        return Fetch(level, &plain_buf_, [&](unsigned int* count, nvmlProcessInfo_v1* buf) {
+          return plain[kind](d, count, buf);
+        });
+    }
+  }
+
+  // The count/buffer protocol: the list can grow between the call that
+  // answers INSUFFICIENT_SIZE (with the count it needs) and the next one: a
+  // few rounds, each with room for what was asked plus slack.
+  template <typename Info, typename Call>
+  static ListRead Fetch(Level level, std::vector<Info>* buf, Call call) {
+    ListRead out;
+    out.level = level;
     if (buf->empty()) buf->resize(64);
-    // The list can grow between the call that reports the size and the
-    // next one: a few rounds, each with room for what was asked plus slack.
     for (int round = 0; round < 4; ++round) {
-      unsigned int count = static_cast<unsigned int>(buf->size());
-      nvmlReturn_t r = fn(d, &count, buf->data());
-      if (r == kSuccess) {
-        for (unsigned int i = 0; i < std::min<size_t>(count, buf->size()); ++i) {
-          const Info& p = (*buf)[i];
-          if (p.usedGpuMemory == kValueNotAvailable) continue;  // not visible to us: not counted
-          int64_t bytes = static_cast<int64_t>(std::min<unsigned long long>(p.usedGpuMemory, INT64_MAX));
-          int64_t& slot = (*out)[static_cast<int>(p.pid)];
-          slot = std::max(slot, bytes);
-        }
-        return kSuccess;
+      std::fill(buf->begin(), buf->end(), Info{});  // nothing of an earlier read can be taken for an entry
+      out.room = static_cast<unsigned int>(buf->size());
+      out.count = out.room;
+      out.r = call(&out.count, buf->data());
+      if (out.r == kSuccess) {
+        const size_t n = std::min<size_t>(out.count, buf->size());  // never read past the buffer
+        out.entries.reserve(n);
+        for (size_t i = 0; i < n; ++i) out.entries.push_back({(*buf)[i].pid, (*buf)[i].usedGpuMemory});
+        return out;
       }
-      if (r != kInsufficientSize) return r;
-      size_t want = std::max<size_t>(static_cast<size_t>(count) + count / 4 + 8, buf->size() * 2);
+      // INSUFFICIENT_SIZE with a count of 0 says nothing of the room needed:
+      // an error like any other (a bigger buffer would not be answered better).
+      if (out.r != kInsufficientSize || out.count == 0) return out;
+      size_t want = std::max<size_t>(static_cast<size_t>(out.count) + out.count / 4 + 8, buf->size() * 2);
       buf->resize(std::min<size_t>(want, 1 << 16));
     }
-    return kInsufficientSize;
+    return out;
   }
+
+  int first_ = kDetailList;  // entry points before it were given up
+  std::vector<nvmlProcessDetail_v1> detail_buf_;
+  std::vector<nvmlProcessInfo_v2> v2_buf_;
+  std::vector<nvmlProcessInfo_v1> plain_buf_;
 };
 
 class NvmlSource final : public GpuSource {
@@ -106,12 +242,12 @@ class NvmlSource final : public GpuSource {
     name_ = Sym<StringFn>("nvmlDeviceGetName");
     mig_ = Sym<MigFn>("nvmlDeviceGetMigMode");
     error_string_ = Sym<ErrorStringFn>("nvmlErrorString");
-    compute_.v3 = Sym<ProcessesFn<nvmlProcessInfo_v3>>("nvmlDeviceGetComputeRunningProcesses_v3");
-    compute_.v2 = Sym<ProcessesFn<nvmlProcessInfo_v2>>("nvmlDeviceGetComputeRunningProcesses_v2");
-    compute_.v1 = Sym<ProcessesFn<nvmlProcessInfo_v1>>("nvmlDeviceGetComputeRunningProcesses");
-    graphics_.v3 = Sym<ProcessesFn<nvmlProcessInfo_v3>>("nvmlDeviceGetGraphicsRunningProcesses_v3");
-    graphics_.v2 = Sym<ProcessesFn<nvmlProcessInfo_v2>>("nvmlDeviceGetGraphicsRunningProcesses_v2");
-    graphics_.v1 = Sym<ProcessesFn<nvmlProcessInfo_v1>>("nvmlDeviceGetGraphicsRunningProcesses");
+    lists_.detail = Sym<DetailListFn>("nvmlDeviceGetRunningProcessDetailList");
+    lists_.v2[kCompute] = Sym<ProcessesFn>("nvmlDeviceGetComputeRunningProcesses_v2");
+    lists_.v2[kGraphics] = Sym<ProcessesFn>("nvmlDeviceGetGraphicsRunningProcesses_v2");
+    lists_.plain[kCompute] = Sym<ProcessesFn>("nvmlDeviceGetComputeRunningProcesses");
+    lists_.plain[kGraphics] = Sym<ProcessesFn>("nvmlDeviceGetGraphicsRunningProcesses");
+    lists_.error = [this](nvmlReturn_t r) { return Error(r); };
     std::string missing;
     if (!init_) missing += " nvmlInit";
     if (!shutdown_) missing += " nvmlShutdown";
@@ -122,7 +258,7 @@ class NvmlSource final : public GpuSource {
       shutdown_ = nullptr;  // never initialized
       return NotFound(library + " is not a usable NVML library: it lacks" + missing);
     }
-    if (!compute_.available() && !graphics_.available()) {
+    if (!lists_.available()) {
       spdlog::warn("NVML: {} has no running-processes entry point: GPUs without per-pod usage", library);
     }
     nvmlReturn_t r = init_();
@@ -208,14 +344,54 @@ class NvmlSource final : public GpuSource {
       spdlog::warn("NVML: GPU {} ({}) is in MIG mode: reported whole, per-instance usage is not supported",
                    g->index, g->uuid);
     }
+    if (lists_.available()) return ReadProcesses(d, g);
+    return {};
+  }
+
+  // Fills g->processes from the compute and graphics lists, or says in
+  // g->processes_unavailable why they cannot be had; answers why the GPU must
+  // be skipped (it is lost), or "".
+  std::string ReadProcesses(nvmlDevice_t d, GpuReading* g) {
     std::map<int, int64_t> procs;
-    for (ProcessLister* l : {&compute_, &graphics_}) {
-      if (!l->available()) continue;
-      nvmlReturn_t r = l->List(d, &procs);
-      if (r == kGpuIsLost) return "running processes: " + Error(r);
-      if (r != kSuccess && r != kNotSupported) {
-        spdlog::debug("NVML: GPU {}: running processes: {}", g->index, Error(r));
+    std::string unavailable;
+    for (Kind kind : {kCompute, kGraphics}) {
+      ListRead l = lists_.Read(d, kind);
+      if (l.r == kGpuIsLost) return "running processes: " + Error(l.r);
+      ListState& state = list_state_[{g->index, kind}];
+      std::string problem;
+      if (l.r == kSuccess) {
+        std::string why = ValidateList(l, static_cast<unsigned long long>(g->total_bytes));
+        if (!why.empty()) {
+          ++g->invalid_process_lists;
+          problem = std::string("the ") + kKindName[kind] + " process list of " + kEntryPoint[l.level][kind] +
+                    " fails validation (" + why + ")";
+        } else {
+          for (const RawProcess& p : l.entries) {
+            if (p.used == kValueNotAvailable) continue;  // not visible to us: not counted
+            int64_t bytes = static_cast<int64_t>(std::min<unsigned long long>(p.used, INT64_MAX));
+            int64_t& slot = procs[static_cast<int>(p.pid)];
+            slot = std::max(slot, bytes);
+          }
+        }
+      } else if (l.r != kNotSupported) {  // NOT_SUPPORTED: this GPU has no such list, an empty one
+        problem = std::string("the ") + kKindName[kind] + " process list: " + kEntryPoint[l.level][kind] + ": " +
+                  Error(l.r) + " (count " + std::to_string(l.count) + ", room " + std::to_string(l.room) + ")";
       }
+      // Logged once when it starts (with the raw counts) and when it ends, not every pass.
+      if (!problem.empty() && state.problem.empty()) {
+        spdlog::warn("NVML: GPU {}: {}; its processes are not attributed (per-process figures unavailable)",
+                     g->index, problem);
+      } else if (problem.empty() && !state.problem.empty()) {
+        spdlog::info("NVML: GPU {}: the {} process list is read again", g->index, kKindName[kind]);
+      }
+      state.problem = problem;
+      if (!problem.empty() && unavailable.empty()) unavailable = problem;
+    }
+    if (!unavailable.empty()) {
+      // A list that cannot be trusted is attributed to nobody, and with it
+      // the other: a part of the processes would make the rest "free".
+      g->processes_unavailable = std::move(unavailable);
+      return {};
     }
     g->processes.reserve(procs.size());
     for (const auto& [pid, bytes] : procs) g->processes.push_back({pid, bytes});
@@ -261,8 +437,11 @@ class NvmlSource final : public GpuSource {
   StringFn name_ = nullptr;
   MigFn mig_ = nullptr;
   ErrorStringFn error_string_ = nullptr;
-  ProcessLister compute_;
-  ProcessLister graphics_;
+  struct ListState {
+    std::string problem;  // the last pass's, "" when the list was read and valid
+  };
+  ProcessLists lists_;
+  std::map<std::pair<int, int>, ListState> list_state_;  // (GPU index, kind)
   std::map<int, std::string> gpu_problems_;
   std::set<int> mig_warned_;
 };

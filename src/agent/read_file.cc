@@ -9,16 +9,21 @@
 
 namespace vramd::agent {
 
-bool ReadSmallFile(const std::string& path, std::string* out, size_t max) {
+bool ReadSmallFile(const std::string& path, std::string* out, size_t max, int* error) {
   out->clear();
+  if (error) *error = 0;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    if (error) *error = errno;
+    return false;
+  }
   char buf[4096];
   bool ok = true;
   while (out->size() < max) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (error) *error = errno;
       ok = false;
       break;
     }
@@ -33,10 +38,14 @@ bool ReadSmallFile(const std::string& path, std::string* out, size_t max) {
   return ok;
 }
 
-std::vector<std::string> ListDir(const std::string& path) {
+std::vector<std::string> ListDir(const std::string& path, int* error) {
   std::vector<std::string> names;
+  if (error) *error = 0;
   DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return names;
+  if (d == nullptr) {
+    if (error) *error = errno;
+    return names;
+  }
   while (struct dirent* e = ::readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     names.emplace_back(e->d_name);

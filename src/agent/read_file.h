@@ -12,10 +12,12 @@ namespace vramd::agent {
 // cannot be opened or read (a process that exited, a file that is absent).
 // A read shorter than the 4 KiB buffer ends the file (as it does for regular
 // files and the kernel's /proc and /sys files).
-bool ReadSmallFile(const std::string& path, std::string* out, size_t max = 64 * 1024);
+// With `error`, the errno of a failure there (0 on success).
+bool ReadSmallFile(const std::string& path, std::string* out, size_t max = 64 * 1024, int* error = nullptr);
 
 // The names of the entries of directory `path` (without "." and ".."), or
-// empty when it cannot be read.
-std::vector<std::string> ListDir(const std::string& path);
+// empty when it cannot be read; with `error`, the errno of a failure to open
+// it there (0 otherwise).
+std::vector<std::string> ListDir(const std::string& path, int* error = nullptr);
 
 }  // namespace vramd::agent

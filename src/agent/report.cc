@@ -25,13 +25,18 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
     out.total_bytes = total;
     out.used_bytes = cap(g.used_bytes);
     out.mig = g.mig;
+    out.processes_unavailable = g.processes_unavailable;
+    out.invalid_process_lists = g.invalid_process_lists;
     std::map<std::string_view, int64_t> by_pod;
     int64_t outside = 0;
     for (const ProcessUsage& p : g.processes) {
+      if (!g.processes_unavailable.empty()) break;
       int64_t bytes = cap(p.used_bytes);
       auto it = pods.find(p.pid);
       if (it == pods.end()) {
         outside = add(outside, bytes);
+      } else if (it->second == kNotAttributed) {
+        continue;  // gone, or in two pods' cgroups: nobody's
       } else {
         int64_t& sum = by_pod[it->second];
         sum = add(sum, bytes);
@@ -68,16 +73,24 @@ std::string ReportJson(const Report& report) {
     }
     s += ",\"total_bytes\":" + std::to_string(g.total_bytes);
     s += ",\"used_bytes\":" + std::to_string(g.used_bytes);
-    s += ",\"outside_pods_bytes\":" + std::to_string(g.outside_pods_bytes);
+    const bool per_process = g.processes_unavailable.empty();
+    if (per_process) s += ",\"outside_pods_bytes\":" + std::to_string(g.outside_pods_bytes);
     s += g.mig ? ",\"mig\":true" : ",\"mig\":false";
-    s += ",\"pods\":[";
-    for (size_t j = 0; j < g.pods.size(); ++j) {
-      if (j > 0) s += ',';
-      s += "{\"uid\":";
-      AppendJsonString(g.pods[j].uid, &s);
-      s += ",\"used_bytes\":" + std::to_string(g.pods[j].used_bytes) + "}";
+    if (per_process) {
+      s += ",\"pods\":[";
+      for (size_t j = 0; j < g.pods.size(); ++j) {
+        if (j > 0) s += ',';
+        s += "{\"uid\":";
+        AppendJsonString(g.pods[j].uid, &s);
+        s += ",\"used_bytes\":" + std::to_string(g.pods[j].used_bytes) + "}";
+      }
+      s += "]";
+    } else {
+      s += ",\"processes_unavailable\":";
+      AppendJsonString(g.processes_unavailable, &s);
     }
-    s += "]}";
+    if (g.invalid_process_lists > 0) s += ",\"invalid_process_lists\":" + std::to_string(g.invalid_process_lists);
+    s += "}";
   }
   s += "]}";
   return s;

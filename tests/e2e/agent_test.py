@@ -8,7 +8,9 @@ no capacity annotation and no GFD label: its capacity comes from the agent's
 report alone (the last capacity source). A zombie process (its pod is gone)
 holds 50Gi of the 80Gi GPU, so a 40Gi pod is refused with a reason naming the
 usage while a 20Gi pod is bound; the bound pod's own process is then
-attributed to it through its real UID.
+attributed to it through its real UID, beside the zombie's and a host
+process's on the same GPU, with the fake NVML of each driver family in turn
+(r550, then r535 and r470: the agent reads every family's layout right).
 """
 
 import json
@@ -78,8 +80,8 @@ class AgentDrivesScheduling(SharedTestbed):
             f.write(text)
 
     @classmethod
-    def set_gpu(cls, used, compute):
-        cls.write(cls.nvml, json.dumps({"gpus": [{
+    def set_gpu(cls, used, compute, driver="r550"):
+        cls.write(cls.nvml, json.dumps({"driver": driver, "gpus": [{
             "uuid": "GPU-e2e00000-0000-4000-8000-000000000001", "name": "NVIDIA A100-SXM4-80GB",
             "total": 80 * GI, "used": used, "compute": compute}]}))
 
@@ -105,9 +107,12 @@ class AgentDrivesScheduling(SharedTestbed):
         uid = pod["metadata"]["uid"]
         self.assertEqual(pod["metadata"]["annotations"]["vramd.io/gpu-uuids"],
                          "GPU-e2e00000-0000-4000-8000-000000000001")
-        # Its process appears on the node (the real pod UID in its cgroup) and uses 18Gi.
+        # Its process appears on the node (the real pod UID in its cgroup) and
+        # uses 18Gi; a host process (outside any pod) 1Gi, listed after both.
         self.write(os.path.join(self.proc_root, "300", "cgroup"), cgroup_v1(uid))
-        self.set_gpu(used=68 * GI, compute=[{"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 18 * GI}])
+        self.write(os.path.join(self.proc_root, "400", "cgroup"), "12:memory:/system.slice/sshd.service\n")
+        type(self).uid = uid
+        self.set_gpu(used=69 * GI, compute=self.three_processes())
 
         def entry_used():
             pods = ledger_nodes(self.vramd)[NODE]["pods"]
@@ -115,8 +120,29 @@ class AgentDrivesScheduling(SharedTestbed):
         tb.wait_for(entry_used, 20, message="the pod's own 18Gi on its ledger entry")
         g = self.gpu0()
         self.assertEqual(g["untracked_bytes"], 50 * GI)
+        self.assertEqual(g["outside_pods_bytes"], 1 * GI)
         self.assertEqual(g["allocated_bytes"], 20 * GI)
-        self.assertIsNone(tb.pod_node("needs-40"))  # 68Gi used + 40Gi > 80Gi
+        self.assertIsNone(tb.pod_node("needs-40"))  # 69Gi used + 40Gi > 80Gi
+
+    @staticmethod
+    def three_processes():
+        return [{"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 18 * GI}, {"pid": 400, "used": 1 * GI}]
+
+    def test_3_every_driver_family_attributes_the_same(self):
+        uid = getattr(type(self), "uid", None)
+        self.assertIsNotNone(uid, "test_2 binds the pod this test reads")
+        for i, driver in enumerate(("r535", "r470", "r550")):
+            with self.subTest(driver=driver):
+                # A changed total marks the report read through this family.
+                used = (60 + i) * GI
+                self.set_gpu(used=used, compute=self.three_processes(), driver=driver)
+                self.tb.wait_for(lambda: self.gpu0()["used_bytes"] == used, 20,
+                                 message=f"a report read through the {driver} family")
+                g = self.gpu0()
+                entry = next(p for p in ledger_nodes(self.vramd)[NODE]["pods"] if p["uid"] == uid)
+                self.assertEqual(entry["used_per_gpu_bytes"], 18 * GI, driver)
+                self.assertEqual(g["untracked_bytes"], 50 * GI, driver)
+                self.assertEqual(g["outside_pods_bytes"], 1 * GI, driver)
 
 
 if __name__ == "__main__":

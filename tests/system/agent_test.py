@@ -2,7 +2,12 @@
 (tests/fakes/fake_nvml, loaded with dlopen as the real libnvidia-ml.so.1 is)
 and a fake /proc tree, `--once --source drm` against a fake /sys, and the
 daemon pushing to a small HTTP server (the report, the token, a refusal, a
-node without any GPU library that stays up idle)."""
+node without any GPU library that stays up idle).
+
+Every multi-process NVML test runs against each driver family of the fake
+(FAMILIES: r470 plain entry points, r535 _v3 with 32-byte entries, r550 _v3
+with 24-byte entries and nvmlDeviceGetRunningProcessDetailList), with three
+or more processes on one GPU, in different pods."""
 
 import http.server
 import json
@@ -26,6 +31,9 @@ FAKE_NVML = os.environ.get("VRAMD_FAKE_NVML") or os.path.abspath(
 MI = 1 << 20
 POD_A = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ab"
 POD_B = "7d6c5b4a-1111-2222-3333-444455556666"
+POD_C = "c0ffee00-5555-4666-8777-888899990000"
+FAMILIES = ("r470", "r535", "r550")  # the fake NVML's driver families (tests/fakes/fake_nvml)
+H100_TOTAL = 85520809984
 
 
 def write(path, text):
@@ -34,9 +42,17 @@ def write(path, text):
         f.write(text)
 
 
-def fake_node(root):
+def kubelet_cgroup(uid):
+    """cgroup v2, systemd driver, containerd: the pod cgroup the kubelet creates."""
+    return ("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid.replace("-", "_")
+            + ".slice/cri-containerd-" + "5d1f0e3c" * 8 + ".scope\n")
+
+
+def fake_node(root, driver=None):
     """A fake /proc with two pods' processes and a host process, and the
-    fake NVML's config: GPU 0 busy, GPU 1 lost, GPU 2 in MIG mode."""
+    fake NVML's config (of `driver`'s family; the fake's default when None):
+    GPU 0 busy (three compute processes, one of them graphics too), GPU 1
+    lost, GPU 2 in MIG mode."""
     proc = os.path.join(root, "proc")
     write(os.path.join(proc, "4242", "cgroup"),
           "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
@@ -48,13 +64,30 @@ def fake_node(root):
     config = {"gpus": [
         {"uuid": "GPU-5e2d0000-0000-0000-0000-000000000000", "name": "NVIDIA H100 80GB HBM3",
          "total": 85520809984, "used": 12 * GI,
-         "compute": [{"pid": 4242, "used": 8 * GI}, {"pid": 4243, "used": 2 * GI}],
-         "graphics": [{"pid": 900, "used": 100 * MI}]},
+         "compute": [{"pid": 4242, "used": 8 * GI}, {"pid": 4243, "used": 2 * GI}, {"pid": 900, "used": 100 * MI}],
+         "graphics": [{"pid": 900, "used": 100 * MI}, {"pid": 4242, "used": 1 * GI}]},
         {"uuid": "GPU-lost", "name": "NVIDIA H100 80GB HBM3", "total": 85520809984, "used": 0, "lost": True},
         {"uuid": "GPU-mig", "name": "NVIDIA A100-SXM4-80GB", "total": 85899345920, "used": GI, "mig": True},
     ]}
+    if driver:
+        config["driver"] = driver
     path = os.path.join(root, "nvml.json")
     write(path, json.dumps(config))
+    return proc, path
+
+
+def h100_node(root, driver, compute, extra_gpus=()):
+    """The issue's H100 (driver 580, total and used as NVML read them) with
+    `compute`, and a fake /proc: pid 1000 outside any pod (a user's shell),
+    2001, 2002, 2003 in pods A, B and C (kubelet cgroups)."""
+    proc = os.path.join(root, "proc")
+    write(os.path.join(proc, "1000", "cgroup"), "0::/user.slice/user-1000.slice/session-3.scope\n")
+    for pid, uid in ((2001, POD_A), (2002, POD_B), (2003, POD_C)):
+        write(os.path.join(proc, str(pid), "cgroup"), kubelet_cgroup(uid))
+    gpus = [{"uuid": "GPU-5e2d0000-0000-0000-0000-000000000000", "name": "NVIDIA H100 80GB HBM3",
+             "total": H100_TOTAL, "used": 9682092032, "compute": compute}, *extra_gpus]
+    path = os.path.join(root, "nvml.json")
+    write(path, json.dumps({"driver": driver, "gpus": gpus}))
     return proc, path
 
 
@@ -66,8 +99,13 @@ def run_once(args, env):
 
 class Once(unittest.TestCase):
     def test_nvml_report_attributes_processes_to_pods(self):
+        for driver in (None, *FAMILIES):
+            with self.subTest(driver=driver or "default"):
+                self.check_nvml_report(driver)
+
+    def check_nvml_report(self, driver):
         with tempfile.TemporaryDirectory() as d:
-            proc, config = fake_node(d)
+            proc, config = fake_node(d, driver)
             rc, out, err = run_once(["--nvml-library", FAKE_NVML, "--proc-root", proc, "--sys-root", d],
                                     {"FAKE_NVML_CONFIG": config})
             self.assertEqual(rc, 0, err)
@@ -89,6 +127,53 @@ class Once(unittest.TestCase):
             self.assertEqual(g2["total_bytes"], 85899345920)
             self.assertIn("GPU 1 skipped", err)
             self.assertIn("MIG mode", err)
+
+    def test_the_issues_h100_every_family(self):
+        """The issue's H100 on driver 580: nvidia-smi listed 1030, 3590, 2566
+        and 1542 MiB; the landed agent reported "pods": []."""
+        compute = [{"pid": 1000, "used": 1030 * MI}, {"pid": 2001, "used": 3590 * MI},
+                   {"pid": 2002, "used": 2566 * MI}, {"pid": 2003, "used": 1542 * MI}]
+        for driver in FAMILIES:
+            with self.subTest(driver=driver), tempfile.TemporaryDirectory() as d:
+                proc, config = h100_node(d, driver, compute)
+                rc, out, err = run_once(["--source", "nvml", "--nvml-library", FAKE_NVML, "--proc-root", proc],
+                                        {"FAKE_NVML_CONFIG": config})
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(json.loads(out)["gpus"], [{
+                    "index": 0, "uuid": "GPU-5e2d0000-0000-0000-0000-000000000000",
+                    "name": "NVIDIA H100 80GB HBM3", "total_bytes": H100_TOTAL, "used_bytes": 9682092032,
+                    "outside_pods_bytes": 1030 * MI, "mig": False,
+                    "pods": [{"uid": POD_A, "used_bytes": 3590 * MI}, {"uid": POD_B, "used_bytes": 2566 * MI},
+                             {"uid": POD_C, "used_bytes": 1542 * MI}]}], out)
+
+    def test_bad_input_attributes_nothing_wrong(self):
+        """The issue's named bad input, every family: a PID that no longer
+        exists (5555), a process in two pods' cgroups (2004: pod A's kubelet
+        cgroup, a pod-B-shaped one inside), a GPU whose driver answers more
+        entries than asked, and one whose list call fails with a count of 0."""
+        inner = "/kubepods-besteffort-pod" + POD_B.replace("-", "_") + ".slice/x.scope\n"
+        compute = [{"pid": 1000, "used": 1 * GI}, {"pid": 2002, "used": 2 * GI},
+                   {"pid": 2004, "used": 4 * GI}, {"pid": 5555, "used": 8 * GI}]
+        others = [{"uuid": "GPU-beyond", "name": "NVIDIA H100 80GB HBM3", "total": H100_TOTAL, "used": 8 * GI,
+                   "count_beyond_buffer": True, "compute": compute},
+                  {"uuid": "GPU-zero", "name": "NVIDIA H100 80GB HBM3", "total": H100_TOTAL, "used": 8 * GI,
+                   "errors": {"nvmlDeviceGetComputeRunningProcesses": 999}, "compute": compute}]
+        for driver in FAMILIES:
+            with self.subTest(driver=driver), tempfile.TemporaryDirectory() as d:
+                proc, config = h100_node(d, driver, compute, others)
+                write(os.path.join(proc, "2004", "cgroup"), kubelet_cgroup(POD_A).rstrip("\n") + inner)
+                rc, out, err = run_once(["--source", "nvml", "--nvml-library", FAKE_NVML, "--proc-root", proc],
+                                        {"FAKE_NVML_CONFIG": config})
+                self.assertEqual(rc, 0, err)
+                g0, beyond, zero = json.loads(out)["gpus"]
+                self.assertEqual(g0["outside_pods_bytes"], 1 * GI, out)  # 5555 is gone: nobody's
+                self.assertEqual(g0["pods"], [{"uid": POD_A, "used_bytes": 4 * GI},
+                                              {"uid": POD_B, "used_bytes": 2 * GI}], out)
+                for g in (beyond, zero):
+                    self.assertEqual(g.get("pods", []), [], out)
+                    self.assertEqual(g.get("outside_pods_bytes", 0), 0, out)
+                    self.assertIn("processes_unavailable", g, out)
+                self.assertIn("more entries than", err)
 
     def test_drm_report_from_sysfs_and_fdinfo(self):
         with tempfile.TemporaryDirectory() as d:
@@ -112,6 +197,52 @@ class Once(unittest.TestCase):
             self.assertEqual(report["gpus"], [{"index": 0, "total_bytes": 25753026560, "used_bytes": 3221225472,
                                                "outside_pods_bytes": 0, "mig": False,
                                                "pods": [{"uid": POD_A, "used_bytes": 2 * GI}]}])
+
+    def test_drm_without_permission_says_per_process_figures_are_unavailable(self):
+        """/proc/PID/fd of a process the agent may not inspect (another
+        user's, without CAP_SYS_PTRACE): the report says per-process figures
+        are unavailable and attributes nothing; the log says so, with the fix.
+        As root the agent runs as nobody (setpriv) to meet the refusal."""
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            dev = os.path.join(d, "sys", "devices", "pci0000:00", "0000:03:00.0")
+            write(os.path.join(dev, "mem_info_vram_total"), "25753026560\n")
+            write(os.path.join(dev, "mem_info_vram_used"), "3221225472\n")
+            os.makedirs(os.path.join(d, "sys", "class", "drm", "card0"))
+            os.symlink(dev, os.path.join(d, "sys", "class", "drm", "card0", "device"))
+            proc = os.path.join(d, "proc")
+            fdinfo = ("pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\n"
+                      "drm-client-id:\t4\ndrm-memory-vram:\t2097152 KiB\n")
+            for pid, uid in (("77", POD_A), ("78", POD_B), ("79", POD_C)):
+                write(os.path.join(proc, pid, "cgroup"), kubelet_cgroup(uid))
+                write(os.path.join(proc, pid, "fdinfo", "5"), fdinfo.replace("\t4\n", "\t" + pid + "\n"))
+                os.makedirs(os.path.join(proc, pid, "fd"))
+                os.symlink("/dev/dri/renderD128", os.path.join(proc, pid, "fd", "5"))
+            for root, dirs, files in os.walk(d):
+                for n in dirs:
+                    os.chmod(os.path.join(root, n), 0o755)
+                for n in files:
+                    if not os.path.islink(os.path.join(root, n)):
+                        os.chmod(os.path.join(root, n), 0o644)
+            args = ["--source", "drm", "--proc-root", proc, "--sys-root", os.path.join(d, "sys")]
+            rc, out, err = run_once(args, {})
+            self.assertEqual(rc, 0, err)
+            pods = json.loads(out)["gpus"][0]["pods"]
+            self.assertEqual(len(pods), 3, out)  # readable: all three attributed
+            os.chmod(os.path.join(proc, "78", "fd"), 0o700)  # pid 78's fds: its owner's (and root's) only
+            cmd = [AGENT, "--once", *args]
+            if os.geteuid() == 0:
+                cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+            ran = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=clean_env({}))
+            self.assertEqual(ran.returncode, 0, ran.stderr)
+            g = json.loads(ran.stdout)["gpus"][0]
+            self.assertNotIn("pods", g, ran.stdout)
+            self.assertNotIn("outside_pods_bytes", g, ran.stdout)
+            self.assertEqual(g["used_bytes"], 3221225472)
+            self.assertIn("cannot read /proc/PID/fdinfo of 1 process(es) (permission denied, e.g. pid 78)",
+                          g["processes_unavailable"])
+            self.assertIn("CAP_SYS_PTRACE", g["processes_unavailable"])
+            self.assertEqual(ran.stderr.count("per-process figures unavailable"), 1, ran.stderr)
 
     def test_once_without_any_source_says_why(self):
         with tempfile.TemporaryDirectory() as d:
@@ -201,6 +332,31 @@ class Daemon(unittest.TestCase):
         self.assertEqual(len(self.server.requests), 1)
         self.assertIn('vramd refused the report (HTTP 400): {"error":"unknown node gpu-1"}', self.logged())
         self.stop()
+
+    def test_a_list_failing_validation_is_logged_once_with_its_counts(self):
+        """A GPU whose process list fails validation every pass (a pid twice
+        in one list) is logged once with the raw counts, and each report
+        carries the count of rejected lists; every family."""
+        compute = [{"pid": 1000, "used": 1 * GI}, {"pid": 2001, "used": 2 * GI}, {"pid": 2001, "used": 3 * GI}]
+        for driver in FAMILIES:
+            with self.subTest(driver=driver):
+                self.server.requests.clear()
+                proc, config = h100_node(os.path.join(self.tmp.name, driver), driver, compute)
+                self.start(["--nvml-library", FAKE_NVML, "--proc-root", proc], {"FAKE_NVML_CONFIG": config})
+                wait_for(lambda: len(self.server.requests) >= 3, 20, message="three pushes")
+                self.stop()
+                log = self.logged()
+                self.assertEqual(log.count("fails validation"), 1, log)
+                self.assertRegex(log, r"3 entries .*1 repeated pid", log)
+                reports = [json.loads(body)["gpus"][0] for _, _, body in self.server.requests]
+                for g in reports:
+                    self.assertEqual(g.get("pods", []), [])
+                    self.assertIn("processes_unavailable", g)
+                counts = [g["invalid_process_lists"] for g in reports]
+                self.assertEqual(counts, sorted(counts))
+                self.assertGreaterEqual(counts[-1], 3)
+                self.log.close()
+                self.log = None
 
     def test_without_nvml_it_stays_up_idle_and_logs_once(self):
         self.start(["--nvml-library", os.path.join(self.tmp.name, "libnvidia-ml.so.1"),

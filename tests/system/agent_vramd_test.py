@@ -7,7 +7,11 @@ What it proves (issue 14): per-pod usage lands in /v1/nodes, in the metrics
 and in `vramctl pods`; a "zombie" process whose pod is gone raises the GPU's
 usage U above its allocation A, and filter then refuses a pod that would have
 fit on A alone, with a reason that says so; the agent's UUID reaches the
-ledger; a report vramd cannot take changes nothing."""
+ledger; a report vramd cannot take changes nothing.
+
+The node's GPU is shared by three processes (the pod's, the zombie's, a
+host process's), and the whole class runs once per driver family of the
+fake NVML (r550, the default, then r535 and r470: see FAMILIES)."""
 
 import json
 import os
@@ -19,7 +23,7 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from agent_test import AGENT, FAKE_NVML, write  # noqa: E402
+from agent_test import AGENT, FAKE_NVML, FAMILIES, write  # noqa: E402
 from harness import BIN_DIR, GI, Workdir, bind_body, clean_env, filter_body, wait_for  # noqa: E402
 
 VRAMCTL = os.path.abspath(os.path.join(BIN_DIR, "vramctl"))
@@ -36,6 +40,8 @@ def cgroup_v2(uid):
 
 
 class AgentDrivesTheLedger(unittest.TestCase):
+    DRIVER = "r550"  # the fake NVML's driver family (subclasses below: the others)
+
     @classmethod
     def setUpClass(cls):
         cls.w = Workdir().__enter__()
@@ -57,9 +63,9 @@ class AgentDrivesTheLedger(unittest.TestCase):
         write(os.path.join(proc, "100", "cgroup"), cgroup_v2(POD))
         write(os.path.join(proc, "200", "cgroup"), cgroup_v2(ZOMBIE))
         write(os.path.join(proc, "300", "cgroup"), "0::/system.slice/nvidia-persistenced.service\n")
-        cls.nvml_config = w.file("nvml.json", {"gpus": [{
+        cls.nvml_config = w.file("nvml.json", {"driver": cls.DRIVER, "gpus": [{
             "uuid": GPU_UUID, "name": "NVIDIA H100 80GB HBM3", "total": 100 * GI, "used": 72 * GI,
-            "compute": [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}],
+            "compute": [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}],
             "graphics": [{"pid": 300, "used": 1 * GI}]}]})
         cls.agent_log = os.path.join(w.path, "agent.log")
         cls.agent_out = open(cls.agent_log, "ab")
@@ -185,6 +191,17 @@ class AgentDrivesTheLedger(unittest.TestCase):
 
     def test_the_agent_authenticates_and_is_not_refused(self):
         self.assertNotRegex(self.agent_text(), r"\b40[13]\b")
+
+
+class AgentDrivesTheLedgerR535(AgentDrivesTheLedger):
+    DRIVER = "r535"
+
+
+class AgentDrivesTheLedgerR470(AgentDrivesTheLedger):
+    DRIVER = "r470"
+
+
+assert {AgentDrivesTheLedger.DRIVER, AgentDrivesTheLedgerR535.DRIVER, AgentDrivesTheLedgerR470.DRIVER} == set(FAMILIES)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,6 +64,7 @@ class Agent {
   std::string last_problem_;           // the loop's thread only: logged once until it changes
   std::string announced_;              // the loop's thread only: the source last announced
   int failures_ = 0;                   // the loop's thread only
+  std::map<int, int64_t> invalid_process_lists_;  // the loop's thread only: per GPU index, since start
   std::atomic<int64_t> passes_{0};
   std::atomic<int64_t> pushes_{0};
   Mutex mu_;

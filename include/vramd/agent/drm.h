@@ -7,6 +7,11 @@
 // drm-total-vram), values in bytes or with a KiB / MiB unit. A client (one
 // open of the device) can be shared by many fds and processes: it is counted
 // once, by (pdev, client id), for the lowest pid that holds it.
+// Permission: /proc/PID/fd and fdinfo need PTRACE_MODE_READ (the process's
+// own user, or CAP_SYS_PTRACE). When the kernel denies them for any process,
+// whether it holds DRM fds cannot be known: every card's per-process figures
+// are then unavailable (GpuReading::processes_unavailable says why and how to
+// fix it), and the agent logs it once.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +75,7 @@ class DrmSource final : public GpuSource {
  private:
   std::string sys_root_;
   std::string proc_root_;
+  bool fdinfo_denied_ = false;  // the last pass met a process it may not inspect (logged once)
 };
 
 }  // namespace vramd::agent

@@ -32,6 +32,15 @@ struct GpuReading {
   int64_t used_bytes = 0;
   bool mig = false;         // MIG mode on: reported whole (MIG is out of scope)
   std::vector<ProcessUsage> processes;
+  // Why this GPU's per-process figures are unavailable, "" when `processes`
+  // is the whole list: an NVML process list the driver could not give, or
+  // gave in a shape that fails validation; DRM fdinfo the agent may not read.
+  // Then `processes` is empty: a list that cannot be trusted is attributed to
+  // nobody, never in part.
+  std::string processes_unavailable;
+  // Process lists of this read that failed validation (0, 1 or 2: compute,
+  // graphics); the agent sums them into a counter per GPU.
+  int invalid_process_lists = 0;
   bool operator==(const GpuReading&) const = default;
 };
 

@@ -3,9 +3,12 @@
 //
 // Per GPU: total and used bytes as read; each pod's bytes are the sum of its
 // processes' on that GPU; "outside pods" the sum of the processes that belong
-// to no pod. Every figure is capped at the GPU's total (per-process figures
-// and the GPU's own can disagree for a moment), so a report never carries
-// used > total. Pods are sorted by UID, GPUs by index.
+// to no pod; a process that cannot be placed (kNotAttributed: gone, or in two
+// pods' cgroups) counts nowhere. Every figure is capped at the GPU's total
+// (per-process figures and the GPU's own can disagree for a moment), so a
+// report never carries used > total. Pods are sorted by UID, GPUs by index.
+// A GPU whose per-process figures are unavailable (the reading says why)
+// carries no pods and no outside-pods figure, and says so.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,8 @@ struct GpuReport {
   int64_t outside_pods_bytes = 0;
   bool mig = false;
   std::vector<PodUsage> pods;
+  std::string processes_unavailable;  // why there are no per-process figures; "" when there are
+  int64_t invalid_process_lists = 0;  // process lists that failed validation (the agent: since it started)
   bool operator==(const GpuReport&) const = default;
 };
 
@@ -46,7 +51,10 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
                    const PodOfPid& pods);
 
 // The JSON body: {"version":2,"agent":…,"source":…,"gpus":[{"index":…,…}]};
-// "uuid" and "name" only when known.
+// "uuid" and "name" only when known; "outside_pods_bytes" and "pods" only
+// when the per-process figures are available, else "processes_unavailable":
+// "<why>"; "invalid_process_lists": N only when N > 0. (vramd ignores keys it
+// does not know.)
 std::string ReportJson(const Report& report);
 
 }  // namespace vramd::agent

@@ -57,6 +57,34 @@ const CgroupCase kCases[] = {
     {"upper_case_hex_is_made_canonical",
      "0::/kubepods/burstable/pod0F1C2D3E-AAAA-BBBB-CCCC-0123456789AB/5d1f\n", kUid},
     {"pod_level_cgroup_without_container", "0::/kubepods/burstable/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab\n", kUid},
+    {"v2_relative_cgroupfs_same_qos", "0::/../../pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f\n", kUid},
+    {"v2_relative_cgroupfs_other_qos", "0::/../../../besteffort/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f\n",
+     kUid},
+    // Bad input: a process in two pods' cgroups. The kubelet's pod cgroup is
+    // the outermost pod segment under kubepods; a container can create
+    // cgroups only below its own, so an inner one never counts.
+    {"nested_pod_cgroup_in_a_pod_systemd",
+     "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f1c2d3e_aaaa_bbbb_cccc_0123456789ab.slice/"
+     "cri-containerd-5d1f.scope/kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/x.scope\n",
+     kUid},
+    {"nested_pod_cgroup_in_a_pod_cgroupfs",
+     "0::/kubepods/burstable/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f/pod11111111-2222-3333-4444-555555555555/x\n",
+     kUid},
+    {"v1_lines_naming_two_pods_name_none",
+     "12:memory:/kubepods/burstable/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f\n"
+     "1:name=systemd:/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/5d1f\n",
+     nullptr},
+    {"v1_lines_naming_one_pod_twice", "12:memory:/kubepods/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f\n"
+     "1:name=systemd:/kubepods/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/5d1f\n0::/\n", kUid},
+    // A pod-shaped cgroup anywhere but under kubepods is no pod (a user's
+    // systemd can create slices with any name under user@UID.service).
+    {"pod_slices_under_a_users_systemd",
+     "0::/user.slice/user-1000.slice/user@1000.service/kubepods.slice/kubepods-burstable.slice/"
+     "kubepods-burstable-pod0f1c2d3e_aaaa_bbbb_cccc_0123456789ab.slice/x.scope\n",
+     nullptr},
+    {"pod_segment_under_system_slice", "0::/system.slice/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/x\n", nullptr},
+    {"relative_path_to_a_users_slice",
+     "0::/../../../../user.slice/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab.slice/x.scope\n", nullptr},
     {"host_process_systemd_service", "0::/system.slice/containerd.service\n", nullptr},
     {"host_user_session", "0::/user.slice/user-1000.slice/session-3.scope\n", nullptr},
     {"kubepods_qos_slice_only", "0::/kubepods.slice/kubepods-burstable.slice\n", nullptr},
@@ -100,7 +128,21 @@ TEST(AgentAttribution, ReadsEachProcessOnceAndSkipsTheGoneAndTheHost) {
   readings[0].processes = {{100, 1}, {200, 2}, {400, 3}};
   readings[1].processes = {{100, 4}, {300, 5}};
   PodOfPid pods = ProcAttribution(proc.root()).Attribute(readings);
-  EXPECT_EQ(pods, (PodOfPid{{100, kUid}, {300, "11111111-2222-3333-4444-555555555555"}}));
+  // 200 is in no pod (absent: outside pods); 400 is gone: its pod is unknown.
+  EXPECT_EQ(pods, (PodOfPid{{100, kUid}, {300, "11111111-2222-3333-4444-555555555555"}, {400, kNotAttributed}}));
+}
+
+TEST(AgentAttribution, AProcessWhoseCgroupLinesNameTwoPodsIsNotAttributed) {
+  testing::TempTree proc;
+  proc.Write("100/cgroup", "12:memory:/kubepods/burstable/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/c\n"
+                           "1:name=systemd:/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/c\n");
+  std::vector<GpuReading> readings(1);
+  readings[0].processes = {{100, 1}};
+  EXPECT_EQ(ProcAttribution(proc.root()).Attribute(readings), (PodOfPid{{100, kNotAttributed}}));
+  EXPECT_EQ(PodOfCgroupFile("12:memory:/kubepods/burstable/pod0f1c2d3e-aaaa-bbbb-cccc-0123456789ab/c\n"
+                            "1:name=systemd:/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/c\n")
+                .kind,
+            CgroupPod::kAmbiguous);
 }
 
 }  // namespace

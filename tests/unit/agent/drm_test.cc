@@ -1,6 +1,12 @@
 #include "vramd/agent/drm.h"
 
 #include <gtest/gtest.h>
+#include <grp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/temp_tree.h"
 
@@ -139,6 +145,51 @@ TEST(AgentDrm, SourceReadsAFakeSysAndProcTree) {
   EXPECT_EQ(g.used_bytes, 1073741824);
   EXPECT_EQ(g.processes, (std::vector<ProcessUsage>{{42, 145408 * KiB}}));
   EXPECT_EQ(DrmSource::ReadCards(t.Path("sys"))[0].pdev, "0000:03:00.0");
+}
+
+// A process whose fds the agent may not inspect (another user's, without
+// CAP_SYS_PTRACE): per-process figures are unavailable on every card, with
+// the fix. Root reads every mode, so as root (CI) the read runs in a child
+// (a gtest death test, re-executed) that dropped to nobody, as the chart's
+// agent runs; tests/system/agent_test.py runs the whole agent as nobody too.
+TEST(AgentDrm, FdsThatCannotBeInspectedMakePerProcessFiguresUnavailable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  testing::TempTree t;
+  ASSERT_EQ(::chmod(t.root().c_str(), 0755), 0);  // mkdtemp's 0700 would hide the whole tree from nobody
+  t.Write("sys/devices/pci0000:00/0000:03:00.0/mem_info_vram_total", "25753026560\n");
+  t.Write("sys/devices/pci0000:00/0000:03:00.0/mem_info_vram_used", "1073741824\n");
+  t.Link("sys/class/drm/card0/device", t.Path("sys/devices/pci0000:00/0000:03:00.0"));
+  t.Write("proc/42/fdinfo/5", kAmdgpuLegacy);
+  t.Link("proc/42/fd/5", "/dev/dri/renderD128");
+  t.Write("proc/43/fdinfo/5", kAmdgpuLegacy);
+  t.Link("proc/43/fd/5", "/dev/dri/renderD128");
+  ASSERT_EQ(::chmod(t.Path("proc/43/fd").c_str(), 0), 0);
+  const auto read_unprivileged = [&] {
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      std::fprintf(stderr, "cannot drop to nobody\n");
+      std::_Exit(2);
+    }
+    DrmSource source(t.Path("sys"), t.Path("proc"));
+    Result<std::vector<GpuReading>> got = source.Read();
+    std::string bad;
+    if (!got.ok()) {
+      bad = got.status().message();
+    } else if (got->size() != 1) {
+      bad = std::to_string(got->size()) + " cards";
+    } else if (!(*got)[0].processes.empty()) {
+      bad = "processes attributed";
+    } else if ((*got)[0].processes_unavailable !=
+               "cannot read /proc/PID/fdinfo of 1 process(es) (permission denied, e.g. pid 43): run the agent as "
+               "root with CAP_SYS_PTRACE") {
+      bad = "processes_unavailable: \"" + (*got)[0].processes_unavailable + "\"";
+    } else if ((*got)[0].used_bytes != 1073741824) {
+      bad = "used_bytes " + std::to_string((*got)[0].used_bytes);
+    }
+    std::fprintf(stderr, "%s\n", bad.empty() ? "per-process figures unavailable, as expected" : bad.c_str());
+    std::_Exit(bad.empty() ? 0 : 1);
+  };
+  EXPECT_EXIT(read_unprivileged(), ::testing::ExitedWithCode(0), "per-process figures unavailable, as expected");
+  ::chmod(t.Path("proc/43/fd").c_str(), 0755);
 }
 
 TEST(AgentDrm, NoCardIsUnavailable) {

@@ -2,20 +2,46 @@
 // dlopen exactly as the real library is.
 #include "vramd/agent/nvml_source.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "agent/temp_tree.h"
+
+// NVML's opaque C types, by name (the fake's raw entry points are called below).
+struct nvmlDevice_st;
+struct nvmlProcessDetailList_v1;
 
 namespace vramd::agent {
 namespace {
 
 using nlohmann::json;
 constexpr int64_t GiB = int64_t{1} << 30, MiB = int64_t{1} << 20;
+
+// Captures what the source logs for the duration of a test.
+class LogCapture {
+ public:
+  LogCapture() : old_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  }
+  ~LogCapture() { spdlog::set_default_logger(old_); }
+  std::string text() {
+    spdlog::default_logger()->flush();
+    return out_.str();
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> old_;
+};
 
 class NvmlSourceTest : public ::testing::Test {
  protected:
@@ -76,8 +102,9 @@ TEST_F(NvmlSourceTest, ReadsGpusAndProcessesThroughTheNewestEntryPoints) {
   EXPECT_NE(calls.find("nvmlDeviceGetCount_v2\n"), std::string::npos);
   EXPECT_NE(calls.find("nvmlDeviceGetHandleByIndex_v2\n"), std::string::npos);
   EXPECT_NE(calls.find("nvmlDeviceGetMemoryInfo_v2\n"), std::string::npos);
-  EXPECT_NE(calls.find("nvmlDeviceGetComputeRunningProcesses_v3\n"), std::string::npos);
-  EXPECT_NE(calls.find("nvmlDeviceGetGraphicsRunningProcesses_v3\n"), std::string::npos);
+  // The fake's default family (R550+): the versioned request struct; never _v3 (its stride depends on the driver).
+  EXPECT_NE(calls.find("nvmlDeviceGetRunningProcessDetailList\n"), std::string::npos);
+  EXPECT_EQ(calls.find("RunningProcesses"), std::string::npos) << calls;
   s.reset();
   EXPECT_NE(Calls().find("nvmlShutdown\n"), std::string::npos);
 }
@@ -206,6 +233,267 @@ TEST_F(NvmlSourceTest, UnknownProcessMemoryIsNotCountedAndAPidIsListedOnce) {
   std::vector<GpuReading> got = Read(s.get());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{2, 2 * GiB}}));
+}
+
+// ---- Every driver family (tests/fakes/fake_nvml: its own layouts, chosen
+// by the config's "driver"): r470 (plain entry points only), r535 (_v3 with
+// 32-byte entries), r550 (_v3 with 24-byte entries, and
+// nvmlDeviceGetRunningProcessDetailList). Each multi-process test shares a GPU
+// between three or more processes.
+
+class NvmlFamilyTest : public NvmlSourceTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void Config(json j) {
+    j["driver"] = GetParam();
+    NvmlSourceTest::Config(j);
+  }
+};
+
+// The issue's H100 (driver 580): four CUDA processes of 1030, 3590, 2566 and
+// 1542 MiB, one outside any pod; and a graphics process. A second GPU with
+// three processes shares the agent's buffers.
+TEST_P(NvmlFamilyTest, EveryProcessOfASharedGpuIsReadWhole) {
+  Config({{"gpus",
+           {H100("GPU-aaaa",
+                 {{{"pid", 1000}, {"used", 1030 * MiB}},
+                  {{"pid", 2001}, {"used", 3590 * MiB}},
+                  {{"pid", 2002}, {"used", 2566 * MiB}},
+                  {{"pid", 2003}, {"used", 1542 * MiB}}},
+                 {{{"pid", 3000}, {"used", 64 * MiB}}}),
+            H100("GPU-bbbb",
+                 {{{"pid", 4001}, {"used", 5 * GiB}}, {{"pid", 4002}, {"used", 6 * GiB}},
+                  {{"pid", 4003}, {"used", 7 * GiB}}})}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  for (int pass = 0; pass < 2; ++pass) {  // the buffers kept between passes hold nothing stale
+    std::vector<GpuReading> got = Read(s.get());
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{1000, 1030 * MiB},
+                                                          {2001, 3590 * MiB},
+                                                          {2002, 2566 * MiB},
+                                                          {2003, 1542 * MiB},
+                                                          {3000, 64 * MiB}}))
+        << "driver " << GetParam() << ", pass " << pass;
+    EXPECT_EQ(got[1].processes, (std::vector<ProcessUsage>{{4001, 5 * GiB}, {4002, 6 * GiB}, {4003, 7 * GiB}}))
+        << "driver " << GetParam() << ", pass " << pass;
+  }
+}
+
+// Which entry point serves the lists: the versioned request struct where the
+// driver has it, else _v2 (24 bytes on every driver that has it), else the
+// plain one; never _v3, whose entries are 32 bytes on R535 and 24 on R550+.
+TEST_P(NvmlFamilyTest, EachFamilyIsReadThroughAnEntryPointOfKnownLayout) {
+  Config({{"gpus",
+           {H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}},
+                              {{"pid", 13}, {"used", 3 * GiB}}})}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{11, GiB}, {12, 2 * GiB}, {13, 3 * GiB}}));
+  const std::string calls = Calls();
+  const std::string family = GetParam();
+  const char* want = family == "r550"   ? "nvmlDeviceGetRunningProcessDetailList\n"
+                     : family == "r535" ? "nvmlDeviceGetComputeRunningProcesses_v2\n"
+                                        : "nvmlDeviceGetComputeRunningProcesses\n";
+  EXPECT_NE(calls.find(want), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("_v3"), std::string::npos) << calls;
+  // A second pass goes straight to the entry point that answered.
+  tree_.Write("calls.log", "");
+  Read(s.get());
+  const std::string again = Calls();
+  if (family != "r550") {
+    EXPECT_EQ(again.find("nvmlDeviceGetRunningProcessDetailList"), std::string::npos) << again;
+  }
+  if (family == "r470") {
+    EXPECT_EQ(again.find("RunningProcesses_v2"), std::string::npos) << again;
+  }
+}
+
+TEST_P(NvmlFamilyTest, AListLargerThanTheBufferIsReadWhole) {
+  json procs = json::array();
+  for (int i = 0; i < 300; ++i) procs.push_back({{"pid", 1000 + i}, {"used", MiB * (i + 1)}});
+  Config({{"gpus", {H100("GPU-aaaa", procs)}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].processes.size(), 300u);
+  for (int i = 0; i < 300; ++i) ASSERT_EQ(got[0].processes[i], (ProcessUsage{1000 + i, MiB * (i + 1)})) << i;
+}
+
+TEST_P(NvmlFamilyTest, AListThatGrowsBetweenCallsIsReadAgain) {
+  json gpu = H100("GPU-aaaa", {{{"pid", 5}, {"used", GiB}}, {{"pid", 6}, {"used", 2 * GiB}},
+                               {{"pid", 7}, {"used", 3 * GiB}}});
+  gpu["insufficient_rounds"] = 2;
+  Config({{"gpus", {gpu}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{5, GiB}, {6, 2 * GiB}, {7, 3 * GiB}}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, NvmlFamilyTest, ::testing::Values("r470", "r535", "r550"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+TEST_P(NvmlFamilyTest, AListFailingValidationIsCountedLoggedOnceAndNotAttributed) {
+  LogCapture log;
+  // pid 12 twice in one list: no driver means that.
+  json gpu = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}},
+                               {{"pid", 12}, {"used", 3 * GiB}}},
+                  {{{"pid", 13}, {"used", MiB}}});
+  Config({{"gpus", {gpu}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<GpuReading> got = Read(s.get());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(got[0].processes.empty()) << pass;  // the graphics list was fine: not attributed either
+    EXPECT_EQ(got[0].invalid_process_lists, 1) << pass;
+    EXPECT_NE(got[0].processes_unavailable.find("the compute process list of "), std::string::npos)
+        << got[0].processes_unavailable;
+    EXPECT_NE(got[0].processes_unavailable.find("fails validation (3 entries for room for 64: 1 repeated pid)"),
+              std::string::npos)
+        << got[0].processes_unavailable;
+    EXPECT_EQ(got[0].used_bytes, 4 * GiB);
+  }
+  std::string text = log.text();
+  size_t first = text.find("fails validation");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("fails validation", first + 1), std::string::npos) << "logged more than once:\n" << text;
+  EXPECT_NE(text.find("per-process figures unavailable"), std::string::npos) << text;
+
+  gpu["compute"] = {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}}, {{"pid", 14}, {"used", GiB}}};
+  Config({{"gpus", {gpu}}});
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{11, GiB}, {12, 2 * GiB}, {13, MiB}, {14, GiB}}));
+  EXPECT_EQ(got[0].processes_unavailable, "");
+  EXPECT_EQ(got[0].invalid_process_lists, 0);
+  EXPECT_NE(log.text().find("the compute process list is read again"), std::string::npos) << log.text();
+}
+
+TEST_P(NvmlFamilyTest, BadInputMoreEntriesThanAskedAndZeroCountWithAnError) {
+  json beyond = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}},
+                                  {{"pid", 13}, {"used", 3 * GiB}}});
+  beyond["count_beyond_buffer"] = true;
+  json zero = H100("GPU-bbbb", {{{"pid", 21}, {"used", GiB}}, {{"pid", 22}, {"used", 2 * GiB}},
+                                {{"pid", 23}, {"used", 3 * GiB}}});
+  zero["errors"] = {{"nvmlDeviceGetGraphicsRunningProcesses", 999}};
+  Config({{"gpus", {beyond, zero}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].processes.empty());
+  EXPECT_EQ(got[0].invalid_process_lists, 2);  // compute and graphics both answered 65 for 64
+  EXPECT_NE(got[0].processes_unavailable.find("65 entries for room for 64: more entries than asked"),
+            std::string::npos)
+      << got[0].processes_unavailable;
+  EXPECT_TRUE(got[1].processes.empty());
+  EXPECT_EQ(got[1].invalid_process_lists, 0);  // an error, not a list that failed validation
+  EXPECT_NE(got[1].processes_unavailable.find("the graphics process list: "), std::string::npos)
+      << got[1].processes_unavailable;
+  EXPECT_NE(got[1].processes_unavailable.find("Unknown Error (999) (count 0, room 64)"), std::string::npos)
+      << got[1].processes_unavailable;
+}
+
+// dlsym finds the newest entry point, the driver does not implement it for
+// this GPU (NOT_SUPPORTED) or this struct version: the next one is used.
+TEST_F(NvmlSourceTest, ANewerEntryPointTheGpuOrDriverRefusesFallsBackToAnOlderOne) {
+  for (int error : {3, 25}) {  // NOT_SUPPORTED (this call only), ARGUMENT_VERSION_MISMATCH (given up)
+    json gpu = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}},
+                                 {{"pid", 13}, {"used", 3 * GiB}}});
+    gpu["errors"] = {{"nvmlDeviceGetRunningProcessDetailList", error}};
+    Config({{"gpus", {gpu}}});
+    std::unique_ptr<GpuSource> s = Open();
+    ASSERT_TRUE(s);
+    tree_.Write("calls.log", "");
+    std::vector<GpuReading> got = Read(s.get());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{11, GiB}, {12, 2 * GiB}, {13, 3 * GiB}})) << error;
+    EXPECT_EQ(got[0].processes_unavailable, "") << error;
+    EXPECT_NE(Calls().find("nvmlDeviceGetComputeRunningProcesses_v2\n"), std::string::npos) << error;
+  }
+}
+
+// The legacy library: no versioned symbol at all (dlsym finds none), three processes.
+TEST_F(NvmlSourceTest, ALegacyLibraryIsReadThroughThePlainEntryPoints) {
+  Config({{"gpus", {H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", 2 * GiB}},
+                                      {{"pid", 13}, {"used", 3 * GiB}}})}}});
+  std::unique_ptr<GpuSource> s = Open(VRAMD_FAKE_NVML_LEGACY);
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{11, GiB}, {12, 2 * GiB}, {13, 3 * GiB}}));
+}
+
+// The fake itself: each family writes its own stride through _v3 (what the
+// issue measured on a real 580 driver), and the versioned request struct of
+// nvmlDeviceGetRunningProcessDetailList. Read here byte by byte, with no
+// struct of the agent's.
+TEST_F(NvmlSourceTest, TheFakesFamiliesWriteTheirOwnLayouts) {
+  void* lib = dlopen(VRAMD_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
+  auto handle = reinterpret_cast<int (*)(unsigned int, nvmlDevice_st**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto v3 = reinterpret_cast<int (*)(nvmlDevice_st*, unsigned int*, void*)>(
+      dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  auto detail = reinterpret_cast<int (*)(nvmlDevice_st*, nvmlProcessDetailList_v1*)>(
+      dlsym(lib, "nvmlDeviceGetRunningProcessDetailList"));
+  ASSERT_TRUE(init && shutdown && handle && v3 && detail);
+  auto u32 = [](const unsigned char* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  auto u64 = [](const unsigned char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  for (const char* family : {"r535", "r550"}) {
+    json gpu = H100("GPU-aaaa", {{{"pid", 101}, {"used", GiB}}, {{"pid", 102}, {"used", 2 * GiB}}});
+    Config({{"driver", family}, {"gpus", {gpu}}});
+    ASSERT_EQ(init(), 0);
+    nvmlDevice_st* d = nullptr;
+    ASSERT_EQ(handle(0, &d), 0);
+    unsigned char buf[256] = {};
+    unsigned int count = 4;
+    ASSERT_EQ(v3(d, &count, buf), 0);
+    ASSERT_EQ(count, 2u);
+    const size_t stride = std::string(family) == "r535" ? 32 : 24;
+    EXPECT_EQ(u32(buf), 101u) << family;
+    EXPECT_EQ(u64(buf + 8), uint64_t(GiB)) << family;
+    EXPECT_EQ(u32(buf + 16), 0xFFFFFFFFu) << family;  // gpuInstanceId: not MIG
+    EXPECT_EQ(u32(buf + stride), 102u) << family;
+    EXPECT_EQ(u64(buf + stride + 8), uint64_t(2 * GiB)) << family;
+
+    unsigned char list[24] = {};  // nvmlProcessDetailList_v1_t
+    const uint32_t version = 24u | (1u << 24), mode = 0, room = 4;
+    unsigned char* entries = buf;
+    std::memset(buf, 0, sizeof buf);
+    std::memcpy(list, &version, 4);
+    std::memcpy(list + 4, &mode, 4);
+    std::memcpy(list + 8, &room, 4);
+    std::memcpy(list + 16, &entries, sizeof entries);
+    int r = detail(d, reinterpret_cast<nvmlProcessDetailList_v1*>(list));
+    if (std::string(family) == "r535") {
+      EXPECT_EQ(r, 13);  // NVML_ERROR_FUNCTION_NOT_FOUND
+    } else {
+      ASSERT_EQ(r, 0);
+      EXPECT_EQ(u32(list + 8), 2u);
+      EXPECT_EQ(u32(buf + 32), 102u);  // 32-byte nvmlProcessDetail_v1_t
+      EXPECT_EQ(u64(buf + 40), uint64_t(2 * GiB));
+      const uint32_t wrong = version + 1;
+      std::memcpy(list, &wrong, 4);
+      EXPECT_EQ(detail(d, reinterpret_cast<nvmlProcessDetailList_v1*>(list)), 25);  // ARGUMENT_VERSION_MISMATCH
+    }
+    ASSERT_EQ(shutdown(), 0);
+  }
+  dlclose(lib);
 }
 
 TEST_F(NvmlSourceTest, InitFailureIsUnavailableWithNvmlsMessage) {

@@ -32,32 +32,36 @@ struct ReportCase {
 TEST(AgentReport, BuildsPerPodAndOutsidePodsBytes) {
   const ReportCase cases[] = {
       {"no_gpus", {}, {}, {}},
-      {"idle_gpu", {Gpu(0, 80 * GiB, 512 * MiB, {})}, {}, {{0, "GPU-0", "", 80 * GiB, 512 * MiB, 0, false, {}}}},
+      {"idle_gpu", {Gpu(0, 80 * GiB, 512 * MiB, {})}, {}, {{0, "GPU-0", "", 80 * GiB, 512 * MiB, 0, false, {}, "", 0}}},
       {"two_processes_of_one_pod_add_up",
        {Gpu(0, 80 * GiB, 10 * GiB, {{10, 3 * GiB}, {11, 4 * GiB}})},
        {{10, kA}, {11, kA}},
-       {{0, "GPU-0", "", 80 * GiB, 10 * GiB, 0, false, {{kA, 7 * GiB}}}}},
+       {{0, "GPU-0", "", 80 * GiB, 10 * GiB, 0, false, {{kA, 7 * GiB}}, "", 0}}},
       {"host_process_is_outside_pods",
        {Gpu(0, 80 * GiB, 10 * GiB, {{10, 3 * GiB}, {99, 100 * MiB}, {98, 20 * MiB}})},
        {{10, kA}},
-       {{0, "GPU-0", "", 80 * GiB, 10 * GiB, 120 * MiB, false, {{kA, 3 * GiB}}}}},
+       {{0, "GPU-0", "", 80 * GiB, 10 * GiB, 120 * MiB, false, {{kA, 3 * GiB}}, "", 0}}},
       {"pods_sorted_by_uid_and_gpus_by_index",
        {Gpu(1, 16 * GiB, 2 * GiB, {{20, GiB}}), Gpu(0, 16 * GiB, 3 * GiB, {{21, GiB}, {20, 2 * GiB}})},
        {{20, kB}, {21, kA}},
-       {{0, "GPU-0", "", 16 * GiB, 3 * GiB, 0, false, {{kA, GiB}, {kB, 2 * GiB}}},
-        {1, "GPU-1", "", 16 * GiB, 2 * GiB, 0, false, {{kB, GiB}}}}},
+       {{0, "GPU-0", "", 16 * GiB, 3 * GiB, 0, false, {{kA, GiB}, {kB, 2 * GiB}}, "", 0},
+        {1, "GPU-1", "", 16 * GiB, 2 * GiB, 0, false, {{kB, GiB}}, "", 0}}},
       {"figures_above_total_are_capped",
        {Gpu(0, 8 * GiB, 9 * GiB, {{10, 6 * GiB}, {11, 5 * GiB}, {12, 9 * GiB}})},
        {{10, kA}, {11, kA}},
-       {{0, "GPU-0", "", 8 * GiB, 8 * GiB, 8 * GiB, false, {{kA, 8 * GiB}}}}},
+       {{0, "GPU-0", "", 8 * GiB, 8 * GiB, 8 * GiB, false, {{kA, 8 * GiB}}, "", 0}}},
       {"sums_near_int64_max_saturate_at_total",
        {Gpu(0, INT64_MAX, INT64_MAX, {{10, INT64_MAX}, {11, INT64_MAX}, {12, INT64_MAX}, {13, INT64_MAX}})},
        {{10, kA}, {11, kA}},
-       {{0, "GPU-0", "", INT64_MAX, INT64_MAX, INT64_MAX, false, {{kA, INT64_MAX}}}}},
+       {{0, "GPU-0", "", INT64_MAX, INT64_MAX, INT64_MAX, false, {{kA, INT64_MAX}}, "", 0}}},
+      {"a_process_gone_or_in_two_pods_counts_nowhere",
+       {Gpu(0, 80 * GiB, 10 * GiB, {{10, 3 * GiB}, {11, 4 * GiB}, {12, 2 * GiB}, {99, 100 * MiB}})},
+       {{10, kA}, {11, kNotAttributed}, {12, kNotAttributed}},
+       {{0, "GPU-0", "", 80 * GiB, 10 * GiB, 100 * MiB, false, {{kA, 3 * GiB}}, "", 0}}},
       {"negative_figures_become_zero",
        {Gpu(0, 8 * GiB, -1, {{10, -5}})},
        {{10, kA}},
-       {{0, "GPU-0", "", 8 * GiB, 0, 0, false, {{kA, 0}}}}},
+       {{0, "GPU-0", "", 8 * GiB, 0, 0, false, {{kA, 0}}, "", 0}}},
   };
   for (const ReportCase& c : cases) {
     Report r = BuildReport("vramd-agent/test", "nvml", c.readings, c.pods);
@@ -65,6 +69,27 @@ TEST(AgentReport, BuildsPerPodAndOutsidePodsBytes) {
     EXPECT_EQ(r.source, "nvml") << c.name;
     EXPECT_EQ(r.gpus, c.want) << c.name;
   }
+}
+
+TEST(AgentReport, UnavailablePerProcessFiguresAttributeNothing) {
+  GpuReading g = Gpu(0, 80 * GiB, 10 * GiB, {{10, 3 * GiB}, {99, GiB}});  // whatever a source left there
+  g.processes_unavailable = "the compute process list fails validation";
+  g.invalid_process_lists = 1;
+  Report r = BuildReport("a", "nvml", {g}, {{10, kA}});
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].pods, std::vector<PodUsage>{});
+  EXPECT_EQ(r.gpus[0].outside_pods_bytes, 0);
+  EXPECT_EQ(r.gpus[0].used_bytes, 10 * GiB);
+  EXPECT_EQ(r.gpus[0].processes_unavailable, "the compute process list fails validation");
+  EXPECT_EQ(r.gpus[0].invalid_process_lists, 1);
+  nlohmann::json j = nlohmann::json::parse(ReportJson(r))["gpus"][0];
+  EXPECT_EQ(j, (nlohmann::json{{"index", 0},
+                               {"uuid", "GPU-0"},
+                               {"total_bytes", 80 * GiB},
+                               {"used_bytes", 10 * GiB},
+                               {"mig", false},
+                               {"processes_unavailable", "the compute process list fails validation"},
+                               {"invalid_process_lists", 1}}));
 }
 
 TEST(AgentReport, MigAndNamesPassThrough) {
@@ -82,8 +107,8 @@ TEST(AgentReport, JsonIsTheSharedContract) {
   r.agent = "vramd-agent/0.2.0";
   r.source = "nvml";
   r.gpus.push_back({0, "GPU-5e2d", "NVIDIA H100 80GB HBM3", 85520809984, 4294967296, 104857600, false,
-                    {{kA, 4190109696}}});
-  r.gpus.push_back({1, "", "", 100, 0, 0, true, {}});
+                    {{kA, 4190109696}}, "", 0});
+  r.gpus.push_back({1, "", "", 100, 0, 0, true, {}, "", 0});
   nlohmann::json j = nlohmann::json::parse(ReportJson(r));
   nlohmann::json want = {
       {"version", 2},
@@ -112,7 +137,7 @@ TEST(AgentReport, JsonEscapesNames) {
   Report r;
   r.agent = "a";
   r.source = "drm";
-  r.gpus.push_back({0, "u\"1", "card \\ \n\x01", 1, 0, 0, false, {}});
+  r.gpus.push_back({0, "u\"1", "card \\ \n\x01", 1, 0, 0, false, {}, "", 0});
   nlohmann::json j = nlohmann::json::parse(ReportJson(r));
   EXPECT_EQ(j["gpus"][0]["uuid"], "u\"1");
   EXPECT_EQ(j["gpus"][0]["name"], "card \\ \n\x01");
