@@ -216,13 +216,24 @@ std::vector<Key> BuildKeys() {
                         &Config::api_listen, [](const std::string& v) {
                           return v.empty() ? Status::Ok() : CheckHostPort(v);
                         }));
-  k.push_back(IntKey("http_threads", "--http-threads", "VRAMD_HTTP_THREADS", "HTTP worker threads",
+  k.push_back(IntKey("http_threads", "--http-threads", "VRAMD_HTTP_THREADS",
+                     "idle HTTP worker threads kept per listener for the next connections (each open "
+                     "connection has a thread of its own)",
                      &Config::http_threads, 1, 256));
+  k.push_back(IntKey("http_max_connections", "--http-max-connections", "VRAMD_HTTP_MAX_CONNECTIONS",
+                     "connections each listener serves at once; a new one beyond closes the connection that has "
+                     "waited longest on its client (idle, or still sending its request), or is refused when "
+                     "every one is being answered",
+                     &Config::http_max_connections, 1, 16384));
   k.push_back(BytesKey("max_body_bytes", "--max-body-bytes", "VRAMD_MAX_BODY_BYTES",
                        "request bodies above this are answered 413", &Config::max_body_bytes));
   k.push_back(IntKey("read_timeout_ms", "--read-timeout-ms", "VRAMD_READ_TIMEOUT_MS",
                      "a client that sends nothing for this long is disconnected", &Config::read_timeout_ms, 10,
                      600'000));
+  k.push_back(IntKey("http_request_timeout_ms", "--http-request-timeout-ms", "VRAMD_HTTP_REQUEST_TIMEOUT_MS",
+                     "a request's line, headers and body must arrive within this of its first byte (and its "
+                     "answer be written within this), however steadily the bytes come",
+                     &Config::http_request_timeout_ms, 100, 600'000));
   k.push_back(StringKey("tls.cert_file", "--tls-cert-file", "VRAMD_TLS_CERT_FILE",
                         "serve HTTPS with this certificate (PEM)", &Config::tls_cert_file));
   k.push_back(StringKey("tls.key_file", "--tls-key-file", "VRAMD_TLS_KEY_FILE", "private key for tls.cert_file",

@@ -2,9 +2,11 @@
 // class. It owns the components in dependency order and, on SIGTERM, stops
 // the lock waiters, then HTTP, then the loops. `vramd ensure-secrets ...` is a
 // subcommand of its own (ensure_secrets.h).
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string_view>
 
@@ -21,6 +23,11 @@
 using namespace vramd;
 
 int main(int argc, char** argv) {
+  // Each HTTP connection has a thread of its own (issue 30), and glibc gives
+  // threads up to 8 malloc arenas per core, each keeping what its threads
+  // freed: 4 keep freed memory reusable across threads (16 decoded 512 KiB
+  // /v1/explain bodies: a peak RSS of 32 MiB instead of 68). MALLOC_ARENA_MAX wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
   if (argc > 1 && std::string_view(argv[1]) == "ensure-secrets") return daemon::EnsureSecretsMain(argc - 1, argv + 1);
   if (std::optional<int> rc = daemon::HandleInfoFlags(argc, argv)) return *rc;
   Result<config::Config> loaded = config::Load(argc, argv);

@@ -69,7 +69,7 @@ Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Co
 
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
   gpulock::LockOptions l;
-  l.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls leave workers for filter/bind
+  l.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls waiting at once (each holds a connection)
   return l;
 }
 

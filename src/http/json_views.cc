@@ -131,4 +131,23 @@ json QueueExplainView(const ledger::TenancyView& view, const ledger::Admission& 
   return out;
 }
 
+size_t CountJsonItems(std::string_view text, size_t stop_after) {
+  size_t n = 1;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == ':' || c == '[' || c == '{') {
+      if (++n > stop_after) return stop_after + 1;
+    }
+  }
+  return n;
+}
+
 }  // namespace vramd::http

@@ -2,16 +2,17 @@
 
 #include <httplib.h>
 #include <openssl/crypto.h>
-#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sys/stat.h>
 
+#include "http/guarded_server.h"
 #include "vramd/metrics/thread_guard.h"
 #include "vramd/mutex.h"
 #include "vramd/parse.h"
@@ -65,18 +66,81 @@ Reply ErrorReply(int status, const std::string& message) {
   return r;
 }
 
+namespace {
+
+// A route with its own limits (RouteLimits), matched before its body is read.
+struct LimitedRoute {
+  std::string method;
+  std::string prefix;  // the pattern's literal start: most paths are told apart without the regex
+  std::regex regex;
+  size_t max_body_bytes = 0;
+  int max_concurrent = 0;
+  // The route's turns (max_concurrent > 0).
+  Mutex mu;
+  CondVar cv;
+  int busy GUARDED_BY(mu) = 0;
+};
+
+// The regex of a route pattern: "{name}" segments become capture groups.
+std::string PatternRegex(const std::string& pattern, std::vector<std::string>* names) {
+  std::string regex;
+  for (size_t i = 0; i < pattern.size();) {
+    if (pattern[i] == '{') {
+      size_t end = pattern.find('}', i);
+      if (names != nullptr) names->push_back(pattern.substr(i + 1, end - i - 1));
+      regex += "([^/]+)";
+      i = end + 1;
+    } else {
+      if (std::string(".+*?^$()[]|\\").find(pattern[i]) != std::string::npos) regex += '\\';
+      regex += pattern[i++];
+    }
+  }
+  return regex;
+}
+
+// The request's Content-Length (0 when absent or not a number: httplib refuses the latter itself).
+uint64_t ContentLength(const httplib::Request& req) {
+  std::string v = req.get_header_value("Content-Length");
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && end == v.data() + v.size() ? n : 0;
+}
+
+// How long a request waits for a turn of a route with max_concurrent.
+constexpr auto kTurnWait = std::chrono::seconds(2);
+
+}  // namespace
+
 struct Server::Impl {
   ServerOptions opts;
   metrics::Registry* registry;
   metrics::Family<metrics::Counter>* requests;
   metrics::Family<metrics::Histogram>* latency;
-  std::unique_ptr<httplib::Server> server;
+  std::shared_ptr<TlsContext> tls;  // null: plain HTTP
+  std::unique_ptr<GuardedServer> server;
   std::thread thread;
   std::atomic<bool> stopping{false};  // set by Stop(): the listener is not restarted
   std::atomic<uint64_t> next_id{1};
-  Mutex tls_mu;  // one certificate reload at a time (the SSL_CTX is httplib's)
+  std::vector<std::unique_ptr<LimitedRoute>> limited;  // set before Start, read-only after
   std::jthread tls_watch;  // reloads the certificate when its files change
   CondVar tls_cv;
+
+  // The limited route `req` is for, or null.
+  LimitedRoute* LimitedFor(const httplib::Request& req) const {
+    for (const auto& l : limited) {
+      if (l->method == req.method && req.path.compare(0, l->prefix.size(), l->prefix) == 0 &&
+          std::regex_match(req.path, l->regex)) {
+        return l.get();
+      }
+    }
+    return nullptr;
+  }
+  // The body limit for `req`.
+  size_t BodyLimit(const httplib::Request& req) const {
+    const LimitedRoute* l = LimitedFor(req);
+    return l != nullptr && l->max_body_bytes > 0 ? std::min(l->max_body_bytes, opts.max_body_bytes)
+                                                 : opts.max_body_bytes;
+  }
 };
 
 namespace {
@@ -97,28 +161,37 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
   impl_->latency = &registry->AddHistogram("vramd_http_request_duration_seconds",
                                            "Time to answer an HTTP request, by verb.", metrics::LatencyBuckets(),
                                            {"verb"});
-  if (!impl_->opts.tls_cert_file.empty()) {
-    const char* ca = impl_->opts.tls_client_ca_file.empty() ? nullptr : impl_->opts.tls_client_ca_file.c_str();
-    impl_->server = std::make_unique<httplib::SSLServer>(impl_->opts.tls_cert_file.c_str(),
-                                                         impl_->opts.tls_key_file.c_str(), ca);
-  } else {
-    impl_->server = std::make_unique<httplib::Server>();
+  const ServerOptions& o = impl_->opts;
+  if (!o.tls_cert_file.empty()) {
+    impl_->tls = std::make_shared<TlsContext>(o.tls_cert_file, o.tls_key_file, o.tls_client_ca_file);
   }
-  httplib::Server& s = *impl_->server;
+  // A connection waits for its next request as long as one read may wait
+  // (rounded up to seconds, the unit of the Keep-Alive header), not longer,
+  // so that a client that connects and sends nothing is cut off like one
+  // that stalls mid-request. (Go clients such as kube-scheduler retry a
+  // request on an idle connection the server closed.)
+  const int idle_s = std::max(1, (o.read_timeout_ms + 999) / 1000);
+  GuardOptions g;
+  g.listener = o.name;
+  g.max_connections = std::max(1, o.max_connections);
+  g.keep_idle_threads = std::max(0, o.threads);
+  g.read_timeout_ms = o.read_timeout_ms;
+  g.write_timeout_ms = o.read_timeout_ms;
+  g.idle_timeout_ms = idle_s * 1000;
+  g.request_timeout_ms = o.request_timeout_ms;
+  g.handshake_timeout_ms = o.tls_handshake_timeout_ms;
+  g.max_requests = o.max_requests_per_connection;
+  g.max_age_ms = o.max_connection_age_ms;
+  impl_->server = std::make_unique<GuardedServer>(g, impl_->tls, registry);
+  GuardedServer& s = *impl_->server;
   s.set_tcp_nodelay(true);  // no 40 ms delayed-ACK stalls on keep-alive connections
-  s.set_keep_alive_max_count(100000);
-  // httplib serves a connection on one worker thread, also while it idles
-  // between requests: an idle or stalled client holds a worker until this
-  // passes. As long as read_timeout_ms (rounded up to seconds), not longer, so
-  // that a client that connects and sends nothing is cut off like one that
-  // stalls mid-request. (Go clients such as kube-scheduler retry a request on
-  // an idle connection the server closed.)
-  s.set_keep_alive_timeout(std::max(1, (impl_->opts.read_timeout_ms + 999) / 1000));
-  s.set_payload_max_length(impl_->opts.max_body_bytes);
-  s.set_read_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
-  s.set_write_timeout(std::chrono::milliseconds(impl_->opts.read_timeout_ms));
-  int threads = impl_->opts.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // What the Keep-Alive answer header announces (GuardedServer applies them).
+  s.set_keep_alive_max_count(o.max_requests_per_connection > 0 ? static_cast<size_t>(o.max_requests_per_connection)
+                                                                 : 100000);
+  s.set_keep_alive_timeout(idle_s);
+  s.set_payload_max_length(o.max_body_bytes);
+  s.set_read_timeout(std::chrono::milliseconds(o.read_timeout_ms));
+  s.set_write_timeout(std::chrono::milliseconds(o.read_timeout_ms));
   Impl* im = impl_.get();
   s.set_exception_handler([im](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
@@ -132,21 +205,79 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
     res.status = 500;
     res.set_content(ErrorJson("internal error: " + what), kJsonContentType);
   });
-  // httplib 0.11 applies the body limit only to bodies sent with a
-  // Content-Length: a chunked body would be read into memory whatever its
-  // size. No client needs one (kube-scheduler, vramctl and curl send a length),
-  // so any Transfer-Encoding is refused before the body is read.
+  // Before the body is read: what the request may not send is refused here,
+  // and its body dropped unread (RequestScope::CloseAfter).
   s.set_pre_routing_handler([im](const httplib::Request& req, httplib::Response& res) {
-    if (!req.has_header("Transfer-Encoding")) return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 411;
-    res.set_content(ErrorJson("send the request body with a Content-Length (Transfer-Encoding is not accepted)"),
-                    kJsonContentType);
-    im->requests->With({"other", "411"}).Inc();
-    return httplib::Server::HandlerResponse::Handled;
+    RequestScope* scope = CurrentRequest();
+    auto refuse = [&](int status, const std::string& message, uint64_t unread) {
+      res.status = status;
+      res.set_content(ErrorJson(message), kJsonContentType);
+      // The answer says Connection: close (httplib reads it from the request).
+      const_cast<httplib::Request&>(req).set_header("Connection", "close");
+      if (scope != nullptr) scope->CloseAfter(unread);
+      im->requests->With({"other", std::to_string(status)}).Inc();
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    // httplib 0.11 applies the body limit only to bodies sent with a
+    // Content-Length: a chunked body would be read into memory whatever its
+    // size. No client needs one (kube-scheduler, vramctl and curl send a length),
+    // so any Transfer-Encoding is refused before the body is read.
+    if (req.has_header("Transfer-Encoding")) {
+      return refuse(411, "send the request body with a Content-Length (Transfer-Encoding is not accepted)",
+                    im->opts.max_body_bytes);
+    }
+    LimitedRoute* l = im->LimitedFor(req);
+    if (l == nullptr) return httplib::Server::HandlerResponse::Unhandled;
+    const uint64_t length = ContentLength(req);
+    const size_t limit = im->BodyLimit(req);
+    if (length > limit) {
+      return refuse(413, "request body larger than the limit of " + std::to_string(limit) + " bytes for " +
+                             req.method + " " + req.path,
+                    length);
+    }
+    if (l->max_concurrent > 0) {
+      MutexLock lock(&l->mu);
+      if (!l->cv.WaitFor(&lock, kTurnWait, [l]() NO_THREAD_SAFETY_ANALYSIS { return l->busy < l->max_concurrent; })) {
+        return refuse(503, std::to_string(l->max_concurrent) + " " + req.method + " " + req.path +
+                               " requests are being answered already; retry",
+                      length);
+      }
+      ++l->busy;
+      auto release = [l] {
+        MutexLock lock(&l->mu);
+        --l->busy;
+        l->cv.NotifyOne();
+      };
+      if (scope != nullptr) {
+        scope->AtEnd(release);
+      } else {
+        release();  // not served by a GuardedServer (cannot happen): no turn held
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // A client that asks before sending its body (Expect: 100-continue) is
+  // told now when the body is too large.
+  s.set_expect_100_continue_handler([im](const httplib::Request& req, httplib::Response& res) {
+    if (ContentLength(req) > im->BodyLimit(req)) {
+      res.status = 413;
+      res.set_content(ErrorJson("request body larger than the limit of " + std::to_string(im->BodyLimit(req)) +
+                                " bytes"),
+                      kJsonContentType);
+      im->requests->With({"other", "413"}).Inc();
+      return 413;
+    }
+    return 100;
   });
   // Errors httplib produces itself (404 route, 413 payload, 400 parse) get a JSON body.
   s.set_error_handler([im](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // A request httplib could not parse leaves the connection out of step
+    // (the rest of it would be read as another request): closed after the answer.
+    if (res.status == 400 || res.status == 414) {
+      const_cast<httplib::Request&>(req).set_header("Connection", "close");  // said in the answer
+      if (RequestScope* scope = CurrentRequest()) scope->CloseAfter(0);
+    }
     std::string msg;
     switch (res.status) {
       case 404: msg = "no such endpoint: " + req.method + " " + req.path; break;
@@ -163,26 +294,25 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
 
 Server::~Server() { Stop(); }
 
-void Server::Route(const std::string& method, const std::string& pattern, const std::string& verb, Handler h) {
-  // "{name}" segments become capture groups.
+void Server::Route(const std::string& method, const std::string& pattern, const std::string& verb, Handler h,
+                   RouteLimits limits) {
   std::vector<std::string> names;
-  std::string regex;
-  for (size_t i = 0; i < pattern.size();) {
-    if (pattern[i] == '{') {
-      size_t end = pattern.find('}', i);
-      names.push_back(pattern.substr(i + 1, end - i - 1));
-      regex += "([^/]+)";
-      i = end + 1;
-    } else {
-      if (std::string(".+*?^$()[]|\\").find(pattern[i]) != std::string::npos) regex += '\\';
-      regex += pattern[i++];
-    }
+  std::string regex = PatternRegex(pattern, &names);
+  if (limits.max_body_bytes > 0 || limits.max_concurrent > 0) {
+    auto l = std::make_unique<LimitedRoute>();
+    l->method = method;
+    l->prefix = pattern.substr(0, pattern.find('{'));
+    l->regex = std::regex(regex);
+    l->max_body_bytes = limits.max_body_bytes;
+    l->max_concurrent = limits.max_concurrent;
+    impl_->limited.push_back(std::move(l));
   }
   Impl* im = impl_.get();
   auto* requests = im->requests;
   auto* hist = &im->latency->With({verb});
   for (const char* code : {"200", "400", "500", "503"}) requests->With({verb, code});
   auto wrapped = [im, names, verb, h, requests, hist](const httplib::Request& req, httplib::Response& res) {
+    if (RequestScope* scope = CurrentRequest()) scope->MarkBusy();  // read: never closed to make room now
     auto start = std::chrono::steady_clock::now();
     Request r;
     r.method = req.method;
@@ -216,7 +346,7 @@ void Server::Route(const std::string& method, const std::string& pattern, const 
     requests->With({verb, std::to_string(out.status)}).Inc();
     spdlog::debug("request {} {} {} -> {} in {:.3f} ms", r.request_id, r.method, r.path, out.status, secs * 1e3);
   };
-  httplib::Server& s = *impl_->server;
+  GuardedServer& s = *impl_->server;
   if (method == "GET") s.Get(regex, wrapped);
   else if (method == "POST") s.Post(regex, wrapped);
   else if (method == "PUT") s.Put(regex, wrapped);
@@ -224,9 +354,11 @@ void Server::Route(const std::string& method, const std::string& pattern, const 
 }
 
 Status Server::Start() {
-  httplib::Server& s = *impl_->server;
+  GuardedServer& s = *impl_->server;
   if (!s.is_valid()) {
-    return InvalidArgument("cannot set up the HTTPS server: check tls cert, key and client CA files");
+    std::string why = impl_->tls != nullptr ? impl_->tls->load_status().message() : "";
+    return InvalidArgument("cannot set up the HTTPS server: " +
+                           (why.empty() ? std::string("check tls cert, key and client CA files") : why));
   }
   // cpp-httplib's default sets SO_REUSEPORT, so a second process (another
   // vramd, a stale replica) could bind the same port and take half the
@@ -246,6 +378,7 @@ Status Server::Start() {
     }
     port_ = impl_->opts.port;
   }
+  s.WidenBacklog();
   impl_->thread = std::thread([this] {
     // listen_after_bind returns when Stop() closes the listener; should it
     // throw instead, the guard counts it and it listens again on the bound socket.
@@ -295,22 +428,16 @@ void Server::Stop() {
     for (int i = 0; i < 200 && !impl_->server->is_running(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    impl_->server->stop();  // closes the listener; the pool drains in-flight requests
+    // Closes the listener and the connections waiting for a request; those
+    // under way finish their request.
+    impl_->server->Shutdown();
     impl_->thread.join();
   }
 }
 
 Status Server::ReloadTls() {
-  auto* ssl = dynamic_cast<httplib::SSLServer*>(impl_->server.get());
-  if (ssl == nullptr) return Status::Ok();
-  MutexLock lock(&impl_->tls_mu);
-  SSL_CTX* ctx = ssl->ssl_context();
-  if (SSL_CTX_use_certificate_chain_file(ctx, impl_->opts.tls_cert_file.c_str()) != 1 ||
-      SSL_CTX_use_PrivateKey_file(ctx, impl_->opts.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(ctx) != 1) {
-    return InvalidArgument("reloading the TLS certificate failed: " + impl_->opts.tls_cert_file);
-  }
-  return Status::Ok();
+  if (impl_->tls == nullptr) return Status::Ok();
+  return impl_->tls->Reload();
 }
 
 }  // namespace vramd::http

@@ -29,9 +29,11 @@ struct Config {
   // host:port of a second listener without the extender verbs and without
   // client certificates (probes, /metrics, /v1); empty: none.
   std::string api_listen;
-  int http_threads = 8;
+  int http_threads = 8;                      // idle worker threads kept per listener
+  int http_max_connections = 256;            // per listener (http::ServerOptions::max_connections)
   int64_t max_body_bytes = 4 << 20;          // larger bodies are answered 413
   int read_timeout_ms = 5000;                // slow clients are cut off
+  int http_request_timeout_ms = 10000;       // a whole request, however slowly it trickles in
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;            // verify client certificates when set

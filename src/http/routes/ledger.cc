@@ -301,6 +301,16 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
   return JsonReply(200, out);
 }
 
+// POST /v1/explain: a Pod object. Kubernetes keeps a pod's annotations
+// under 256 KiB; a pod's JSON has about one value or key per 10 bytes (the
+// extender fixtures: 1.7-3.2 KB pods with 170-350), so 512
+// KiB of it stays under 65,536. nlohmann's tree of that many takes up to
+// ~10 MiB (distinct keys of empty objects, measured), so 2 requests at once
+// per listener.
+constexpr size_t kExplainMaxBodyBytes = 512 << 10;
+constexpr size_t kExplainMaxJsonItems = 65536;
+constexpr int kExplainMaxConcurrent = 2;
+
 void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
   store::LedgerStore* store = svc.store;
   const Clock* clock = svc.clock;
@@ -349,11 +359,22 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     }
     return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
   });
-  server.Route("POST", "/v1/explain", "v1_explain", [=](const http::Request& r) {
-    Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
-    if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
-    return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
-  });
+  // POST /v1/explain needs no token, and its body is decoded into a JSON
+  // tree (kube::DecodePod): the body, the tree and the requests decoded at
+  // once are bounded (kExplain*), so that no client can make vramd hold more
+  // than a few MiB for it (issue 30).
+  server.Route(
+      "POST", "/v1/explain", "v1_explain",
+      [=](const http::Request& r) {
+        if (CountJsonItems(r.body, kExplainMaxJsonItems) > kExplainMaxJsonItems) {
+          return http::ErrorReply(413, "body has more than " + std::to_string(kExplainMaxJsonItems) +
+                                           " JSON values and keys; a Pod object has far fewer");
+        }
+        Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
+        if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
+        return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
+      },
+      RouteLimits{.max_body_bytes = kExplainMaxBodyBytes, .max_concurrent = kExplainMaxConcurrent});
 
   std::string token = svc.api_token;
   auto in_cluster = svc.node_in_cluster;

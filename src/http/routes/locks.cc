@@ -142,9 +142,12 @@ void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::
       return http::ErrorReply(500, "unknown lock operation");
     };
   };
-  server.Route("POST", "/v1/locks/{node}/{gpu}/acquire", "v1_lock_acquire", mutating(LockOp::kAcquire));
-  server.Route("POST", "/v1/locks/{node}/{gpu}/heartbeat", "v1_lock_heartbeat", mutating(LockOp::kHeartbeat));
-  server.Route("POST", "/v1/locks/{node}/{gpu}/release", "v1_lock_release", mutating(LockOp::kRelease));
+  // A lock call's body is a few fields (an owner of at most 128 + 36 characters).
+  const RouteLimits small{.max_body_bytes = 64 << 10};
+  server.Route("POST", "/v1/locks/{node}/{gpu}/acquire", "v1_lock_acquire", mutating(LockOp::kAcquire), small);
+  server.Route("POST", "/v1/locks/{node}/{gpu}/heartbeat", "v1_lock_heartbeat", mutating(LockOp::kHeartbeat),
+               small);
+  server.Route("POST", "/v1/locks/{node}/{gpu}/release", "v1_lock_release", mutating(LockOp::kRelease), small);
 
   server.Route("GET", "/v1/locks", "v1_locks", [locks](const http::Request&) {
     Result<std::vector<LockInfo>> list = locks->List();

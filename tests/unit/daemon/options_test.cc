@@ -74,8 +74,10 @@ TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
   config::Config cfg;
   cfg.listen = "[::1]:9443";
   cfg.http_threads = 12;
+  cfg.http_max_connections = 40;
   cfg.max_body_bytes = 1 << 20;
   cfg.read_timeout_ms = 700;
+  cfg.http_request_timeout_ms = 3000;
   cfg.tls_cert_file = "/c";
   cfg.tls_key_file = "/k";
   cfg.tls_client_ca_file = "/ca";
@@ -84,8 +86,11 @@ TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
   EXPECT_EQ(s->host, "::1");
   EXPECT_EQ(s->port, 9443);
   EXPECT_EQ(s->threads, 12);
+  EXPECT_EQ(s->max_connections, 40);
   EXPECT_EQ(s->max_body_bytes, size_t{1} << 20);
   EXPECT_EQ(s->read_timeout_ms, 700);
+  EXPECT_EQ(s->request_timeout_ms, 3000);
+  EXPECT_EQ(s->name, "listen");
   EXPECT_EQ(s->tls_cert_file, "/c");
   EXPECT_EQ(s->tls_key_file, "/k");
   EXPECT_EQ(s->tls_client_ca_file, "/ca");
@@ -115,6 +120,7 @@ TEST(DaemonOptions, ApiListenerIsOffUnlessSetAndNeverAsksForAClientCertificate) 
   EXPECT_EQ(s.port, 8444);
   EXPECT_EQ(s.threads, 6);
   EXPECT_EQ(s.read_timeout_ms, 900);
+  EXPECT_EQ(s.name, "api_listen") << "its own connection metrics";
   EXPECT_EQ(s.tls_cert_file, "/c") << "the same server certificate as listen";
   EXPECT_EQ(s.tls_key_file, "/k");
   EXPECT_EQ(s.tls_client_ca_file, "") << "no client certificate asked for";

@@ -1,0 +1,154 @@
+// How vramd's HTTP listeners share their threads between clients (issue 30):
+// every connection is served on a thread of its own, at most
+// `max_connections` per listener; a new connection beyond that closes the
+// open one that has waited longest on its client (idle between requests,
+// still sending a request, or still in its TLS handshake), never one whose
+// request is being answered, and is refused only when every connection is
+// being answered. So a client holding connections open, or sending a byte
+// now and then, delays nobody else: a fresh probe or kube-scheduler call
+// always gets a thread at once.
+//
+// The pure pieces (poll arithmetic, the choice of a victim, the keep-alive
+// caps) are free functions for the unit tests; ConnectionTable is the shared
+// state of one listener and WorkerPool the httplib::TaskQueue that admits
+// connections against it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "vramd/mutex.h"
+
+namespace vramd::http::conn {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+inline constexpr TimePoint kNoDeadline = TimePoint::max();
+
+// How long one poll() may wait: `per_op_ms` (the read or write timeout), cut
+// to what is left before `deadline` (rounded up to whole milliseconds, so a
+// deadline 0.3 ms away still waits 1 ms instead of spinning). 0 when the
+// deadline has passed; -1 never (a poll without timeout is never wanted).
+int PollTimeoutMs(TimePoint now, TimePoint deadline, int per_op_ms);
+
+// `now + ms`, or kNoDeadline for ms <= 0 (no limit).
+TimePoint DeadlineAfter(TimePoint now, int64_t ms);
+
+// What a connection is doing.
+enum class State {
+  kHandshake,  // TLS handshake under way: the client owes us bytes
+  kIdle,       // between requests (or before the first): the client owes us the next one
+  kReading,    // a request has begun and is not read completely yet
+  kBusy,       // the request is read: its handler runs or its answer is being written
+};
+
+struct ConnView {
+  State state = State::kIdle;
+  TimePoint since{};      // when it entered `state`
+  bool evicted = false;   // already chosen (and shut down); still finishing
+};
+
+// The connection to close to make room for a new one: among those not busy
+// and not evicted already, the one that has been waiting on its client the
+// longest (the earliest `since`; ties: the first). -1 when none may be closed.
+int PickVictim(const std::vector<ConnView>& conns);
+
+// Whether the request about to be served must be the connection's last
+// (answered with Connection: close): the `served + 1`-th request reaches
+// `max_requests`, or the connection is older than `max_age_ms`. A limit <= 0
+// is no limit.
+bool IsLastRequest(int served, TimePoint opened, TimePoint now, int max_requests, int64_t max_age_ms);
+
+// The open connections of one listener. Thread-safe.
+class ConnectionTable {
+ public:
+  explicit ConnectionTable(int max_connections) : max_(max_connections) {}
+
+  enum class Admission { kAdmitted, kAdmittedAfterEviction, kRefused };
+  // A connection was accepted: admitted while fewer than `max_connections`
+  // are being served (not counting those evicted and finishing); else after
+  // evicting PickVictim's choice; else refused. An admitted connection must
+  // be given back with Finished() once its thread is done with it.
+  Admission Admit();
+  void Finished();
+
+  // The admitted connection's thread registers its socket (so that it can be
+  // evicted or woken at shutdown) and unregisters it BEFORE closing the fd.
+  uint64_t Register(int fd, State state, TimePoint now);
+  // Moves it to `state`. False when the listener is stopping and the
+  // connection should end now instead of waiting for another request
+  // (asked only with kIdle).
+  bool Set(uint64_t id, State state, TimePoint now);
+  // True when the connection had been evicted.
+  bool Unregister(uint64_t id);
+
+  // The listener stops: connections waiting for a next request (or in their
+  // TLS handshake) are shut down now, those under way finish their request
+  // (within its deadline) and end.
+  void Stop();
+  bool stopping() const;
+
+  int open() const;  // admitted and not finished
+
+ private:
+  struct Entry {
+    int fd = -1;
+    ConnView view;
+  };
+  const int max_;
+  mutable Mutex mu_;
+  int admitted_ GUARDED_BY(mu_) = 0;
+  int evicting_ GUARDED_BY(mu_) = 0;  // evicted, not unregistered yet
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+};
+
+// The TaskQueue httplib's accept loop hands each accepted socket to
+// (`fn` serves the socket and closes it). Admitted connections run on a
+// thread each: an idle one is reused, else a new one starts; at most
+// `keep_idle` idle threads wait for the next connection, the others end.
+// A refused connection is handed to `refuse` on the accept thread (which
+// closes it at once). shutdown() (the accept loop ended) waits for every
+// connection to end and joins every thread; the owner stops the table first
+// (ConnectionTable::Stop) so that idle connections end at once.
+class WorkerPool : public httplib::TaskQueue {
+ public:
+  // `refuse` runs `fn` in its refusing mode (see GuardedServer);
+  // `on_admission` hears of each connection's admission (for the metrics): a
+  // connection no thread could be started for is refused.
+  using Refuse = std::function<void(std::function<void()> fn)>;
+  using OnAdmission = std::function<void(ConnectionTable::Admission)>;
+  WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission);
+  ~WorkerPool() override;
+
+  void enqueue(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  void Work(std::list<std::thread>::iterator self, std::function<void()> fn);
+  void ReapLocked(std::vector<std::thread>* out) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  ConnectionTable* table_;
+  const int keep_idle_;
+  Refuse refuse_;
+  OnAdmission on_admission_;
+  Mutex mu_;
+  CondVar work_cv_;  // a job or shutdown
+  CondVar done_cv_;  // a worker ended
+  std::list<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  std::list<std::thread> threads_ GUARDED_BY(mu_);
+  std::vector<std::list<std::thread>::iterator> ended_ GUARDED_BY(mu_);
+  int idle_ GUARDED_BY(mu_) = 0;
+  int running_ GUARDED_BY(mu_) = 0;  // threads not ended
+  bool shutdown_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace vramd::http::conn

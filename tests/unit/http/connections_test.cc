@@ -1,0 +1,188 @@
+// The pure pieces of the HTTP server's connection handling (issue 30):
+// poll arithmetic under a deadline, which connection makes room at the cap,
+// the keep-alive caps, the connection table's admission and shutdown, and
+// the JSON item count that bounds /v1/explain's tree.
+#include "http/connections.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "http/json_views.h"
+
+namespace vramd::http::conn {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const TimePoint kT0 = TimePoint(seconds(1000));
+
+TEST(PollTimeout, IsThePerOperationTimeoutWhenTheDeadlineIsFurther) {
+  EXPECT_EQ(PollTimeoutMs(kT0, kT0 + seconds(10), 5000), 5000);
+  EXPECT_EQ(PollTimeoutMs(kT0, kNoDeadline, 5000), 5000);
+}
+
+TEST(PollTimeout, IsCutToWhatIsLeftBeforeTheDeadline) {
+  EXPECT_EQ(PollTimeoutMs(kT0, kT0 + milliseconds(1200), 5000), 1200);
+  // A request that trickles in a byte every 2 s never waits 5 s per read,
+  // but its deadline still comes: the last wait is only what is left.
+  EXPECT_EQ(PollTimeoutMs(kT0 + milliseconds(9990), kT0 + seconds(10), 5000), 10);
+}
+
+TEST(PollTimeout, RoundsAFractionOfAMillisecondUpInsteadOfSpinning) {
+  EXPECT_EQ(PollTimeoutMs(kT0, kT0 + microseconds(300), 5000), 1);
+}
+
+TEST(PollTimeout, IsZeroOnceTheDeadlinePassed) {
+  EXPECT_EQ(PollTimeoutMs(kT0 + seconds(10), kT0 + seconds(10), 5000), 0);
+  EXPECT_EQ(PollTimeoutMs(kT0 + seconds(11), kT0 + seconds(10), 5000), 0);
+}
+
+TEST(PollTimeout, WithoutAPerOperationTimeoutWaitsForTheDeadline) {
+  EXPECT_EQ(PollTimeoutMs(kT0, kT0 + milliseconds(2500), 0), 2500);
+}
+
+TEST(DeadlineAfter, NonPositiveIsNoDeadline) {
+  EXPECT_EQ(DeadlineAfter(kT0, 0), kNoDeadline);
+  EXPECT_EQ(DeadlineAfter(kT0, -1), kNoDeadline);
+  EXPECT_EQ(DeadlineAfter(kT0, 1500), kT0 + milliseconds(1500));
+}
+
+ConnView View(State s, int since_s, bool evicted = false) {
+  ConnView v;
+  v.state = s;
+  v.since = kT0 + seconds(since_s);
+  v.evicted = evicted;
+  return v;
+}
+
+TEST(PickVictim, TheConnectionWaitingLongestOnItsClientWhateverItWaitsFor) {
+  // A dribbled request begun at 3, an idle keep-alive connection since 5, a handshake since 4.
+  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 3), View(State::kHandshake, 4)}), 1);
+  EXPECT_EQ(PickVictim({View(State::kIdle, 1), View(State::kReading, 3), View(State::kHandshake, 4)}), 0);
+  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 6), View(State::kHandshake, 2)}), 2);
+}
+
+TEST(PickVictim, NeverOneBeingAnsweredNorOneAlreadyEvicted) {
+  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true), View(State::kReading, 9)}), 2);
+  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true)}), -1);
+  EXPECT_EQ(PickVictim({}), -1);
+}
+
+TEST(PickVictim, TiesGoToTheFirst) { EXPECT_EQ(PickVictim({View(State::kIdle, 2), View(State::kIdle, 2)}), 0); }
+
+TEST(IsLastRequest, TheRequestThatReachesTheCapIsTheLast) {
+  EXPECT_FALSE(IsLastRequest(0, kT0, kT0, 3, 0));
+  EXPECT_FALSE(IsLastRequest(1, kT0, kT0, 3, 0));
+  EXPECT_TRUE(IsLastRequest(2, kT0, kT0, 3, 0));  // the third
+  EXPECT_TRUE(IsLastRequest(0, kT0, kT0, 1, 0));  // one request a connection
+}
+
+TEST(IsLastRequest, AConnectionPastItsAgeServesOneMoreRequest) {
+  EXPECT_FALSE(IsLastRequest(5, kT0, kT0 + milliseconds(299), 0, 300));
+  EXPECT_TRUE(IsLastRequest(5, kT0, kT0 + milliseconds(300), 0, 300));
+}
+
+TEST(IsLastRequest, NonPositiveLimitsAreNoLimits) { EXPECT_FALSE(IsLastRequest(1'000'000, kT0, kT0 + seconds(86400), 0, 0)); }
+
+// A connected pair of sockets: [0] is the server's side, [1] the client's.
+struct Pair {
+  int fd[2] = {-1, -1};
+  Pair() { EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fd), 0); }
+  ~Pair() {
+    for (int f : fd) ::close(f);
+  }
+  // The client sees the server's end of stream (without waiting).
+  bool ClientSeesEnd() const {
+    char c;
+    return ::recv(fd[1], &c, 1, MSG_DONTWAIT) == 0;
+  }
+};
+
+TEST(ConnectionTable, AdmitsUpToTheCapThenClosesTheOneWaitingLongest) {
+  ConnectionTable t(2);
+  Pair a, b;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t ida = t.Register(a.fd[0], State::kIdle, kT0 + seconds(1));
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t idb = t.Register(b.fd[0], State::kReading, kT0 + seconds(2));
+  EXPECT_EQ(t.open(), 2);
+
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmittedAfterEviction);
+  EXPECT_TRUE(a.ClientSeesEnd()) << "the connection idle since 1 s was closed";
+  EXPECT_FALSE(b.ClientSeesEnd());
+  EXPECT_EQ(t.open(), 3) << "the evicted one counts until its thread is done";
+  EXPECT_FALSE(t.Set(ida, State::kIdle, kT0 + seconds(3))) << "an evicted connection waits for nothing more";
+  // While the evicted one finishes, the next newcomer evicts another.
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmittedAfterEviction);
+  EXPECT_TRUE(b.ClientSeesEnd());
+  EXPECT_TRUE(t.Unregister(ida));
+  t.Finished();
+  EXPECT_TRUE(t.Unregister(idb));
+  t.Finished();
+  EXPECT_EQ(t.open(), 2);
+}
+
+TEST(ConnectionTable, RefusesWhenEveryConnectionIsBeingAnswered) {
+  ConnectionTable t(1);
+  Pair a;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t id = t.Register(a.fd[0], State::kReading, kT0);
+  t.Set(id, State::kBusy, kT0 + seconds(1));
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kRefused);
+  EXPECT_FALSE(a.ClientSeesEnd());
+  EXPECT_EQ(t.open(), 1);
+  // Answered and idle again: it may make room.
+  EXPECT_TRUE(t.Set(id, State::kIdle, kT0 + seconds(61)));
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmittedAfterEviction);
+  EXPECT_TRUE(t.Unregister(id));
+}
+
+TEST(ConnectionTable, AConnectionAdmittedButNotRegisteredYetCannotBeEvicted) {
+  ConnectionTable t(1);
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kRefused);
+  t.Finished();
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+}
+
+TEST(ConnectionTable, StopWakesIdleConnectionsAndLetsRequestsUnderWayFinish) {
+  ConnectionTable t(4);
+  Pair idle, handshake, reading, busy;
+  uint64_t i = t.Register(idle.fd[0], State::kIdle, kT0);
+  uint64_t h = t.Register(handshake.fd[0], State::kHandshake, kT0);
+  uint64_t r = t.Register(reading.fd[0], State::kReading, kT0);
+  uint64_t b = t.Register(busy.fd[0], State::kBusy, kT0);
+  t.Stop();
+  EXPECT_TRUE(t.stopping());
+  EXPECT_TRUE(idle.ClientSeesEnd());
+  EXPECT_TRUE(handshake.ClientSeesEnd());
+  EXPECT_FALSE(reading.ClientSeesEnd()) << "a request under way ends within its deadline";
+  EXPECT_FALSE(busy.ClientSeesEnd());
+  EXPECT_FALSE(t.Set(b, State::kIdle, kT0)) << "answered: it ends instead of waiting for another request";
+  EXPECT_TRUE(t.Set(b, State::kReading, kT0));
+  for (uint64_t id : {i, h, r, b}) EXPECT_FALSE(t.Unregister(id)) << "none was evicted";
+}
+
+TEST(CountJsonItems, CountsValuesAndKeysOutsideStrings) {
+  EXPECT_EQ(CountJsonItems("", 100), 1u);
+  EXPECT_EQ(CountJsonItems("5", 100), 1u);
+  EXPECT_EQ(CountJsonItems("[]", 100), 2u);
+  EXPECT_EQ(CountJsonItems("[1,2,3]", 100), 4u);                    // an upper bound: the array and three numbers
+  EXPECT_EQ(CountJsonItems(R"({"a":1,"b":[2]})", 100), 6u);
+  EXPECT_EQ(CountJsonItems(R"(["a,b:c[d{e", "\"[,"])", 100), 3u);  // brackets in strings, an escaped quote
+  EXPECT_EQ(CountJsonItems(R"(["\\", [])", 100), 4u);                // an escaped backslash ends no string
+}
+
+TEST(CountJsonItems, StopsPastTheLimit) {
+  std::string nested(1 << 20, '[');
+  EXPECT_EQ(CountJsonItems(nested, 32768), 32769u);
+  EXPECT_EQ(CountJsonItems(std::string(32767, '['), 32768), 32768u);
+}
+
+}  // namespace
+}  // namespace vramd::http::conn
