@@ -9,29 +9,14 @@
 #include <sstream>
 #include <thread>
 
+#include "fakes/log_capture.h"
 #include "agent/temp_tree.h"
 #include "vramd/agent/nvml_source.h"
 
 namespace vramd::agent {
 namespace {
 
-// Captures what the agent logs for the duration of a test.
-class LogCapture {
- public:
-  LogCapture() : old_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(old_); }
-  std::string text() {
-    spdlog::default_logger()->flush();
-    return out_.str();
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> old_;
-};
+using vramd::testing::LogCapture;
 
 class FakePusher final : public Pusher {
  public:

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "agent/temp_tree.h"
+#include "fakes/log_capture.h"
 
 // NVML's opaque C types, by name (the fake's raw entry points are called below).
 struct nvmlDevice_st;
@@ -25,23 +26,7 @@ namespace {
 using nlohmann::json;
 constexpr int64_t GiB = int64_t{1} << 30, MiB = int64_t{1} << 20;
 
-// Captures what the source logs for the duration of a test.
-class LogCapture {
- public:
-  LogCapture() : old_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(old_); }
-  std::string text() {
-    spdlog::default_logger()->flush();
-    return out_.str();
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> old_;
-};
+using vramd::testing::LogCapture;
 
 class NvmlSourceTest : public ::testing::Test {
  protected:
