@@ -58,6 +58,9 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     gj["reported_total_bytes"] = g.total;
     gj["outside_pods_bytes"] = g.outside_pods;
     gj["untracked_bytes"] = g.untracked;
+    // Why per-pod figures are empty, when the agent says it cannot have them.
+    if (!g.processes_unavailable.empty()) gj["processes_unavailable"] = g.processes_unavailable;
+    if (g.invalid_process_lists > 0) gj["invalid_process_lists"] = g.invalid_process_lists;
     json untracked = json::array();  // pods the agent saw that hold no VRAM here in the ledger
     for (const ledger::PodUsage& p : g.pods) {
       bool tracked = std::any_of(node.entries.begin(), node.entries.end(),

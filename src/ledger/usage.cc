@@ -68,6 +68,15 @@ Status CheckUsageReport(const UsageReport& report) {
     if (Status s = CheckFigure(g.index, "total_bytes", g.total, 0); !s.ok()) return s;
     if (Status s = CheckFigure(g.index, "used_bytes", g.used, g.total); !s.ok()) return s;
     if (Status s = CheckFigure(g.index, "outside_pods_bytes", g.outside_pods, g.total); !s.ok()) return s;
+    if (g.processes_unavailable.size() > kMaxUnavailableReason ||
+        !std::all_of(g.processes_unavailable.begin(), g.processes_unavailable.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f; })) {
+      return InvalidArgument(GpuName(g.index) + ": processes_unavailable is longer than " +
+                             std::to_string(kMaxUnavailableReason) + " characters or not printable ASCII");
+    }
+    if (g.invalid_process_lists < 0 || g.invalid_process_lists > (int64_t{1} << 40)) {
+      return InvalidArgument(GpuName(g.index) + ": invalid_process_lists must be a whole number from 0 to 2^40");
+    }
     figures += g.pods.size();
     if (figures > kMaxReportPodFigures) {
       return InvalidArgument("the report has more than " + std::to_string(kMaxReportPodFigures) +

@@ -125,6 +125,21 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
            "not account, or a zombie whose pod is gone); counted in U.",
            "gauge");
   for (const auto& [l, g] : reported) w.Sample("vramd_gpu_untracked_bytes", l, static_cast<double>(g->untracked));
+  w.Header("vramd_gpu_processes_unavailable",
+           "1 when the node agent's last report has no per-process figures for the GPU (a process list that failed "
+           "validation, an NVML error, /proc/PID/fdinfo it may not read: see /v1/nodes' processes_unavailable); "
+           "per-pod usage is then empty.",
+           "gauge");
+  for (const auto& [l, g] : reported) {
+    w.Sample("vramd_gpu_processes_unavailable", l, g->processes_unavailable.empty() ? 0.0 : 1.0);
+  }
+  w.Header("vramd_gpu_invalid_process_lists",
+           "Process lists the node agent read from the driver and refused (they failed validation) since it started, "
+           "as its last report says.",
+           "gauge");
+  for (const auto& [l, g] : reported) {
+    w.Sample("vramd_gpu_invalid_process_lists", l, static_cast<double>(g->invalid_process_lists));
+  }
   w.Header("vramd_pod_used_bytes",
            "VRAM a pod's processes hold on one GPU, as the node agent reported it (series exist while the report "
            "is fresh).",

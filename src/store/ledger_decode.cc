@@ -32,6 +32,13 @@ void FillPodUsage(ledger::Node* node, int64_t ts) {
   uids.reserve(node->entries.size());
   for (Entry& e : node->entries) {
     uids.push_back(e.pod_uid);
+    // On a GPU the agent has no per-process figures for, the pod's usage is
+    // unknown, not 0 (an idle or a watchdog decision must not read it as 0).
+    const bool known = std::none_of(e.gpus.begin(), e.gpus.end(), [&](int idx) {
+      const ledger::Gpu* g = FindGpu(node, idx);
+      return g != nullptr && !g->processes_unavailable.empty();
+    });
+    if (!known) continue;
     e.used = 0;
     e.used_ts_ms = ts;
     for (int idx : e.gpus) {
@@ -51,16 +58,63 @@ void FillPodUsage(ledger::Node* node, int64_t ts) {
 
 }  // namespace
 
+namespace {
+
+// The reason text of "!u=" travels percent-encoded: ',', '=' and '%' (and
+// anything outside printable ASCII, which CheckUsageReport refuses anyway).
+std::string EscapeReason(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c == ',' || c == '=' || c == '%' || c < 0x20 || c >= 0x7f) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+bool UnescapeReason(std::string_view s, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out->push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return false;  // '%' needs two hex digits after it
+    int v = 0;
+    for (size_t k = i + 1; k <= i + 2; ++k) {
+      const char c = s[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      v = v * 16 + d;
+    }
+    out->push_back(static_cast<char>(v));
+    i += 2;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string PackGpuUsage(const ledger::GpuUsage& g) {
   std::string out;
   out.reserve(48 + g.uuid.size() + g.pods.size() * 50);
   out.append(std::to_string(g.total)).append(",").append(std::to_string(g.outside_pods)).append(",").append(g.uuid);
   for (const ledger::PodUsage& p : g.pods) out.append(",").append(p.uid).append("=").append(std::to_string(p.used));
+  if (g.invalid_process_lists > 0) out.append(",!n=").append(std::to_string(g.invalid_process_lists));
+  if (!g.processes_unavailable.empty()) out.append(",!u=").append(EscapeReason(g.processes_unavailable));
   return out;
 }
 
 bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g) {
   g->pods.clear();
+  g->processes_unavailable.clear();
+  g->invalid_process_lists = 0;
   for (int part = 0;; ++part) {
     const size_t comma = text.find(',');
     const std::string_view p = text.substr(0, comma);
@@ -70,6 +124,12 @@ bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g) {
     } else if (part == 2) {
       if (p.find('=') != std::string_view::npos) return false;
       g->uuid = std::string(p);
+    } else if (p.starts_with("!n=")) {
+      if (!ParseInt64(p.substr(3), &g->invalid_process_lists) || g->invalid_process_lists < 0) return false;
+    } else if (p.starts_with("!u=")) {
+      if (!UnescapeReason(p.substr(3), &g->processes_unavailable)) return false;
+    } else if (p.starts_with('!')) {
+      return false;  // a kind this vramd does not know
     } else {
       const size_t eq = p.find('=');
       if (eq == 0 || eq == std::string_view::npos) return false;
@@ -234,6 +294,8 @@ bool ApplyUsage(ledger::Node* node, const Reply& used, Problems* problems, int64
         if (g == nullptr) continue;
         g->total = packed.total;
         g->outside_pods = packed.outside_pods;
+        g->processes_unavailable = std::move(packed.processes_unavailable);
+        g->invalid_process_lists = packed.invalid_process_lists;
         if (g->uuid.empty()) g->uuid = std::move(packed.uuid);
         for (ledger::PodUsage& p : packed.pods) g->pods.push_back(std::move(p));
         any_pods = any_pods || !packed.pods.empty();

@@ -37,8 +37,12 @@ bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out);
 // "<total>,<outside>,<uuid>" and ",<uid>=<bytes>" per pod, uuid possibly
 // empty. Neither a GPU UUID nor a canonical pod UID holds ',' or '='
 // (ledger::CheckUsageReport), so PackGpuUsage needs no escaping.
-// UnpackGpuUsage fills total, outside_pods, uuid and pods (in the field's
-// order) of *g; false, with *g unspecified, when any part is malformed.
+// After the pods: ",!n=<count>" when invalid_process_lists > 0 and
+// ",!u=<reason, percent-encoded: ',' '=' '%'>" when processes_unavailable is
+// set ('!' starts no pod UID). UnpackGpuUsage fills total, outside_pods, uuid,
+// pods (in the field's order), invalid_process_lists and
+// processes_unavailable of *g; false, with *g unspecified, when any part is
+// malformed.
 std::string PackGpuUsage(const ledger::GpuUsage& g);
 bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g);
 

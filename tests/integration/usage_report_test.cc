@@ -136,6 +136,32 @@ TEST_F(UsageReportStoreTest, AReportLandsAndFillsEntriesAndUntrackedBytes) {
             (std::vector<ReportedGpu>{{0, 80 * kGi, "GPU-0000"}, {1, 80 * kGi, "GPU-1111"}}));
 }
 
+// Issue 31: the agent's reason for having no per-process figures, and its
+// count of refused process lists, reach every replica's snapshot; the next
+// report without them clears them.
+TEST_F(UsageReportStoreTest, ProcessesUnavailableTravelsWithTheReportAndClears) {
+  ASSERT_TRUE(store_->Snapshot().ok());
+  ledger::UsageReport r = Report();
+  r.gpus[1].pods.clear();
+  r.gpus[1].processes_unavailable = "nvmlDeviceGetRunningProcessDetailList: 3 entries for room of 2, pid 0 (refused)";
+  r.gpus[1].invalid_process_lists = 2;
+  ASSERT_TRUE(store_->PushReport("n1", r, false).ok());
+  for (const ledger::SnapshotPtr& snap : {*store_->Snapshot(), Fresh()}) {
+    const ledger::Node* n = snap->Find("n1");
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(n->gpus[1].processes_unavailable, r.gpus[1].processes_unavailable);
+    EXPECT_EQ(n->gpus[1].invalid_process_lists, 2);
+    EXPECT_TRUE(n->gpus[0].processes_unavailable.empty());
+    EXPECT_EQ(n->gpus[0].invalid_process_lists, 0);
+  }
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 0u);
+  ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
+  const ledger::Node* n = Fresh()->Find("n1");
+  ASSERT_NE(n, nullptr);
+  EXPECT_TRUE(n->gpus[1].processes_unavailable.empty());
+  EXPECT_EQ(n->gpus[1].invalid_process_lists, 0);
+}
+
 TEST_F(UsageReportStoreTest, AZombieRaisesUAboveAAndTheReserveScriptRefusesAccordingly) {
   // GPU 0: C = 70Gi, A = 10Gi; the agent measures 65Gi (a zombie holds 55Gi).
   ledger::UsageReport r = Report();

@@ -41,6 +41,7 @@ def cgroup_v2(uid):
 
 class AgentDrivesTheLedger(unittest.TestCase):
     DRIVER = "r550"  # the fake NVML's driver family (subclasses below: the others)
+    COMPUTE = [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}]
 
     @classmethod
     def setUpClass(cls):
@@ -65,8 +66,7 @@ class AgentDrivesTheLedger(unittest.TestCase):
         write(os.path.join(proc, "300", "cgroup"), "0::/system.slice/nvidia-persistenced.service\n")
         cls.nvml_config = w.file("nvml.json", {"driver": cls.DRIVER, "gpus": [{
             "uuid": GPU_UUID, "name": "NVIDIA H100 80GB HBM3", "total": 100 * GI, "used": 72 * GI,
-            "compute": [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}],
-            "graphics": [{"pid": 300, "used": 1 * GI}]}]})
+            "compute": cls.COMPUTE, "graphics": [{"pid": 300, "used": 1 * GI}]}]})
         cls.agent_log = os.path.join(w.path, "agent.log")
         cls.agent_out = open(cls.agent_log, "ab")
         cls.agent = subprocess.Popen(
@@ -199,6 +199,57 @@ class AgentDrivesTheLedgerR535(AgentDrivesTheLedger):
 
 class AgentDrivesTheLedgerR470(AgentDrivesTheLedger):
     DRIVER = "r470"
+
+
+class AnInvalidProcessListIsShownNotAttributed(AgentDrivesTheLedger):
+    """Issue 31: the driver's list repeats a pid (it fails validation): the
+    agent attributes nothing on the GPU and says why, and vramd shows it in
+    /v1/nodes and as a metric, so an empty per-pod view is explained. (The
+    tests of the class above that need per-pod figures are replaced.)"""
+    COMPUTE = [{"pid": 100, "used": 20 * GI}, {"pid": 100, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}]
+
+    def test_the_gpu_carries_the_measured_usage_uuid_and_outside_pods(self):
+        g = self.gpu0()
+        self.assertEqual(g["used_bytes"], 72 * GI)
+        self.assertEqual(g["uuid"], GPU_UUID)
+        self.assertEqual(g["outside_pods_bytes"], 0, "nothing is attributed from a refused list")
+        self.assertIn("processes_unavailable", g)
+        self.assertGreaterEqual(g.get("invalid_process_lists", 0), 1, g)
+        print(f"\n/v1/nodes: processes_unavailable: {g['processes_unavailable']!r}, "
+              f"invalid_process_lists: {g['invalid_process_lists']}")
+
+    def test_the_pods_own_usage_lands_on_its_ledger_entry(self):
+        entry = next(p for p in self.node()["pods"] if p["uid"] == POD)
+        self.assertEqual(entry.get("used_per_gpu_bytes", 0), 0, entry)
+
+    def test_the_zombie_is_shown_as_untracked(self):
+        g = self.gpu0()
+        self.assertEqual(g["untracked_bytes"], 0)
+        self.assertEqual(g["untracked_pods"], [])
+
+    def test_metrics_carry_the_pods_usage_and_outside_pods(self):
+        status, text = self.v.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertRegex(text, r'vramd_gpu_processes_unavailable\{node="%s",gpu="0"[^}]*\} 1\n' % NODE)
+        self.assertRegex(text, r'vramd_gpu_invalid_process_lists\{node="%s",gpu="0"[^}]*\} [1-9]' % NODE)
+        self.assertNotRegex(text, r'vramd_pod_used_bytes\{')
+
+    def test_vramctl_pods_shows_the_usage(self):
+        out = subprocess.run([VRAMCTL, "--server", self.v.url, "pods", NODE], capture_output=True, text=True,
+                             timeout=30, env=clean_env())
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line.split() for line in out.stdout.splitlines()]
+        row = next(r for r in rows[1:] if f"default/p-{POD}" in r)
+        self.assertNotEqual(row[rows[0].index("USED")], "20Gi", out.stdout)
+
+    def test_the_zombie_makes_filter_refuse_what_fits_on_allocation_alone(self):
+        # U is still the GPU's measured 72Gi: 40Gi fits on A (24Gi) alone, not on U.
+        def filter40():
+            status, body = self.v.json("POST", "/scheduler/filter", filter_body(
+                "c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,)))
+            self.assertEqual(status, 200)
+            return body
+        wait_for(lambda: filter40()["NodeNames"] == [], 5, interval=0.1, message="filter refusing 40Gi on U")
 
 
 assert {AgentDrivesTheLedger.DRIVER, AgentDrivesTheLedgerR535.DRIVER, AgentDrivesTheLedgerR470.DRIVER} == set(FAMILIES)

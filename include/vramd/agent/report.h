@@ -53,8 +53,8 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
 // The JSON body: {"version":2,"agent":…,"source":…,"gpus":[{"index":…,…}]};
 // "uuid" and "name" only when known; "outside_pods_bytes" and "pods" only
 // when the per-process figures are available, else "processes_unavailable":
-// "<why>"; "invalid_process_lists": N only when N > 0. (vramd ignores keys it
-// does not know.)
+// "<why>"; "invalid_process_lists": N only when N > 0 (vramd shows both per
+// GPU: /v1/nodes, vramd_gpu_processes_unavailable, _invalid_process_lists).
 std::string ReportJson(const Report& report);
 
 }  // namespace vramd::agent

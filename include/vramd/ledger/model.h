@@ -76,6 +76,8 @@ struct Gpu {
                                  // this node (a pod vramd does not account, or a
                                  // zombie whose pod is gone); included in `used`
   std::vector<PodUsage> pods;    // per-pod figures, sorted by UID
+  std::string processes_unavailable;  // the report's reason for having no per-process figures
+  int64_t invalid_process_lists = 0;  // the agent's count of refused process lists
 };
 
 struct Node {

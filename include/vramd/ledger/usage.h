@@ -30,7 +30,14 @@ struct GpuUsage {
   int64_t used = 0;              // bytes in use on the GPU (U), every process counted
   int64_t outside_pods = 0;      // bytes of processes that belong to no pod
   std::vector<PodUsage> pods;    // one figure per pod UID (model.h; UIDs canonical)
+  // Why the agent has no per-process figures for this GPU ("" when it has):
+  // a process list that failed validation, NVML's error, /proc/PID/fdinfo
+  // it may not read. Then `pods` and `outside_pods` say nothing.
+  std::string processes_unavailable;
+  int64_t invalid_process_lists = 0;  // lists the agent refused since it started
 };
+
+inline constexpr size_t kMaxUnavailableReason = 256;
 
 struct UsageReport {
   // 1: the old report {"gpus": {"<index>": bytes}} (used only, no per-pod

@@ -140,6 +140,15 @@ Result<ledger::UsageReport> DecodeReportV2(const json& j) {
     if (auto mig = g.find("mig"); mig != g.end() && !mig->is_boolean() && !mig->is_null()) {
       return InvalidArgument(where + "mig must be true or false");
     }
+    Result<std::string> unavailable = OptString(g, "processes_unavailable", where, ledger::kMaxUnavailableReason);
+    if (!unavailable.ok()) return unavailable.status();
+    u.processes_unavailable = std::move(*unavailable);
+    if (auto n = g.find("invalid_process_lists"); n != g.end() && !n->is_null()) {
+      if (!n->is_number_integer() || n->get<int64_t>() < 0) {
+        return InvalidArgument(where + "invalid_process_lists must be a whole number from 0");
+      }
+      u.invalid_process_lists = n->get<int64_t>();
+    }
     if (auto pods = g.find("pods"); pods != g.end() && !pods->is_null()) {
       if (!pods->is_array()) return InvalidArgument(where + "pods must be an array");
       figures += pods->size();

@@ -62,6 +62,21 @@ TEST(DecodeUsageReport, OptionalPartsMayBeAbsentAndGpusComeBackSorted) {
   EXPECT_EQ(r->gpus[1].outside_pods, 0);
 }
 
+// Issue 31: a GPU the agent has no per-process figures for says why, and
+// how many process lists it refused.
+TEST(DecodeUsageReport, ProcessesUnavailableAndRefusedListsDecode) {
+  Result<ledger::UsageReport> r = DecodeUsageReport(
+      Report(Gpu(0, R"(,"processes_unavailable":"nvmlDeviceGetRunningProcessDetailList: 3 entries for 2, refused",)"
+                    R"("invalid_process_lists":5)") +
+             "," + Gpu(1)));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->gpus.size(), 2u);
+  EXPECT_EQ(r->gpus[0].processes_unavailable, "nvmlDeviceGetRunningProcessDetailList: 3 entries for 2, refused");
+  EXPECT_EQ(r->gpus[0].invalid_process_lists, 5);
+  EXPECT_TRUE(r->gpus[1].processes_unavailable.empty());
+  EXPECT_EQ(r->gpus[1].invalid_process_lists, 0);
+}
+
 TEST(DecodeUsageReport, UnknownKeysAreIgnored) {
   Result<ledger::UsageReport> r = DecodeUsageReport(Report(Gpu(0, R"(,"temperature_c":61)")).insert(1, R"("hostname":"x",)"));
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -110,6 +125,16 @@ TEST(DecodeUsageReport, RefusesWithAMessageThatNamesThePart) {
       {"version 3", R"({"version":3,"gpus":[)" + Gpu(0) + "]}", "version must be 2"},
       {"version a string", R"({"version":"2","gpus":[)" + Gpu(0) + "]}", "version must be 2"},
       {"agent not a string", R"({"agent":5,"gpus":[)" + Gpu(0) + "]}", "agent must be a string"},
+      {"processes_unavailable not a string", Report(Gpu(0, R"(,"processes_unavailable":1)")),
+       "GPU 0: processes_unavailable must be a string"},
+      {"processes_unavailable too long", Report(Gpu(0, R"(,"processes_unavailable":")" + std::string(257, 'x') + "\"")),
+       "processes_unavailable is longer than 256"},
+      {"processes_unavailable with a control character", Report(Gpu(0, R"(,"processes_unavailable":"a\nb")")),
+       "not printable ASCII"},
+      {"invalid_process_lists negative", Report(Gpu(0, R"(,"invalid_process_lists":-1)")),
+       "invalid_process_lists must be a whole number"},
+      {"invalid_process_lists a string", Report(Gpu(0, R"(,"invalid_process_lists":"3")")),
+       "invalid_process_lists must be a whole number"},
       {"no index", R"({"gpus":[{"total_bytes":1,"used_bytes":0}]})", "gpus[0].index must be a whole number"},
       {"index -1", R"({"gpus":[{"index":-1,"total_bytes":1,"used_bytes":0}]})", "index must be a whole number"},
       {"index 10000", R"({"gpus":[{"index":10000,"total_bytes":1,"used_bytes":0}]})", "from 0 to 9999"},

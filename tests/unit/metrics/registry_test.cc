@@ -122,6 +122,30 @@ TEST(LedgerMetrics, AgentReportsGivePodUsedOutsideAndUntrackedSeries) {
   EXPECT_NE(out.find("# TYPE vramd_pod_used_bytes gauge"), std::string::npos);
 }
 
+// Issue 31: an operator sees why per-pod usage is empty on a GPU.
+TEST(LedgerMetrics, AGpuWithoutPerProcessFiguresIsFlaggedWithTheAgentsRefusedLists) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  ledger::Gpu g0{0, "GPU-a", 80, 9, 50000};
+  g0.total = 85;
+  g0.processes_unavailable = "cannot read /proc/PID/fdinfo of 2 process(es)";
+  g0.invalid_process_lists = 3;
+  ledger::Gpu g1{1, "GPU-b", 80, 4, 50000};
+  g1.total = 85;
+  n.gpus = {g0, g1};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 60000, 20000, w);
+  EXPECT_NE(out.find("vramd_gpu_processes_unavailable{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 1\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vramd_gpu_processes_unavailable{node=\"n1\",gpu=\"1\",gpu_uuid=\"GPU-b\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("vramd_gpu_invalid_process_lists{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\"} 3\n"),
+            std::string::npos);
+}
+
 TEST(LedgerMetrics, OverBudgetBytesAreUseAboveThePeakOrTheRequest) {
   ledger::Snapshot s;
   ledger::Node& n = s.nodes["n1"];

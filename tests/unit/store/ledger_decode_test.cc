@@ -17,12 +17,15 @@ constexpr const char* kUid1 = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
 constexpr const char* kUid2 = "1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
 constexpr const char* kUuid = "GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c";
 
-ledger::GpuUsage Gpu(int64_t total, int64_t outside, std::string uuid, std::vector<ledger::PodUsage> pods) {
+ledger::GpuUsage Gpu(int64_t total, int64_t outside, std::string uuid, std::vector<ledger::PodUsage> pods,
+                     std::string unavailable = "", int64_t invalid_lists = 0) {
   ledger::GpuUsage g;
   g.total = total;
   g.outside_pods = outside;
   g.uuid = std::move(uuid);
   g.pods = std::move(pods);
+  g.processes_unavailable = std::move(unavailable);
+  g.invalid_process_lists = invalid_lists;
   return g;
 }
 
@@ -38,6 +41,11 @@ TEST(PackedGpuUsage, RoundTripsEveryShape) {
       {"two pods, zero bytes", Gpu(80, 0, kUuid, {{kUid1, 0}, {kUid2, 42}}),
        "80,0,GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=0,"
        "1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=42"},
+      // Issue 31: the agent has no per-process figures (its reason travels
+      // percent-encoded) and counts the lists it refused.
+      {"processes unavailable, lists refused", Gpu(80, 0, kUuid, {}, "list failed: 3 > 2 entries, 100% bad=yes", 4),
+       "80,0,GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c,!n=4,!u=list failed: 3 > 2 entries%2C 100%25 bad%3Dyes"},
+      {"refused lists only", Gpu(80, 1, "", {{kUid1, 7}}, "", 2), "80,1,,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=7,!n=2"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -49,6 +57,8 @@ TEST(PackedGpuUsage, RoundTripsEveryShape) {
     EXPECT_EQ(back.outside_pods, c.g.outside_pods);
     EXPECT_EQ(back.uuid, c.g.uuid);
     EXPECT_EQ(back.pods, c.g.pods);
+    EXPECT_EQ(back.processes_unavailable, c.g.processes_unavailable);
+    EXPECT_EQ(back.invalid_process_lists, c.g.invalid_process_lists);
   }
 }
 
@@ -73,6 +83,11 @@ TEST(PackedGpuUsage, RefusesMalformedValues) {
       {"trailing comma", "80,0,,u=5,"},
       {"empty pod part", "80,0,,,u=5"},
       {"total overflows int64", "99999999999999999999,0,"},
+      {"refused lists negative", "80,0,,!n=-1"},
+      {"refused lists not a number", "80,0,,!n=two"},
+      {"reason with a bad escape", "80,0,,!u=100%G1"},
+      {"reason with a cut escape", "80,0,,!u=100%4"},
+      {"unknown '!' part", "80,0,,!x=1"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -171,6 +186,24 @@ TEST(PackedGpuUsage, AMalformedPackedFieldIsSkippedAndCountedTheRestLoads) {
   ASSERT_EQ(node.gpus[1].pods.size(), 1u);
   ASSERT_EQ(node.entries.size(), 1u);
   EXPECT_EQ(node.entries[0].used, 0);
+  EXPECT_EQ(node.entries[0].used_ts_ms, 0) << "unknown, not reported as 0";
+}
+
+// Issue 31: on a GPU the agent has no per-process figures for, the pods'
+// usage is unknown, not 0 (idle eviction and the watchdog must not read 0).
+TEST(PackedGpuUsage, NoPerProcessFiguresLeaveThePodsUsageUnknown) {
+  Problems problems;
+  const ledger::Node node = Build({{"ts", "5000"},
+                                   {"v", "3"},
+                                   {"1", "40"},
+                                   {"g:1", "100,0,,!n=1,!u=list refused"}},
+                                  &problems);
+  EXPECT_EQ(problems.count, 0u);
+  ASSERT_EQ(node.gpus.size(), 2u);
+  EXPECT_EQ(node.gpus[1].processes_unavailable, "list refused");
+  EXPECT_EQ(node.gpus[1].invalid_process_lists, 1);
+  EXPECT_EQ(node.gpus[1].used, 40);
+  ASSERT_EQ(node.entries.size(), 1u);
   EXPECT_EQ(node.entries[0].used_ts_ms, 0) << "unknown, not reported as 0";
 }
 
