@@ -103,6 +103,13 @@ class AgentDrivesTheLedger(unittest.TestCase):
         assert status == 200, body
         return body
 
+    def filter40(self):
+        """Filter for a 40Gi pod on NODE: fits on A (24Gi) alone, not on U (72Gi)."""
+        status, body = self.v.json("POST", "/scheduler/filter", filter_body(
+            "c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,)))
+        self.assertEqual(status, 200)
+        return body
+
     @classmethod
     def gpu0(cls):
         return next(g for g in cls.node()["gpus"] if g["index"] == 0)
@@ -151,11 +158,7 @@ class AgentDrivesTheLedger(unittest.TestCase):
         # A = 24Gi, U = 72Gi, C = 96Gi: 40Gi fits on A (64Gi) but not on U (112Gi).
         # Filter's snapshot takes a usage-only report within a second
         # (docs/configuration.md, "Usage reports").
-        def filter40():
-            status, body = self.v.json("POST", "/scheduler/filter", filter_body(
-                "c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,)))
-            self.assertEqual(status, 200)
-            return body
+        filter40 = self.filter40
         wait_for(lambda: filter40()["NodeNames"] == [], 5, interval=0.1, message="filter refusing 40Gi on U")
         body = filter40()
         self.assertEqual(body["NodeNames"], [], body)
@@ -244,12 +247,7 @@ class AnInvalidProcessListIsShownNotAttributed(AgentDrivesTheLedger):
 
     def test_the_zombie_makes_filter_refuse_what_fits_on_allocation_alone(self):
         # U is still the GPU's measured 72Gi: 40Gi fits on A (24Gi) alone, not on U.
-        def filter40():
-            status, body = self.v.json("POST", "/scheduler/filter", filter_body(
-                "c0ffee00-0000-4000-8000-000000000040", "40Gi", nodes=(NODE,)))
-            self.assertEqual(status, 200)
-            return body
-        wait_for(lambda: filter40()["NodeNames"] == [], 5, interval=0.1, message="filter refusing 40Gi on U")
+        wait_for(lambda: self.filter40()["NodeNames"] == [], 5, interval=0.1, message="filter refusing 40Gi on U")
 
 
 assert {AgentDrivesTheLedger.DRIVER, AgentDrivesTheLedgerR535.DRIVER, AgentDrivesTheLedgerR470.DRIVER} == set(FAMILIES)
