@@ -66,7 +66,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool bad_request =
         !req.ok() || std::max(req->per_gpu, req->peak_per_gpu) > ledger::kMaxBytesPerGpu;
     const bool wants = !bad_request && req->wants_vram();
-    FUZZ_CHECK(plan.malformed.size() == (!terminal && (bad_request || (wants && !ann.ok())) ? 1u : 0u));
+    // Well-formed placement annotations that claim other bytes or another GPU
+    // count than the request are reported too (issue 30), and never accounted.
+    const bool foreign = ann.ok() && ann->has_value() &&
+                         ((*ann)->per_gpu != req->per_gpu || static_cast<int>((*ann)->gpus.size()) != req->gpu_count);
+    FUZZ_CHECK(plan.malformed.size() ==
+               (!terminal && (bad_request || (wants && (!ann.ok() || foreign))) ? 1u : 0u));
+    for (const reconcile::Action& a : plan.actions) FUZZ_CHECK(a.entry.per_gpu == req->per_gpu);
     for (const reconcile::MalformedPod& m : plan.malformed) FUZZ_CHECK(!m.reason.empty() && m.uid == bound.uid);
   } else {
     FUZZ_CHECK(!pod.status().message().empty());
