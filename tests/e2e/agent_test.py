@@ -59,6 +59,12 @@ class AgentDrivesScheduling(SharedTestbed):
             stdout=cls.agent_log, stderr=subprocess.STDOUT, env=clean_env({"FAKE_NVML_CONFIG": cls.nvml}))
         tb.wait_for(lambda: ledger_nodes(cls.vramd).get(NODE, {}).get("capacity_bytes") == 80 * GI, 30,
                     message="the agent's 80Gi GPU as the node's capacity in the ledger")
+        # The report that made the capacity came before the node was in the
+        # ledger (only its totals are kept then): the next one, a pass later,
+        # carries the usage. Wait for it, not for a guess of how long it takes.
+        tb.wait_for(lambda: (ledger_nodes(cls.vramd)[NODE]["gpus"][0].get("usage_fresh") is True
+                             and ledger_nodes(cls.vramd)[NODE]["gpus"][0].get("used_bytes") == 50 * GI), 30,
+                    message="the agent's usage report on the node in the ledger")
         tb.start_scheduler([cls.vramd.url + "/scheduler"])
 
     @classmethod
