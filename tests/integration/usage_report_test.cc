@@ -156,7 +156,8 @@ TEST_F(UsageReportStoreTest, ProcessesUnavailableTravelsWithTheReportAndClears) 
   }
   EXPECT_EQ(store_->MalformedFieldsSkipped(), 0u);
   ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
-  const ledger::Node* n = Fresh()->Find("n1");
+  const ledger::SnapshotPtr after = Fresh();  // held: the node points into it
+  const ledger::Node* n = after->Find("n1");
   ASSERT_NE(n, nullptr);
   EXPECT_TRUE(n->gpus[1].processes_unavailable.empty());
   EXPECT_EQ(n->gpus[1].invalid_process_lists, 0);
