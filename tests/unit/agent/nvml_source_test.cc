@@ -110,18 +110,6 @@ TEST_F(NvmlSourceTest, AnOldLibraryWithTheUnversionedEntryPointsOnly) {
   EXPECT_EQ(calls.find("_v"), std::string::npos) << calls;
 }
 
-TEST_F(NvmlSourceTest, AProcessListLargerThanTheBufferIsReadWhole) {
-  json procs = json::array();
-  for (int i = 0; i < 300; ++i) procs.push_back({{"pid", 1000 + i}, {"used", MiB * (i + 1)}});
-  Config({{"gpus", {H100("GPU-aaaa", procs)}}});
-  std::unique_ptr<GpuSource> s = Open();
-  ASSERT_TRUE(s);
-  std::vector<GpuReading> got = Read(s.get());
-  ASSERT_EQ(got.size(), 1u);
-  ASSERT_EQ(got[0].processes.size(), 300u);
-  EXPECT_EQ(got[0].processes[299], (ProcessUsage{1299, 300 * MiB}));
-}
-
 TEST_F(NvmlSourceTest, AListThatKeepsGrowingIsRetriedThenLeftEmpty) {
   json gpu = H100("GPU-aaaa", {{{"pid", 5}, {"used", GiB}}});
   gpu["insufficient_rounds"] = 2;  // grew twice between calls: the third read succeeds
