@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool wants = !bad_request && req->wants_vram();
     // Well-formed placement annotations that claim other bytes or another GPU
     // count than the request are reported too (issue 30), and never accounted.
-    const bool foreign = ann.ok() && ann->has_value() &&
+    const bool foreign = wants && ann.ok() && ann->has_value() &&
                          ((*ann)->per_gpu != req->per_gpu || static_cast<int>((*ann)->gpus.size()) != req->gpu_count);
     FUZZ_CHECK(plan.malformed.size() ==
                (!terminal && (bad_request || (wants && (!ann.ok() || foreign))) ? 1u : 0u));
