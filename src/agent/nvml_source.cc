@@ -135,6 +135,10 @@ class ProcessLists {
         continue;
       }
       if (out.r == kNotSupported) continue;
+      if (out.r == kSuccess && !announced_[level]) {
+        announced_[level] = true;
+        spdlog::info("NVML: process lists read through {}", LevelName(static_cast<Level>(level)));
+      }
       return out;
     }
     return out;
@@ -152,14 +156,17 @@ class ProcessLists {
     }
   }
 
+  static const char* LevelName(Level level) {
+    return level == kDetailList ? "nvmlDeviceGetRunningProcessDetailList"
+           : level == kV2       ? "nvmlDevice{Compute,Graphics}RunningProcesses_v2"
+                                : "nvmlDevice{Compute,Graphics}RunningProcesses";
+  }
+
   void GiveUp(Level level, nvmlReturn_t r) {
     if (level < first_) return;
     first_ = level + 1;
-    const char* name = level == kDetailList ? "nvmlDeviceGetRunningProcessDetailList"
-                       : level == kV2       ? "nvmlDevice{Compute,Graphics}RunningProcesses_v2"
-                                            : "nvmlDevice{Compute,Graphics}RunningProcesses";
     spdlog::info("NVML: this driver does not implement {} ({}): reading process lists through the next entry point",
-                 name, error ? error(r) : std::to_string(r));
+                 LevelName(level), error ? error(r) : std::to_string(r));
   }
 
   ListRead ReadWith(Level level, nvmlDevice_t d, Kind kind) {
@@ -215,6 +222,7 @@ class ProcessLists {
   }
 
   int first_ = kDetailList;  // entry points before it were given up
+  bool announced_[kLevels] = {};  // "read through" logged once per entry point
   std::vector<nvmlProcessDetail_v1> detail_buf_;
   std::vector<nvmlProcessInfo_v2> v2_buf_;
   std::vector<nvmlProcessInfo_v1> plain_buf_;

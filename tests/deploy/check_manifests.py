@@ -77,6 +77,9 @@ PROFILES = {
                     ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
                     kube="1.20.2", scheduler_tag="v1.20.2"),
 }
+# The AMD preset of the agent (agent.preset=amd) over the defaults.
+PROFILES["amd"] = dict(PROFILES["default"], services="default", agent="amd")
+PROFILES["all-on"]["agent"] = "nvidia"
 # The defaults per Kubernetes version: the config API each version's kube-scheduler
 # reads best, the scheduler image at the cluster's version, DefaultPreemption off on
 # 1.20-1.21 (kubernetes#101548). Services as in the default profile.
@@ -584,31 +587,50 @@ def check_agent(profile, docs, exp):
     non-root, read-only mounts, hostPID, GPU nodes and their taints, the node
     name from the downward API, the token as a mounted file."""
     agents = find(docs, "DaemonSet")
-    if profile != "all-on":
+    preset = exp.get("agent")
+    if preset is None:
         C.check(not agents, f"[{profile}] the agent DaemonSet is off by default")
         return
     C.check(len(agents) == 1, f"[{profile}] expected the agent DaemonSet")
     for ds in agents:
-        check_security(profile, ds)
         spec = pod_spec(ds)
         name = f'DaemonSet {ds["metadata"]["name"]}'
+        c = spec["containers"][0]
+        args = c.get("args", [])
+        env = {e["name"]: e for e in c.get("env", [])}
+        if preset == "amd":
+            # The DRM source reads other processes' fdinfo: uid 0 with
+            # CAP_SYS_PTRACE and nothing else, still read-only and unescalated.
+            psc, sc = spec.get("securityContext", {}), c.get("securityContext", {})
+            C.check(psc.get("runAsUser") == 0 and psc.get("runAsNonRoot") is False,
+                    f"[{profile}] {name}: the amd preset runs as uid 0: {psc}")
+            C.check(sc.get("capabilities") == {"drop": ["ALL"], "add": ["SYS_PTRACE"]},
+                    f"[{profile}] {name}: the amd preset adds CAP_SYS_PTRACE only: {sc.get('capabilities')}")
+            C.check(sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False
+                    and not sc.get("privileged", False), f"[{profile}] {name}: still read-only and unprivileged")
+            C.check(args[args.index("--source") + 1] == "drm" if "--source" in args else False,
+                    f"[{profile}] {name}: the amd preset uses --source drm: {args}")
+            C.check(not any(k.startswith("NVIDIA_") for k in env), f"[{profile}] {name}: no NVIDIA runtime env")
+            C.check(spec.get("nodeSelector") == {"feature.node.kubernetes.io/amd-gpu": "true"},
+                    f"[{profile}] {name}: the amd preset selects AMD GPU nodes: {spec.get('nodeSelector')}")
+            C.check(any(t.get("key") == "amd.com/gpu" for t in spec.get("tolerations", [])),
+                    f"[{profile}] {name}: must tolerate amd.com/gpu taints")
+        else:
+            check_security(profile, ds)
+            C.check(spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true",
+                    f"[{profile}] {name}: nodeSelector nvidia.com/gpu.present=true by default")
+            C.check(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])),
+                    f"[{profile}] {name}: must tolerate nvidia.com/gpu taints")
         C.check(spec.get("hostPID") is True, f"[{profile}] {name}: hostPID must be true (attribution)")
         C.check(spec.get("automountServiceAccountToken") is False, f"[{profile}] {name}: needs no API token")
-        C.check(spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true",
-                f"[{profile}] {name}: nodeSelector nvidia.com/gpu.present=true by default")
-        C.check(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])),
-                f"[{profile}] {name}: must tolerate nvidia.com/gpu taints")
         vols = volume_sources(spec)
         for v in vols.values():
             if "hostPath" in v:
                 C.check(v["hostPath"]["path"] == "/sys", f"[{profile}] {name}: only /sys from the host, not {v['hostPath']['path']}")
-        c = spec["containers"][0]
         C.check(all(m.get("readOnly") is True for m in c.get("volumeMounts", [])), f"[{profile}] {name}: every mount read-only")
         C.check("nvidia.com/gpu" not in json.dumps(c.get("resources", {})), f"[{profile}] {name}: must take no GPU")
-        env = {e["name"]: e for e in c.get("env", [])}
         C.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
                 f"[{profile}] {name}: NODE_NAME from the downward API")
-        args = c.get("args", [])
         C.check(c.get("command") == ["/usr/bin/vramd-agent"], f"[{profile}] {name}: runs /usr/bin/vramd-agent")
         server = args[args.index("--server") + 1] if "--server" in args else ""
         C.check(server.startswith("https://" if exp["tls"] else "http://"), f"[{profile}] {name}: --server {server!r}")

@@ -11,6 +11,8 @@
 #       external  tests/deploy/values-external.yaml (external Valkey, TLS Secret, v1beta1; 1.21.14)
 #       testbed   plain HTTP, v1beta1 without leader election or DefaultPreemption (the e2e
 #                 testbed's 1.20.2)
+#       amd       the defaults with the agent on and agent.preset=amd (DRM source, uid 0
+#                 with CAP_SYS_PTRACE only, AMD GPU nodes), 1.31.0
 #     and the defaults at every supported version (profiles k8s-1.20.2, k8s-1.22.0,
 #     k8s-1.23.5, k8s-1.24.0, k8s-1.25.0, k8s-1.31.0): each picks its config API
 #     (v1beta1, v1beta2, v1beta3, v1) and scheduler image tag; that invalid values
@@ -129,10 +131,11 @@ declare -A profile_args=(
   [default]=""
   [all-on]="-f $root/tests/deploy/values-all-on.yaml"
   [external]="-f $root/tests/deploy/values-external.yaml"
+  [amd]="--set agent.enabled=true --set agent.preset=amd"
   [testbed]="--set tls.enabled=false --set scheduler.image.tag=v1.20.2 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
 )
-declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2)
-linted=(default all-on external testbed)
+declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2 [amd]=1.31.0)
+linted=(default all-on external testbed amd)
 kube_versions=(1.20.2 1.22.0 1.23.5 1.24.0 1.25.0 1.31.0)
 profiles=("${linted[@]}")
 for v in "${kube_versions[@]}"; do
@@ -195,6 +198,7 @@ refuse "scheduler.image: Additional property tags is not allowed" --set schedule
 refuse "networkPolicy: Additional property enable is not allowed" --set networkPolicy.enable=false
 refuse "agent: Additional property nodeSelecter is not allowed" --set agent.nodeSelecter.x=y
 refuse "agent.source: agent.source must be one of the following" --set agent.source=cuda
+refuse "agent.preset: agent.preset must be one of the following" --set agent.preset=intel
 refuse "tls.enabled: Invalid type. Expected: boolean" --set-string tls.enabled=yes
 refuse "service.apiPort: Invalid type. Expected: integer" --set-string service.apiPort=api
 refuse "config.policy must be one of the following" --set config.policy=fastest

@@ -13,6 +13,14 @@ One test, in stages that build on each other, each timed:
                scheduled by the chart's scheduler and bound by vramd through
                the chart's extender wiring; its container prints the
                downward-API variables of docs/install.md, read from its log
+  agent        the chart's agent DaemonSet loads a fake NVML (mounted from
+               the host; its own struct layouts, R550+ family) whose GPU
+               serves the real PIDs of two real pods' containers and of a
+               process outside any pod; the agent attributes them through the
+               real containerd cgroups and pushes over the chart's TLS + token
+               to the chart's vramd: `vramctl pods` shows each pod's bytes,
+               `vramctl nodes` the outside-pods bytes, and the pod over its
+               request gets the watchdog's dry-run VramdWouldEvict (no other)
   upgrade      `helm upgrade` with a config change rolls vramd's pods; Ready again
   uninstall    `helm uninstall`: the release's pods and objects gone
   reinstall    `helm install` again: Ready again, and a GPU pod binds again
@@ -24,7 +32,10 @@ FAIL (never skip). Runs under CTest as realnode.chart_install_test.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +62,17 @@ GPU_NS = "gpu-workloads"
 GPU_CAPACITY = "16Gi"
 READY_TIMEOUT = 240.0
 BIND_TIMEOUT = 90.0
+GI = 1 << 30
+BIN_DIR = os.environ.get("VRAMD_BIN_DIR") or os.path.join(ROOT, "build", "bin")
+# The fake NVML (tests/fakes/fake_nvml) the agent's DaemonSet loads instead of
+# the driver's: copied with its config into a host directory the chart mounts
+# (agent.extraVolumes), re-read by the library whenever the config changes.
+FAKE_NVML = os.environ.get("VRAMD_FAKE_NVML") or os.path.join(
+    ROOT, "build", "lib", "fake-nvml", "libnvidia-ml.so.1")
+FAKE_NVML_HOST_DIR = os.path.join(node_mod.NODE_DIR, "fake-nvml")
+FAKE_NVML_MOUNT = "/opt/vramd-fake-nvml"
+FAKE_GPU_UUID = "GPU-5e1f0c2a-9d4b-4e61-8a3c-0000000a1000"
+AGENT_INTERVAL_S = 5  # the chart's default agent.interval
 
 
 def ensure_helm() -> str:
@@ -104,9 +126,52 @@ class ChartOnRealNode(unittest.TestCase):
 
     def install_args(self) -> list[str]:
         refs = self.node.image_refs
-        return [RELEASE, CHART, "--namespace", NS, "-f", VALUES,
+        return [RELEASE, CHART, "--namespace", NS, "-f", VALUES, "-f", self.fake_nvml_values(),
                 "--set", f"image.tag={refs['vramd'].rsplit(':', 1)[1]}",
                 "--set", f"valkey.image.tag={refs['valkey'].rsplit(':', 1)[1]}"]
+
+    # -- the agent's GPU: a fake NVML on the host, mounted into the DaemonSet --
+
+    def fake_nvml_values(self) -> str:
+        """Values that point the agent at the fake NVML (written per run: the
+        host directory depends on VRAMD_REALNODE_DIR). Everything else of the
+        agent's path is the chart's: the Service URL, TLS with the release's
+        CA, the API token Secret, hostPID, uid 65532 without capabilities."""
+        path = os.path.join(self.helm_home, "values-fake-nvml.yaml")
+        with open(path, "w") as f:
+            json.dump({"agent": {
+                "source": "nvml",
+                "nvmlLibrary": f"{FAKE_NVML_MOUNT}/libnvidia-ml.so.1",
+                "nvidiaRuntimeEnv": False,
+                "extraEnv": [{"name": "FAKE_NVML_CONFIG", "value": f"{FAKE_NVML_MOUNT}/config.json"}],
+                "extraVolumes": [{"name": "fake-nvml", "hostPath": {
+                    "path": FAKE_NVML_HOST_DIR, "type": "Directory"}}],
+                "extraVolumeMounts": [{"name": "fake-nvml", "mountPath": FAKE_NVML_MOUNT,
+                                       "readOnly": True}]}}, f)
+        return path
+
+    def write_fake_gpu(self, processes: list[tuple[int, int]]) -> None:
+        """The fake GPU's state: one 16Gi GPU (the node's vramd.io/capacity),
+        these (pid, bytes) as compute processes, used = their sum. Written
+        whole and renamed into place (the library re-reads a changed file)."""
+        if not os.path.exists(FAKE_NVML):
+            self.fail(f"the fake NVML is missing: {FAKE_NVML} (build the fake_nvml target, "
+                      "or set VRAMD_FAKE_NVML)")
+        os.makedirs(FAKE_NVML_HOST_DIR, mode=0o755, exist_ok=True)
+        os.chmod(FAKE_NVML_HOST_DIR, 0o755)
+        lib = os.path.join(FAKE_NVML_HOST_DIR, "libnvidia-ml.so.1")
+        if not os.path.exists(lib):
+            shutil.copyfile(FAKE_NVML, lib)
+            os.chmod(lib, 0o644)
+        config = {"driver": "r550", "gpus": [{
+            "uuid": FAKE_GPU_UUID, "name": "NVIDIA H100 80GB HBM3 (fake NVML)",
+            "total": 16 * GI, "used": sum(b for _, b in processes),
+            "compute": [{"pid": pid, "used": b} for pid, b in processes]}]}
+        tmp = os.path.join(FAKE_NVML_HOST_DIR, ".config.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(config, f)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, os.path.join(FAKE_NVML_HOST_DIR, "config.json"))
 
     def wait(self, what: str, pred: Callable[[], Any], timeout: float,
              ns: str = NS) -> Any:
@@ -215,7 +280,7 @@ class ChartOnRealNode(unittest.TestCase):
             self.assertIs(p["spec"].get("enableServiceLinks"), False,
                           f"pod {p['metadata']['name']} runs with service links on")
 
-    def gpu_pod(self, name: str) -> dict:
+    def gpu_pod(self, name: str, vram: str = "4Gi") -> dict:
         """A pod as docs/install.md shows it: vramd-scheduler, a VRAM request,
         the vramd.io annotations handed to the container by the downward API."""
         def field(path: str) -> dict:
@@ -240,14 +305,14 @@ class ChartOnRealNode(unittest.TestCase):
                          **field("metadata.annotations['vramd.io/gpu-uuids']")},
                         {"name": "POD_UID", **field("metadata.uid")},
                     ],
-                    "resources": {"requests": {"vramd.io/vram": "4Gi"},
-                                  "limits": {"vramd.io/vram": "4Gi"}},
+                    "resources": {"requests": {"vramd.io/vram": vram},
+                                  "limits": {"vramd.io/vram": vram}},
                 }],
             }}
 
-    def run_gpu_pod(self, name: str) -> None:
+    def run_gpu_pod(self, name: str, vram: str = "4Gi") -> dict:
         path = f"/api/v1/namespaces/{GPU_NS}/pods"
-        created = self.api.post(path, self.gpu_pod(name))
+        created = self.api.post(path, self.gpu_pod(name, vram))
         uid = created["metadata"]["uid"]
 
         def running() -> dict | None:
@@ -275,15 +340,17 @@ class ChartOnRealNode(unittest.TestCase):
         self.assertEqual(lines.get("GPU_INDICES"), "0", text)
         self.assertEqual(lines.get("POD_UID"), uid, text)
         self.assertEqual(lines.get("GPU_UUIDS"), ann.get("vramd.io/gpu-uuids", ""), text)
+        return pod
 
-    def delete_gpu_pod(self, name: str) -> None:
-        path = f"/api/v1/namespaces/{GPU_NS}/pods/{name}"
-        self.api.delete(path)
+    def delete_gpu_pods(self, *names: str) -> None:
+        paths = [f"/api/v1/namespaces/{GPU_NS}/pods/{n}" for n in names]
+        for path in paths:
+            self.api.delete(path)
         # The 1.20 kubelet removes a stopped pod's object on its own sync, seen
         # here after 10-70 s (longer under the test command's load): a bound on
         # the wait, not a timing claim; the same as the uninstall's.
-        self.wait(f"GPU pod {name} gone", lambda: self.api.get_or_none(path) is None, 120,
-                  ns=GPU_NS)
+        self.wait(f"GPU pods {names} gone",
+                  lambda: all(self.api.get_or_none(p) is None for p in paths), 120, ns=GPU_NS)
 
     def release_leftovers(self) -> list[str]:
         """Objects labelled as the release's (app.kubernetes.io/instance=vramd) or
@@ -332,6 +399,8 @@ class ChartOnRealNode(unittest.TestCase):
                     self.api.get_or_none(f"/api/v1/namespaces/{GPU_NS}/serviceaccounts/default")
                     or {}).get("secrets"), 60, ns=GPU_NS),
                 self.run_gpu_pod("gpu-job-1")))
+            self.stage("agent: real pods' PIDs attributed, pushed over TLS + token",
+                       self._agent)
             self.stage("a pod in another namespace cannot bind a pod", self._intruder)
             self.stage("helm upgrade + rollout Ready", self._upgrade)
             self.stage("helm uninstall + gone", self._uninstall)
@@ -352,6 +421,92 @@ class ChartOnRealNode(unittest.TestCase):
                 print(f"{n:<48} {t:6.1f} s", flush=True)
         self.assertEqual(errors, [], "teardown failed")
         self.assertEqual(diffs, [], "the machine differs from before the test")
+
+    def container_pid(self, pod: dict) -> int:
+        """The host PID of the pod's (only) container, from containerd's task
+        list, checked against the kubelet's pod cgroup in /proc/PID/cgroup."""
+        cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        tasks = {l.split()[0]: l.split() for l in self.node.ctr("tasks", "ls").splitlines()[1:]}
+        self.assertIn(cid, tasks, f"no containerd task for {pod['metadata']['name']}'s container")
+        pid = int(tasks[cid][1])
+        with open(f"/proc/{pid}/cgroup") as f:
+            cgroup = f.read()
+        uid = pod["metadata"]["uid"]
+        self.assertTrue(f"pod{uid}" in cgroup or f"pod{uid.replace('-', '_')}" in cgroup,
+                        f"PID {pid} is not in pod {uid}'s cgroup: {cgroup}")
+        return pid
+
+    def vramctl(self, *args: str) -> str:
+        """vramctl as an operator on this host runs it against the chart's vramd:
+        https to a vramd pod on the API port, the release's CA, the name the
+        chart's certificate holds (--tls-server-name, as for a port-forward)."""
+        if not hasattr(self, "_vramctl_flags"):
+            secret = self.api.get(f"/api/v1/namespaces/{NS}/secrets/{RELEASE}-tls")
+            ca = os.path.join(self.helm_home, "ca.crt")
+            with open(ca, "wb") as f:
+                f.write(base64.b64decode(secret["data"]["ca.crt"]))
+            self._vramctl_flags = ["--cacert", ca, "--tls-server-name", f"{RELEASE}.{NS}.svc"]
+        pods = [p for p in self.api.get(f"/api/v1/namespaces/{NS}/pods",
+                                        labelSelector="app.kubernetes.io/component=server")["items"]
+                if p["status"].get("podIP") and p["status"].get("phase") == "Running"]
+        self.assertTrue(pods, "no running vramd pod")
+        res = subprocess.run([os.path.join(BIN_DIR, "vramctl"), "--server",
+                              f"https://{pods[0]['status']['podIP']}:8081", *self._vramctl_flags,
+                              *args], capture_output=True, text=True, timeout=30)
+        self.assertEqual(res.returncode, 0, f"vramctl {' '.join(args)}: {res.stderr}")
+        return res.stdout
+
+    def would_evict(self, name: str) -> list[str]:
+        return [e.get("message", "") for e in self.api.get(
+            f"/api/v1/namespaces/{GPU_NS}/events",
+            fieldSelector=f"involvedObject.name={name}")["items"]
+            if e.get("reason") == "VramdWouldEvict"]
+
+    def _agent(self) -> None:
+        """Issue 31, item 3: the chart's agent path, end to end, with real PIDs.
+        gpu-job-1 (4Gi requested) holds 3Gi; runaway (2Gi requested) holds
+        11Gi; this test's own process (outside any pod) 1Gi: 15Gi used of 16Gi,
+        1Gi free, below the watchdog's floor (1.5Gi), so the GPU is under
+        pressure and the pod most over its request is the dry-run victim."""
+        job = self.api.get(f"/api/v1/namespaces/{GPU_NS}/pods/gpu-job-1")
+        runaway = self.run_gpu_pod("runaway", vram="2Gi")
+        job_pid, runaway_pid = self.container_pid(job), self.container_pid(runaway)
+        outside_pid = os.getpid()
+        log(f"PIDs: gpu-job-1 {job_pid}, runaway {runaway_pid}, outside pods {outside_pid}")
+        self.write_fake_gpu([(outside_pid, 1 * GI), (job_pid, 3 * GI), (runaway_pid, 11 * GI)])
+        t0 = time.monotonic()
+
+        def used() -> dict[str, str] | None:
+            rows = [l.split() for l in self.vramctl("pods", NODE_NAME).splitlines()]
+            if not rows:
+                return None
+            col = rows[0].index("USED")
+            want = {f"{GPU_NS}/gpu-job-1": "3Gi", f"{GPU_NS}/runaway": "11Gi"}
+            seen = {k: r[col] for r in rows[1:] for k in want if k in r and len(r) > col}
+            return seen if all(seen.get(k) == v for k, v in want.items()) else None
+        # One agent interval, plus room for a loaded machine (the bound of the
+        # wait; the time it took is printed).
+        seen = self.wait("both pods' used bytes in `vramctl pods`", used,
+                         AGENT_INTERVAL_S + 15, ns=GPU_NS)
+        log(f"vramctl pods shows the agent's figures after {time.monotonic() - t0:.1f} s: {seen}")
+        nodes = json.loads(self.vramctl("-o", "json", "nodes", NODE_NAME))
+        gpu = nodes[0]["gpus"][0] if isinstance(nodes, list) else nodes["gpus"][0]
+        self.assertEqual(gpu.get("uuid"), FAKE_GPU_UUID, gpu)
+        self.assertEqual(gpu.get("used_bytes"), 15 * GI, gpu)
+        self.assertEqual(gpu.get("outside_pods_bytes"), 1 * GI,
+                         f"this test's own process is outside every pod: {gpu}")
+        self.assertFalse(gpu.get("processes_unavailable"), gpu)
+        # The watchdog (chart default: dry-run, floor 1.5Gi) on the leader.
+        msgs = self.wait("the watchdog's VramdWouldEvict on runaway",
+                         lambda: self.would_evict("runaway"), 60, ns=GPU_NS)
+        log(f"VramdWouldEvict on runaway: {msgs}")
+        self.assertIn("declared 2Gi", msgs[0])
+        self.assertEqual(self.would_evict("gpu-job-1"), [],
+                         "only the pod over its request is the watchdog's victim")
+        self.assertEqual(self.api.get(f"/api/v1/namespaces/{GPU_NS}/pods/runaway")["status"]
+                         .get("phase"), "Running", "dry-run evicts nothing")
+        # Back to an idle GPU for the rest of the test.
+        self.write_fake_gpu([])
 
     def _intruder(self) -> None:
         """Secure by default, shown from a pod: a pod of another namespace
@@ -408,6 +563,8 @@ class ChartOnRealNode(unittest.TestCase):
         self.api.delete(f"/api/v1/namespaces/{GPU_NS}/pods/bind-target")
 
     def _install(self) -> None:
+        # The agent's GPU: idle (no processes) until the agent stage.
+        self.write_fake_gpu([])
         # The label GPU Feature Discovery puts on GPU nodes (the agent's nodeSelector).
         self.api.patch(f"/api/v1/nodes/{NODE_NAME}", {"metadata": {"labels": {
             "nvidia.com/gpu.present": "true"}}})
@@ -430,7 +587,7 @@ class ChartOnRealNode(unittest.TestCase):
 
     def _uninstall(self) -> None:
         t0 = time.monotonic()
-        self.delete_gpu_pod("gpu-job-1")
+        self.delete_gpu_pods("gpu-job-1", "runaway")
         log(f"GPU pod deleted in {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
         self.helm("uninstall", RELEASE, "--namespace", NS)
