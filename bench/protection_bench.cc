@@ -73,6 +73,8 @@ ledger::Snapshot MakeProtectionSnapshot() {
       e.used = e.per_gpu - kGi;
       e.used_ts_ms = kNowMs - 5'000;
       if (HasTtl(k)) e.idle_ttl_ms = 10 * kMinMs;
+      e.owner_kind = "ReplicaSet";  // recreated by a controller: idle eviction may take it
+      e.owner_uid = "rs-" + e.pod_uid;
       if (i % 10 == 0 && k == 9) {  // a designated victim on GPU 1
         e.victim = true;
         e.priority_class = "vramd-disposable";
@@ -117,7 +119,7 @@ std::vector<ledger::PendingPod> MakePending() {
 struct Fixture {
   ledger::Snapshot snap = MakeProtectionSnapshot();
   std::vector<ledger::PendingPod> pending = MakePending();
-  ledger::IdleTracker tracker{64 * kMi};
+  ledger::IdleTracker tracker{64 * kMi, 60'000};
   std::unordered_map<std::string, int64_t> locks;  // pod uid -> last GPU-lock activity
   ledger::WatchdogPolicy watchdog;
   ledger::Policy policy;

@@ -80,6 +80,8 @@ ledger::Snapshot MakeSnapshot(bool adverse) {
       e.state = ledger::EntryState::kBound;
       e.created_ms = kNowMs - (static_cast<int64_t>(i) * kEntriesPerNode + k) * 1'000;
       e.priority = k % 2 == 0 ? 10 + i % 50 : 1000;
+      e.owner_kind = "Job";  // recreated by a controller: reclaim may take it
+      e.owner_uid = "job-" + e.pod_uid;
       e.used = e.per_gpu - kGi;
       e.used_ts_ms = kNowMs - 5'000;
       ledger::Gpu& gpu = node.gpus[static_cast<size_t>(g)];

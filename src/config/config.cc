@@ -421,6 +421,11 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("queues.min_runtime_ms", "--queues-min-runtime-ms", "VRAMD_QUEUES_MIN_RUNTIME_MS",
                      "guaranteed minimum runtime: a preemptible pod bound less than this ago is never reclaimed",
                      &Config::queues_min_runtime_ms, 0, 604'800'000));
+  k.push_back(BoolKey("queues.reclaim_unqueued", "--queues-reclaim-unqueued", "VRAMD_QUEUES_RECLAIM_UNQUEUED",
+                      "pods of namespaces no VramQueue names (the default queue without an object) may be victims "
+                      "of reclaim and priority preemption; off: creating one queue never makes the rest of the "
+                      "cluster evictable",
+                      &Config::queues_reclaim_unqueued));
   k.push_back(StringKey("queues.reclaim_mode", "--queues-reclaim-mode", "VRAMD_QUEUES_RECLAIM_MODE",
                         "reclaim and priority preemption (leader): off, dry-run (an Event and a count) or enforce "
                         "(the Eviction API)",

@@ -2,10 +2,13 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 namespace vramd::extender {
@@ -120,9 +123,43 @@ Status ReadContainers(od::value v, const std::string& resource, const char* wher
   return Status::Ok();
 }
 
+// The controller among metadata.ownerReferences, as kube/decode.cc reads it:
+// the first entry with controller true, its kind and uid strings (1 to
+// kMaxOwnerField bytes); anything else leaves the pod bare (the API server
+// validates owner references: this is not a user's mistake to report).
+void ReadController(od::value v, ledger::PodSpecView* pod) {
+  od::array refs;
+  if (v.get_array().get(refs) != simdjson::SUCCESS) return;
+  for (auto maybe_ref : refs) {
+    od::object ref;
+    if (maybe_ref.get_object().get(ref) != simdjson::SUCCESS) continue;
+    bool controller = false;
+    std::string_view kind, uid;
+    for (auto f : ref) {
+      std::string_view key;
+      if (f.unescaped_key().get(key) != simdjson::SUCCESS) return;
+      if (key == "controller") {
+        if (f.value().get_bool().get(controller) != simdjson::SUCCESS) controller = false;
+      } else if (key == "kind") {
+        if (f.value().get_string().get(kind) != simdjson::SUCCESS) kind = {};
+      } else if (key == "uid") {
+        if (f.value().get_string().get(uid) != simdjson::SUCCESS) uid = {};
+      }
+    }
+    if (!controller) continue;
+    if (!kind.empty() && !uid.empty() && kind.size() <= ledger::kMaxOwnerField && uid.size() <= ledger::kMaxOwnerField) {
+      pod->owner_kind = std::string(kind);
+      pod->owner_uid = std::string(uid);
+    }
+    return;
+  }
+}
+
 Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
   od::object md;
   if (v.get_object().get(md) != simdjson::SUCCESS) return BadType("Pod.metadata", "an object");
+  // GangKey's labels and annotation, read as they come (any order).
+  std::map<std::string, std::string> gang_labels, gang_annotations;
   for (auto field : md) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return Bad("Pod.metadata", e);
@@ -142,8 +179,14 @@ Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
       for (auto a : ann) {
         std::string_view akey;
         if (auto e = a.unescaped_key().get(akey)) return Bad("Pod.metadata.annotations", e);
+        if (akey == ledger::kGangAnnotation) {
+          std::string_view val;
+          if (a.value().get_string().get(val) == simdjson::SUCCESS) gang_annotations[std::string(akey)] = val;
+          continue;
+        }
         if (akey != "vramd.io/gpu-count" && akey != "vramd.io/vram-peak" && akey != "vramd.io/model" &&
-            akey != ledger::kDisposableAnnotation && akey != ledger::kIdleTtlAnnotation) {
+            akey != ledger::kDisposableAnnotation && akey != ledger::kIdleTtlAnnotation &&
+            akey != ledger::kEvictableAnnotation) {
           continue;
         }
         std::string_view val;
@@ -154,10 +197,26 @@ Status ReadMetadata(od::value v, ledger::PodSpecView* pod) {
         else if (akey == "vramd.io/vram-peak") pod->vram_peak = std::string(val);
         else if (akey == "vramd.io/model") pod->model = std::string(val);
         else if (akey == ledger::kIdleTtlAnnotation) pod->idle_ttl = std::string(val);
+        else if (akey == ledger::kEvictableAnnotation) pod->evictable = std::string(val);
         else pod->disposable = std::string(val);
       }
+    } else if (key == "labels") {
+      od::object labels;
+      if (field.value().get_object().get(labels) != simdjson::SUCCESS) continue;  // null or odd: no gang
+      for (auto l : labels) {
+        std::string_view lkey, val;
+        if (l.unescaped_key().get(lkey) != simdjson::SUCCESS) break;
+        if (std::find(std::begin(ledger::kGangLabels), std::end(ledger::kGangLabels), lkey) ==
+            std::end(ledger::kGangLabels)) {
+          continue;
+        }
+        if (l.value().get_string().get(val) == simdjson::SUCCESS) gang_labels[std::string(lkey)] = val;
+      }
+    } else if (key == "ownerReferences") {
+      ReadController(field.value(), pod);
     }
   }
+  if (!gang_labels.empty() || !gang_annotations.empty()) pod->gang = ledger::GangKey(gang_labels, gang_annotations);
   return Status::Ok();
 }
 

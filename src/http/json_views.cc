@@ -87,7 +87,11 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                         {"used_per_gpu_bytes", e.used},
                         {"usage_reported_ms", e.used_ts_ms},
                         {"last_active_ms", e.last_active_ms},
-                        {"idle_ttl_ms", e.idle_ttl_ms}});
+                        {"idle_ttl_ms", e.idle_ttl_ms},
+                        {"owner_kind", e.owner_kind},
+                        {"owner_uid", e.owner_uid},
+                        {"evictable", e.evictable},
+                        {"gang", e.gang}});
   }
   json out = VectorsJson(ledger::SumVectors(vec));
   out["name"] = node.name;

@@ -168,6 +168,30 @@ Status DecodeMetadata(const json& obj, std::string& name, std::string& uid, std:
   return StringMapMember(*metadata, "annotations", "metadata.annotations", annotations);
 }
 
+// The controller among metadata.ownerReferences (the one with controller:
+// true, with a string kind and uid of at most kMaxOwnerField bytes). Anything
+// else leaves both empty: the pod then counts as bare, which only keeps it
+// from vramd's own evictions (the API server validates owner references, so
+// this is hostile or corrupt input, not a user's mistake).
+void ControllerOf(const json& metadata, std::string& kind, std::string& uid) {
+  const json* refs = Member(metadata, "ownerReferences");
+  if (refs == nullptr || !refs->is_array()) return;
+  for (const json& r : *refs) {
+    if (!r.is_object()) continue;
+    const json* controller = Member(r, "controller");
+    if (controller == nullptr || !controller->is_boolean() || !controller->get<bool>()) continue;
+    const json* k = Member(r, "kind");
+    const json* u = Member(r, "uid");
+    if (k == nullptr || u == nullptr || !k->is_string() || !u->is_string()) return;
+    const std::string& ks = k->get_ref<const std::string&>();
+    const std::string& us = u->get_ref<const std::string&>();
+    if (ks.empty() || us.empty() || ks.size() > ledger::kMaxOwnerField || us.size() > ledger::kMaxOwnerField) return;
+    kind = ks;
+    uid = us;
+    return;
+  }
+}
+
 std::optional<std::string> Annotation(const std::map<std::string, std::string>& a, const char* key) {
   auto it = a.find(key);
   if (it == a.end()) return std::nullopt;
@@ -182,6 +206,10 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
   }
   if (Status s = StringMember(*md, "namespace", "metadata.namespace", pod.ns); !s.ok()) return s;
   pod.deleting = Member(*md, "deletionTimestamp") != nullptr;
+  std::map<std::string, std::string> labels;
+  if (Status s = StringMapMember(*md, "labels", "metadata.labels", labels); !s.ok()) return s;
+  pod.spec.gang = ledger::GangKey(labels, pod.annotations);
+  ControllerOf(*md, pod.spec.owner_kind, pod.spec.owner_uid);
 
   Result<const json*> spec = ObjectMember(obj, "spec", "spec");
   if (!spec.ok()) return spec.status();
@@ -220,6 +248,7 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
   pod.spec.model = Annotation(pod.annotations, kModelAnnotation).value_or("");
   pod.spec.disposable = Annotation(pod.annotations, ledger::kDisposableAnnotation);
   pod.spec.idle_ttl = Annotation(pod.annotations, ledger::kIdleTtlAnnotation);
+  pod.spec.evictable = Annotation(pod.annotations, ledger::kEvictableAnnotation);
   return pod;
 }
 

@@ -42,6 +42,13 @@ int64_t UnitMs(std::string_view unit) {
   return 0;
 }
 
+// "true" in any ASCII case (vramd.io/disposable, vramd.io/evictable).
+bool IsTrue(std::string_view v) {
+  constexpr std::string_view kTrue = "true";
+  return std::equal(v.begin(), v.end(), kTrue.begin(), kTrue.end(),
+                    [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b; });
+}
+
 }  // namespace
 
 Result<int64_t> ParseIdleTtl(std::string_view text) {
@@ -132,6 +139,10 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   req.priority = pod.priority;
   req.priority_class = pod.priority_class;
   req.victim = IsDesignatedVictim(pod);
+  req.owner_kind = pod.owner_kind;
+  req.owner_uid = pod.owner_uid;
+  req.evictable = pod.evictable && IsTrue(*pod.evictable);
+  req.gang = pod.gang;
   if (pod.gpu_count) {
     const std::string& g = *pod.gpu_count;
     // Digits only, bounded: a 14-digit count is an error, not an int overflow.
@@ -173,11 +184,7 @@ bool DesignatedVictim(const PodSpecView& pod, const Names& victim_classes) {
       std::find(victim_classes.begin(), victim_classes.end(), pod.priority_class) != victim_classes.end()) {
     return true;
   }
-  if (!pod.disposable) return false;
-  constexpr std::string_view kTrue = "true";
-  const std::string& v = *pod.disposable;
-  return std::equal(v.begin(), v.end(), kTrue.begin(), kTrue.end(),
-                    [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b; });
+  return pod.disposable && IsTrue(*pod.disposable);
 }
 
 }  // namespace
@@ -204,6 +211,32 @@ void RecordDemand(const VramRequest& d, Entry* e) {
   e->priority_class = d.priority_class;
   e->victim = d.victim;
   e->idle_ttl_ms = d.idle_ttl_ms;
+  e->owner_kind = d.owner_kind;
+  e->owner_uid = d.owner_uid;
+  e->evictable = d.evictable;
+  e->gang = d.gang;
+}
+
+std::string GangKey(const std::map<std::string, std::string>& labels,
+                    const std::map<std::string, std::string>& annotations) {
+  auto value = [](const std::map<std::string, std::string>& m, const char* key) -> const std::string* {
+    auto it = m.find(key);
+    return it == m.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  auto bounded = [](std::string key) { return key.size() <= kMaxGangKey ? key : std::string(); };
+  // kGangLabels in this order: 0, 1 pod groups, 2 + 3 a LeaderWorkerSet group, 4 JobSet, 5, 6 Job.
+  const auto& k = kGangLabels;
+  if (const std::string* v = value(labels, k[0].data())) return bounded("pod-group/" + *v);
+  if (const std::string* v = value(labels, k[1].data())) return bounded("pod-group/" + *v);
+  if (const std::string* v = value(annotations, kGangAnnotation.data())) return bounded("pod-group/" + *v);
+  if (const std::string* v = value(labels, k[2].data())) {
+    const std::string* index = value(labels, k[3].data());
+    return bounded("lws/" + *v + "/" + (index ? *index : ""));
+  }
+  if (const std::string* v = value(labels, k[4].data())) return bounded("jobset/" + *v);
+  if (const std::string* v = value(labels, k[5].data())) return bounded("job/" + *v);
+  if (const std::string* v = value(labels, k[6].data())) return bounded("job/" + *v);
+  return "";
 }
 
 }  // namespace vramd::ledger

@@ -135,9 +135,34 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
   return out;
 }
 
+// ---- Who vramd's own evictions may take at all ------------------------------
+
+std::string GangOf(const Entry& e) { return e.gang.empty() ? std::string() : e.ns + "/" + e.gang; }
+
+GangSizes CountGangs(const Snapshot& snap) {
+  GangSizes sizes;
+  for (const auto& [name, node] : snap.nodes) {
+    for (const Entry& e : node.entries) {
+      if (!e.gang.empty() && e.state != EntryState::kTerminating) ++sizes[GangOf(e)];
+    }
+  }
+  return sizes;
+}
+
+std::string EvictionExemption(const Entry& e, const GangSizes& gangs) {
+  if (e.owner_kind.empty() && !e.evictable && !e.victim) return "bare pod";
+  if (!e.gang.empty()) {
+    auto it = gangs.find(GangOf(e));
+    const int n = it == gangs.end() ? 0 : it->second;
+    if (n > 1) return "rank of gang " + e.gang + " (" + std::to_string(n) + " live pods)";
+  }
+  return "";
+}
+
 // ---- Idle tracking --------------------------------------------------------
 
-IdleTracker::IdleTracker(int64_t usage_change_bytes) : usage_change_bytes_(usage_change_bytes) {}
+IdleTracker::IdleTracker(int64_t usage_change_bytes, int64_t usage_max_age_ms)
+    : usage_change_bytes_(usage_change_bytes), usage_max_age_ms_(usage_max_age_ms) {}
 
 void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
   if (e.idle_ttl_ms <= 0) return;
@@ -145,7 +170,9 @@ void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
   IdleObservation& o = it->second;
   o.observed_ms = now_ms;
   int64_t active = 0;
-  if (first) {
+  if (first || !UsageFresh(e.used_ts_ms, now_ms, usage_max_age_ms_)) {
+    // A first sighting, or no fresh figure to compare: missing or stale
+    // usage is no evidence of idleness, so the pod counts as active.
     active = now_ms;
   } else {
     // |used - ref| in unsigned arithmetic: exact for any two int64 values.
@@ -370,6 +397,7 @@ class NodeView {
 };
 
 std::vector<IdleEviction> PlanAlways(const Snapshot& snap, const IdleTracker& tracker, int64_t now_ms) {
+  const GangSizes gangs = CountGangs(snap);
   struct Idle {
     int64_t idle_ms;
     const std::string* node;
@@ -379,7 +407,7 @@ std::vector<IdleEviction> PlanAlways(const Snapshot& snap, const IdleTracker& tr
   for (const auto& [name, node] : snap.nodes) {
     for (const Entry& e : node.entries) {
       const int64_t ms = IdleFor(e, tracker, now_ms);
-      if (ms >= 0) idle.push_back(Idle{ms, &name, &e});
+      if (ms >= 0 && EvictionExemption(e, gangs).empty()) idle.push_back(Idle{ms, &name, &e});
     }
   }
   std::sort(idle.begin(), idle.end(), [](const Idle& a, const Idle& b) {
@@ -416,6 +444,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
   std::vector<IdleEviction> out;
   std::unordered_set<std::string> taken;  // idle pods already given to a pending pod
   NodeView view(snap);
+  const GangSizes gangs = CountGangs(snap);
   for (const PendingPod* p : order) {
     std::vector<std::string> names = p->nodes;
     std::sort(names.begin(), names.end());
@@ -450,7 +479,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
         if (e.pod_uid == p->uid) placed = true;
         if (taken.contains(e.pod_uid)) continue;
         const int64_t idle = IdleFor(e, tracker, now_ms);
-        if (idle >= 0) cands.push_back(IdleCandidate{&e, idle});
+        if (idle >= 0 && EvictionExemption(e, gangs).empty()) cands.push_back(IdleCandidate{&e, idle});
       }
       if (placed) break;
       if (cands.empty()) continue;

@@ -363,6 +363,21 @@ struct NodeTable {
     bool nonpreemptible = false;
   };
   std::vector<Gone> terminating;                        // entries on their way out, by queue
+  // Preemptible pods that are never victims (issue 32), cluster-wide, said
+  // when no plan is found: "(never victims: 2 of namespaces no queue names, 1 bare pod)".
+  size_t unqueued = 0, exempt_bare = 0, exempt_gang = 0;
+  std::string Exempt() const {
+    std::vector<std::string> parts;
+    if (unqueued) parts.push_back(std::to_string(unqueued) + " of namespaces no queue names");
+    if (exempt_bare) parts.push_back(std::to_string(exempt_bare) + (exempt_bare == 1 ? " bare pod" : " bare pods"));
+    if (exempt_gang) {
+      parts.push_back(std::to_string(exempt_gang) + (exempt_gang == 1 ? " rank of a gang" : " ranks of gangs"));
+    }
+    if (parts.empty()) return "";
+    std::string out = " (never victims: ";
+    for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+    return out + ")";
+  }
 
   NodeSim& SimOf(uint32_t n, const Sim& sim) {
     if (sims[n].node == nullptr) sims[n] = sim.Build(*nodes[n]);
@@ -406,6 +421,7 @@ NodeTable BuildTable(const QueueSet& set, const Snapshot& snap, const TenancyPol
   t.sims.resize(n);
   t.cands_at.resize(n);
   std::unordered_map<std::string_view, int> queue_of;  // namespace -> queue, looked up once
+  const GangSizes gangs = CountGangs(snap);
   for (uint32_t i = 0; i < n; ++i) {
     const Node& node = *t.nodes[i];
     const uint32_t begin = static_cast<uint32_t>(t.cands.size());
@@ -421,6 +437,17 @@ NodeTable BuildTable(const QueueSet& set, const Snapshot& snap, const TenancyPol
       if (it->second < 0) continue;
       if (terminating) {
         t.terminating.push_back({it->second, bytes, !IsPreemptible(e, policy)});
+        continue;
+      }
+      // Never victims: pods of namespaces no VramQueue names (the synthetic
+      // default queue) unless queues.reclaim_unqueued, and what
+      // EvictionExemption keeps (bare pods, ranks of gangs).
+      if (set.queues[static_cast<size_t>(it->second)].synthetic && !policy.reclaim_unqueued) {
+        ++t.unqueued;
+        continue;
+      }
+      if (const std::string why = EvictionExemption(e, gangs); !why.empty()) {
+        ++(why == "bare pod" ? t.exempt_bare : t.exempt_gang);
         continue;
       }
       Cand c;
@@ -751,14 +778,14 @@ class Planner {
   std::vector<int64_t> least_, freeable_, lower_;  // Bounds
 };
 
-std::string NoRoomText(const Search& s, std::string_view what, bool restricted) {
+std::string NoRoomText(const Search& s, std::string_view what, bool restricted, const NodeTable& t) {
   if (s.nodes_with_cands == 0) {
     std::string out = "no " + std::string(what) + " may be evicted";
     if (restricted) out += " on its nodes";
     if (s.young > 0) {
       out += " (" + std::to_string(s.young) + (s.young == 1 ? " is" : " are") + " within the minimum runtime)";
     }
-    return out;
+    return out + t.Exempt();
   }
   if (!s.blocked.empty()) return s.blocked;
   return "evicting every " + std::string(what) + " would still leave no room on any of " +
@@ -873,7 +900,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
     if (entitled) {
       const Search s = planner.Find(pod, ReclaimKind::kReclaim, nodes);
       if (!s.found) {
-        reclaim_text = NoRoomText(s, "preemptible pod of a queue above its fair share", is_restricted);
+        reclaim_text = NoRoomText(s, "preemptible pod of a queue above its fair share", is_restricted, table);
       } else {
         planner.Commit(pod, s);
         plans.push_back(MakePlan(ReclaimKind::kReclaim, pod, s, table));
@@ -888,7 +915,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
     const Search s = planner.Find(pod, ReclaimKind::kPriority, nodes);
     if (!s.found) {
       why(p, reclaim_text + "; within queue " + qname + ": " +
-                 NoRoomText(s, "lower-priority preemptible pod", is_restricted));
+                 NoRoomText(s, "lower-priority preemptible pod", is_restricted, table));
       continue;
     }
     planner.Commit(pod, s);

@@ -118,7 +118,7 @@ Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, P
       evictor_(evictor),
       lock_activity_(std::move(lock_activity)),
       clock_(clock),
-      tracker_(s_.usage_change_bytes),
+      tracker_(s_.usage_change_bytes, s_.watchdog_policy.usage_max_age_ms),
       gate_(s_.cooldown_ms, s_.max_per_minute) {
   pressure_ = &registry->AddGauge("vramd_gpu_under_pressure",
                                   "1 while the GPU's physical free VRAM (total - observed used) is below the "

@@ -32,6 +32,7 @@ TenancySettings TenancySettingsFrom(const config::Config& cfg, const ledger::Pol
   Result<std::vector<std::string>> classes = config::ParseClassList(cfg.queues_preemptible_classes);
   if (classes.ok()) s.policy.preemptible_classes = std::move(classes).value();
   s.policy.min_runtime_ms = cfg.queues_min_runtime_ms;
+  s.policy.reclaim_unqueued = cfg.queues_reclaim_unqueued;
   if (cfg.queues_reclaim_mode == "off") s.reclaim = std::nullopt;
   else if (cfg.queues_reclaim_mode == "dry-run") s.reclaim = ActionMode::kDryRun;
   else s.reclaim = ActionMode::kEnforce;
@@ -100,6 +101,13 @@ Tenancy::Tenancy(TenancySettings settings, std::function<std::vector<ledger::Que
                                     "Plans acted on to make room for a pending pod, by kind (reclaim: from queues "
                                     "over their fair share; priority: inside the pod's queue) and mode.",
                                     {"kind", "mode"});
+  reclaim_passes_ = &registry->AddCounter("vramd_queue_reclaim_passes_total",
+                                          "Reclaim planning passes over the pods waiting for VRAM (leader).");
+  without_plan_ = &registry->AddGauge("vramd_queue_pods_without_reclaim_plan",
+                                      "Pods waiting for VRAM for which the last reclaim pass found no plan (no "
+                                      "room whatever may be evicted, or only pods that may not be; leader). The "
+                                      "reasons are in the log at debug level.");
+  without_plan_->With({});
 }
 
 void Tenancy::Refresh() {
@@ -263,12 +271,17 @@ void Tenancy::Nudge(const ledger::Snapshot& snap, const std::vector<ledger::Pend
 
 void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& snap,
                       const std::vector<ledger::PendingPod>& pending, TenancyStats* stats) {
-  if (pending.empty()) return;
+  if (pending.empty()) {
+    without_plan_->With({}).Set(0);
+    return;
+  }
   const int64_t now = clock_->NowMs();
   std::unordered_map<std::string, std::string> why_not, fits_on;
   std::vector<ledger::ReclaimPlan> plans = ledger::PlanReclaim(
       *view.set, view.statuses, snap, pending, s_.policy, s_.fit, now, s_.max_plans_per_pass, &why_not, &fits_on);
   stats->plans = static_cast<int>(plans.size());
+  reclaim_passes_->With({}).Inc();
+  without_plan_->With({}).Set(static_cast<double>(why_not.size()));
   for (const auto& [uid, why] : why_not) spdlog::debug("reclaim: no plan for pod {}: {}", uid, why);
   Nudge(snap, pending, fits_on, stats);
   const ActionMode mode = *s_.reclaim;

@@ -69,6 +69,12 @@ std::string EntryFieldProblem(const Entry& e) {
   if (e.idle_ttl_ms < 0 || e.idle_ttl_ms > ledger::kMaxIdleTtlMs) {
     return "\"idle_ttl_ms\" is not a duration from 0 to 30 days";
   }
+  if (e.owner_kind.size() > ledger::kMaxOwnerField || e.owner_uid.size() > ledger::kMaxOwnerField) {
+    return "\"owner_kind\" or \"owner_uid\" is longer than " + std::to_string(ledger::kMaxOwnerField) + " bytes";
+  }
+  if (e.gang.size() > ledger::kMaxGangKey) {
+    return "\"gang\" is longer than " + std::to_string(ledger::kMaxGangKey) + " bytes";
+  }
   return "";
 }
 
@@ -103,6 +109,20 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
   if (e.used_ts_ms != 0) AppendInt(&out, ",\"used_ts_ms\":", e.used_ts_ms);
   if (e.last_active_ms != 0) AppendInt(&out, ",\"last_active_ms\":", e.last_active_ms);
   if (e.idle_ttl_ms != 0) AppendInt(&out, ",\"idle_ttl_ms\":", e.idle_ttl_ms);
+  // Added in 0.3 (issue 32), the same way.
+  if (!e.owner_kind.empty()) {
+    out += ",\"owner_kind\":";
+    AppendJsonString(e.owner_kind, &out);
+  }
+  if (!e.owner_uid.empty()) {
+    out += ",\"owner_uid\":";
+    AppendJsonString(e.owner_uid, &out);
+  }
+  if (e.evictable) out += ",\"evictable\":true";
+  if (!e.gang.empty()) {
+    out += ",\"gang\":";
+    AppendJsonString(e.gang, &out);
+  }
   out += ",\"created_ms\":";
   if (!omit_created) {
     out += std::to_string(e.created_ms);
@@ -153,8 +173,15 @@ bool EntryDecoder::Decode(std::string_view text, Entry* e, std::string* why) {
       if (v.get_string().get(st) != simdjson::SUCCESS || !ledger::ParseEntryState(st, &e->state)) {
         return Fail("bad \"state\"", why);
       }
-    } else if (key == "ns" || key == "name" || key == "model" || key == "priority_class") {
-      std::string* out = key == "ns" ? &e->ns : key == "name" ? &e->name : key == "model" ? &e->model : &e->priority_class;
+    } else if (key == "ns" || key == "name" || key == "model" || key == "priority_class" || key == "owner_kind" ||
+               key == "owner_uid" || key == "gang") {
+      std::string* out = key == "ns"               ? &e->ns
+                         : key == "name"           ? &e->name
+                         : key == "model"          ? &e->model
+                         : key == "priority_class" ? &e->priority_class
+                         : key == "owner_kind"     ? &e->owner_kind
+                         : key == "owner_uid"      ? &e->owner_uid
+                                                   : &e->gang;
       if (!String(v, out)) return Fail("a non-string \"" + std::string(key) + "\"", why);
     } else if (key == "priority") {
       int64_t p = 0;
@@ -162,11 +189,12 @@ bool EntryDecoder::Decode(std::string_view text, Entry* e, std::string* why) {
         return Fail("\"priority\" is not a 32-bit integer", why);
       }
       e->priority = static_cast<int32_t>(p);
-    } else if (key == "victim") {
+    } else if (key == "victim" || key == "evictable") {
+      bool* out = key == "victim" ? &e->victim : &e->evictable;
       od::json_type type;
       if (v.type().get(type) != simdjson::SUCCESS) return Fail("not JSON", why);
-      if (type != od::json_type::null && v.get_bool().get(e->victim) != simdjson::SUCCESS) {
-        return Fail("\"victim\" is not true or false", why);
+      if (type != od::json_type::null && v.get_bool().get(*out) != simdjson::SUCCESS) {
+        return Fail("\"" + std::string(key) + "\" is not true or false", why);
       }
     } else if (key == "used" || key == "used_ts_ms" || key == "last_active_ms" || key == "idle_ttl_ms") {
       int64_t* out = key == "used"             ? &e->used

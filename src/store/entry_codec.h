@@ -9,9 +9,10 @@
 //    "state":"reserved"|"bound"|"terminating",
 //    "priority":N,"priority_class":S,"victim":true,"used":N,"used_ts_ms":N,
 //    "last_active_ms":N,"idle_ttl_ms":N,
+//    "owner_kind":S,"owner_uid":S,"evictable":true,"gang":S,
 //    "created_ms":N}
 //
-// The fields from "priority" to "idle_ttl_ms" are written only when they
+// The fields from "priority" to "gang" are written only when they
 // differ from their default (0, "", false): an entry that records none of them
 // is byte for byte what vramd 0.1 wrote (tests/data/ledger/entries-v0.1.jsonl),
 // so a rollback reads it unchanged and most entries stay as small as before.

@@ -226,9 +226,15 @@ class Enforce(Protected):
 
     def test_an_idle_model_is_evicted_so_a_pending_one_binds(self):
         tb = self.tb
-        self.bind_all("idle", [("model-old", "12Gi", {"annotations": {"vramd.io/idle-ttl": "2s"}})])
+        # A bare pod (no controller here) opts in to idle eviction; and idle
+        # needs evidence: its usage is reported, unchanged (unreported usage
+        # would keep it active forever).
+        self.bind_all("idle", [("model-old", "12Gi", {"annotations": {"vramd.io/idle-ttl": "2s",
+                                                                         "vramd.io/evictable": "true"}})])
+        self.report("idle", 16 * GI, {"model-old": 10 * GI})
         tb.create_pod("model-new", "8Gi", extra_spec=on_pool("idle"))
         self.play_kubelet("model-old", timeout=60)
+        self.report("idle", 16 * GI, {})  # the agent's next report: the model's memory is free
         self.assertEqual(tb.wait_pod_bound("model-new", timeout=60), "idle")
         evicted = self.events("model-old", "VramdEvicted")
         self.assertTrue(evicted, "an Event on the evicted idle pod")

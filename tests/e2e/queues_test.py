@@ -13,7 +13,9 @@ Two nodes with one 16Gi GPU each (32Gi). Queue team-a deserves 16Gi, team-b
 pods bind. Throughout the run a sampler checks every 50 ms that no GPU is
 over-committed and that team B is never below its fair share. Broken queue
 objects (a cycle, a namespace another queue already serves, a child above
-its parent) get a clear condition and change nothing else.
+its parent) get a clear condition and change nothing else. Then (issue 32)
+a third node and one more queue: two Deployment pods of a namespace no queue
+names are never reclaim victims, however entitled the waiting pod is.
 """
 
 import json
@@ -51,7 +53,10 @@ class Tenants(SharedTestbed):
         create_queue(tb, "team-c", "0", namespaces=["team-c"], limit="4Gi")
         for name in ("q-1", "q-2"):
             tb.create_node(name, labels=gfd("q"))
-        config = {"queues": {"interval_ms": 500, "reclaim_mode": "enforce", "reclaim_cooldown_ms": 3000},
+        # Reclaim in enforce with no minimum runtime (the defaults are dry-run
+        # and 5 minutes: the pods here are seconds old).
+        config = {"queues": {"interval_ms": 500, "reclaim_mode": "enforce", "reclaim_cooldown_ms": 3000,
+                             "min_runtime_ms": 0},
                   "idle": {"mode": "off"}, "watchdog": {"mode": "off"}}
         cls.vramd = start_vramd(tb, config=config)
         tb.wait_for(lambda: {"q-1", "q-2"} <= set(ledger_nodes(cls.vramd)), 20, message="vramd to learn the nodes")
@@ -63,8 +68,25 @@ class Tenants(SharedTestbed):
     def status(self, name):
         return queue_status(self.tb, name)
 
-    def create(self, ns, name, vram):
-        self.tb.create_pod(name, vram, namespace=ns, extra_spec={"nodeSelector": {"pool": "q"}})
+    def create(self, ns, name, vram, pool="q", owner=None):
+        """A pod of `ns` on pool `pool`; with `owner` (a ReplicaSet object) as
+        its controller, as a Deployment's pods are (nothing here runs the
+        controller: the reference is what vramd reads)."""
+        meta = {}
+        if owner is not None:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
+                                        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
+        pod = self.tb.pod_manifest(name, vram, namespace=ns, extra_spec={"nodeSelector": {"pool": pool}})
+        pod["metadata"].update(meta)
+        self.tb.api.post(f"/api/v1/namespaces/{ns}/pods", pod)
+
+    def replicaset(self, ns, name):
+        """A ReplicaSet object with no replicas (no controller-manager here)."""
+        return self.tb.api.post(f"/apis/apps/v1/namespaces/{ns}/replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": "none"}]}}}})
 
     def test_1_broken_queue_objects_get_a_condition_and_change_nothing_else(self):
         tb = self.tb
@@ -106,8 +128,9 @@ class Tenants(SharedTestbed):
 
     def test_3_team_b_borrows_then_team_a_reclaims_its_fair_share(self):
         tb = self.tb
+        rs = self.replicaset("team-b", "b")  # team B's pods have a controller: reclaim may take them
         for i in range(1, 5):
-            self.create("team-b", f"b-{i}", "8Gi")
+            self.create("team-b", f"b-{i}", "8Gi", owner=rs)
             tb.wait_pod_bound(f"b-{i}", namespace="team-b")  # one at a time: b-4 is the youngest
             time.sleep(1.1)  # creation times a second apart (the ledger's and the API's clocks)
         qs = self.queues()
@@ -211,6 +234,47 @@ class Tenants(SharedTestbed):
         as_json = json.loads(subprocess.run([VRAMCTL, "--server", self.vramd.url, "queues", "-o", "json"],
                                             capture_output=True, text=True, timeout=10, env=clean_env()).stdout)
         self.assertEqual({q["name"] for q in as_json["queues"]} >= {"team-a", "team-b", "team-c"}, True)
+
+
+    def test_4_one_queue_never_makes_unqueued_pods_victims(self):
+        """Issue 32: an admin creates one research queue. Namespace `web` is
+        in no queue; its two priority-0 Deployment pods (owned by a
+        ReplicaSet, preemptible by priority) hold the pool's GPU. The research
+        pod is entitled (fair share 8Gi) and waits; reclaim passes run and
+        plan nothing: the web pods are never victims (before: one was
+        evicted, in the default enforce mode)."""
+        tb = self.tb
+        tb.create_node("u-1", labels=gfd("u"))  # 48Gi in all from here on
+        tb.wait_for(lambda: "u-1" in ledger_nodes(self.vramd), 20, message="vramd to learn u-1")
+        tb.create_namespace("web")
+        tb.create_namespace("research")
+        rs = self.replicaset("web", "web")
+        for name in ("web-1", "web-2"):
+            self.create("web", name, "8Gi", pool="u", owner=rs)
+            tb.wait_pod_bound(name, namespace="web")
+        create_queue(tb, "research", "16Gi", namespaces=["research"])
+        tb.wait_for(lambda: "research" in self.queues(), 20, message="vramd to learn the research queue")
+        reclaims_before = metric_value(self.vramd, "vramd_queue_reclaims_total",
+                                       {"kind": "reclaim", "mode": "enforce"}) or 0
+        self.create("research", "r-1", "8Gi", pool="u")
+        # The leader sees it waiting (its queue's pending figure) and is entitled to 8Gi...
+        tb.wait_for(lambda: metric_value(self.vramd, "vramd_queue_pending_bytes", {"queue": "research"}) == 8 * GI,
+                    30, message="research's pod counted as waiting")
+        self.assertGreaterEqual(self.queues()["research"]["fair_share_bytes"], 8 * GI, self.queues()["research"])
+        # ...and runs reclaim passes over it that find no plan.
+        passes = metric_value(self.vramd, "vramd_queue_reclaim_passes_total", {}) or 0
+        tb.wait_for(lambda: (metric_value(self.vramd, "vramd_queue_reclaim_passes_total", {}) or 0) >= passes + 4,
+                    30, message="four more reclaim passes")
+        self.assertGreaterEqual(metric_value(self.vramd, "vramd_queue_pods_without_reclaim_plan", {}), 1)
+        for name in ("web-1", "web-2"):
+            pod = tb.get_pod(name, namespace="web")
+            self.assertNotIn("deletionTimestamp", pod["metadata"], f"{name} was evicted")
+            for reason in ("VramdEvicted", "VramdWouldEvict"):
+                self.assertEqual(tb.pod_events(name, namespace="web", reason=reason), [], (name, reason))
+        self.assertIsNone(tb.pod_node("r-1", namespace="research"))
+        self.assertEqual(metric_value(self.vramd, "vramd_queue_reclaims_total",
+                                      {"kind": "reclaim", "mode": "enforce"}) or 0, reclaims_before)
+        tb.delete_pod("r-1", grace=0, namespace="research")
 
 
 if __name__ == "__main__":

@@ -100,8 +100,9 @@ struct Config {
   std::string queues_default_queue = "default";  // serves namespaces no queue names
   int queues_preemptible_below_priority = 100;   // priority below this: preemptible
   std::string queues_preemptible_classes;     // comma-separated classes that are always preemptible
-  int queues_min_runtime_ms = 0;              // a preemptible pod younger than this is never a victim
-  std::string queues_reclaim_mode = "enforce";  // off | dry-run | enforce (leader)
+  int queues_min_runtime_ms = 300'000;        // a preemptible pod younger than this is never a victim
+  bool queues_reclaim_unqueued = false;       // pods of namespaces no VramQueue names may be victims
+  std::string queues_reclaim_mode = "dry-run";  // off | dry-run | enforce (leader)
   int queues_interval_ms = 5'000;             // least time between two queue passes (status, reclaim)
   int queues_reclaim_cooldown_ms = 30'000;    // at most one reclaim per pending pod within this
   int queues_max_reclaims_per_minute = 30;    // evictions by reclaim and priority preemption, cluster-wide

@@ -52,6 +52,15 @@ struct Entry {
                                  // a change of usage); 0 = none seen since created_ms
   int64_t idle_ttl_ms = 0;       // vramd.io/idle-ttl: idle eviction after this long
                                  // without activity; 0 = never idle-evicted
+  // Who recreates the pod (issue 32): its controller, metadata.ownerReferences
+  // with controller: true (kind, uid). Empty: a bare pod, or an entry written
+  // before vramd recorded it; vramd's own evictions take neither
+  // (EvictionExemption, protection.h) unless the pod opted in (`evictable`).
+  std::string owner_kind;
+  std::string owner_uid;
+  bool evictable = false;        // vramd.io/evictable: "true"
+  std::string gang;              // GangKey (pod_request.h): the pods that must go
+                                 // together, "" = none
   bool operator==(const Entry&) const = default;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,13 @@ namespace vramd::ledger {
 inline constexpr const char* kDisposableAnnotation = "vramd.io/disposable";
 // Pod annotation giving the pod's idle TTL (ParseIdleTtl), read by idle eviction.
 inline constexpr const char* kIdleTtlAnnotation = "vramd.io/idle-ttl";
+// Pod annotation by which a pod without a controller opts in to vramd's own
+// evictions (reclaim, idle eviction; EvictionExemption): "true" (any case).
+inline constexpr const char* kEvictableAnnotation = "vramd.io/evictable";
+// Longest owner kind / uid and gang key an entry records; longer ones are
+// not recorded (the pod then counts as bare, or in no gang).
+inline constexpr size_t kMaxOwnerField = 253;
+inline constexpr size_t kMaxGangKey = 300;
 // Priority classes whose pods are designated victims unless configured
 // otherwise (DESIGN.md §7).
 inline constexpr std::string_view kDefaultVictimClasses[] = {"vramd-disposable"};
@@ -52,8 +60,33 @@ struct PodSpecView {
   std::optional<std::string> idle_ttl;       // annotation vramd.io/idle-ttl
   int32_t priority = 0;                      // spec.priority (0 when absent)
   std::string priority_class;                // spec.priorityClassName (<= kMaxPriorityClassName)
+  // Read by the Kubernetes decoder only (bind and reconcile create entries
+  // from it; the extender's requests leave them empty):
+  std::string owner_kind, owner_uid;         // the controller ownerReference
+  std::optional<std::string> evictable;      // annotation vramd.io/evictable
+  std::string gang;                          // GangKey of its labels and annotations
   bool operator==(const PodSpecView&) const = default;
 };
+
+// The gang a pod belongs to: pods that are evicted together or not at all
+// (issue 32). The first of these the pod carries, as "<kind>/<name>":
+//   label scheduling.x-k8s.io/pod-group (coscheduling)        pod-group/<value>
+//   label pod-group.scheduling.sigs.k8s.io (older coscheduling) pod-group/<value>
+//   annotation scheduling.k8s.io/group-name (Volcano)          pod-group/<value>
+//   labels leaderworkerset.sigs.k8s.io/name and /group-index   lws/<name>/<index>
+//   label jobset.sigs.k8s.io/jobset-name                       jobset/<value>
+//   label batch.kubernetes.io/job-name, else job-name          job/<value>
+// "" when none, or when the key would be longer than kMaxGangKey. Gangs are
+// per namespace (the entry's ns). Pure.
+std::string GangKey(const std::map<std::string, std::string>& labels,
+                    const std::map<std::string, std::string>& annotations);
+// The labels and annotations GangKey reads (a decoder keeps only these).
+inline constexpr std::string_view kGangLabels[] = {
+    "scheduling.x-k8s.io/pod-group",   "pod-group.scheduling.sigs.k8s.io",
+    "leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index",
+    "jobset.sigs.k8s.io/jobset-name",  "batch.kubernetes.io/job-name",
+    "job-name"};
+inline constexpr std::string_view kGangAnnotation = "scheduling.k8s.io/group-name";
 
 // A pod's demand: what it asks of one node, and the facts about the pod that
 // its ledger entry records (RecordDemand).
@@ -68,6 +101,9 @@ struct VramRequest {
   std::string priority_class;  // spec.priorityClassName, may be empty
   bool victim = false;         // IsDesignatedVictim with the default classes
   int64_t idle_ttl_ms = 0;     // vramd.io/idle-ttl (0: none)
+  std::string owner_kind, owner_uid;  // PodSpecView's (empty from the extender's requests)
+  bool evictable = false;      // vramd.io/evictable "true" (any case)
+  std::string gang;            // PodSpecView::gang
   bool wants_vram() const { return total > 0; }
 };
 using Demand = VramRequest;
@@ -108,7 +144,8 @@ bool IsDesignatedVictim(const PodSpecView& pod,
 bool IsDesignatedVictim(const PodSpecView& pod, const std::vector<std::string>& victim_classes);
 
 // Writes into `e` what the demand says about the pod: model, peak_per_gpu,
-// priority, priority_class, victim and idle_ttl_ms (and ns when `e` has none). Every path
+// priority, priority_class, victim, idle_ttl_ms, owner_kind, owner_uid,
+// evictable and gang (and ns when `e` has none). Every path
 // that creates an entry for a pod (bind, reconcile's re-add) goes through it,
 // so an entry records what its demand said. Leaves uid, name, GPUs, amount,
 // state and times to the caller.

@@ -96,6 +96,28 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 //   M stale[, T terminating])]"
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
 
+// ---- Who vramd's own evictions may take at all (issue 32) -----------------
+
+// Live entries (not terminating) per gang, keyed "<ns>/<gang>": a gang's
+// size as the ledger knows it.
+using GangSizes = std::unordered_map<std::string, int>;
+GangSizes CountGangs(const Snapshot& snap);
+// The key CountGangs uses for e ("" when e is in no gang).
+std::string GangOf(const Entry& e);
+
+// Why reclaim, priority preemption and idle eviction never take this pod, or
+// "" when they may (one rule for all three; the watchdog answers pressure and
+// has its own, IsProtected):
+//  - "bare pod": no controller (owner_kind empty: a pod nothing recreates,
+//    or an entry written before vramd recorded owners, until reconcile
+//    refreshes it) and no opt-in (vramd.io/evictable "true", or a designated
+//    victim);
+//  - "rank of gang G (N live pods)": a pod of a gang with other live members.
+//    A gang goes whole or not at all; vramd does not plan whole-gang
+//    evictions, so it takes none of a gang of several (a gang of one is
+//    taken as any pod).
+std::string EvictionExemption(const Entry& e, const GangSizes& gangs);
+
 // ---- Idle tracking --------------------------------------------------------
 
 struct IdleObservation {
@@ -108,12 +130,14 @@ struct IdleObservation {
 // the leader keeps one and feeds it every entry each pass.
 class IdleTracker {
  public:
-  explicit IdleTracker(int64_t usage_change_bytes);
+  IdleTracker(int64_t usage_change_bytes, int64_t usage_max_age_ms);
 
-  // Per entry with idle_ttl_ms > 0 (others are ignored): a first sighting, a
-  // usage change of more than usage_change_bytes against the reference taken
-  // at the last activity, or a lock activity time (lock_ms, 0 = none) later
-  // than the last activity counts as activity. The activity time is now_ms
+  // Per entry with idle_ttl_ms > 0 (others are ignored): a first sighting,
+  // usage that is missing or stale (not UsageFresh(used_ts_ms, now_ms,
+  // usage_max_age_ms): no evidence is not idleness), a usage change of more
+  // than usage_change_bytes against the reference taken at the last
+  // activity, or a lock activity time (lock_ms, 0 = none) later than the
+  // last activity counts as activity. The activity time is now_ms
   // (first sighting, usage change) or lock_ms (lock), whichever is later; the
   // reference becomes the entry's current usage.
   void Observe(const Entry& e, int64_t lock_ms, int64_t now_ms);
@@ -132,6 +156,7 @@ class IdleTracker {
 
  private:
   int64_t usage_change_bytes_;
+  int64_t usage_max_age_ms_;
   std::unordered_map<std::string, IdleObservation> seen_;
 };
 

@@ -71,8 +71,14 @@ struct TenancyPolicy {
   int32_t preemptible_below_priority = 100;
   std::vector<std::string> preemptible_classes;
   // A preemptible pod running for less than this (now - Entry::created_ms)
-  // is not a victim (the guide's guaranteed minimum runtime).
+  // is not a victim (the guide's guaranteed minimum runtime; the config's
+  // default, queues.min_runtime_ms, is 5 minutes).
   int64_t min_runtime_ms = 0;
+  // Whether pods of namespaces no VramQueue names (the synthetic default
+  // queue) may be victims of reclaim and priority preemption. Off: creating
+  // one VramQueue never makes the rest of the cluster evictable (issue 32);
+  // a VramQueue object named like default_queue makes them a queue like any.
+  bool reclaim_unqueued = false;
 };
 
 // A queue after validation.
@@ -271,6 +277,9 @@ struct ReclaimPlan {
 //  - else kPriority: preemptible pods of Q itself with a lower priority than
 //    the pending pod (lowest first, then youngest), only when the pod is
 //    admitted (AdmitToQueue) once they are gone.
+// Never victims, of either kind: pods of the synthetic default queue unless
+// policy.reclaim_unqueued, and pods EvictionExemption keeps (protection.h:
+// bare pods that did not opt in, ranks of gangs of several).
 // A plan is made only when a simulation shows the pending pod fits the node
 // (fit.h's rule with the peak rule, `fit`) once its victims' entries are
 // removed; the node is chosen among `nodes` of the pending pod (all when

@@ -131,6 +131,8 @@ class Tenancy {
   metrics::Family<metrics::Gauge>* pending_;
   metrics::Family<metrics::Gauge>* valid_;
   metrics::Family<metrics::Counter>* reclaims_;
+  metrics::Family<metrics::Counter>* reclaim_passes_;
+  metrics::Family<metrics::Gauge>* without_plan_;
 };
 
 }  // namespace vramd::reconcile

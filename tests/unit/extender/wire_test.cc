@@ -100,6 +100,52 @@ TEST(Wire, DecodesTheIdleTtlAnnotation) {
   EXPECT_NE(s.message().find("vramd.io/idle-ttl"), std::string::npos) << s.message();
 }
 
+// Issue 32: the controller, the opt-in and the gang, read the way the
+// Kubernetes decoder reads them (bind takes the filter's demand when this
+// replica filtered the pod, else the API server's pod: both must agree).
+TEST(Wire, OwnerEvictableAndGangAsTheKubernetesDecoderReadsThem) {
+  const std::vector<std::string> metadata = {
+      R"("labels":{"batch.kubernetes.io/job-name":"train","app":"x"},"annotations":{"vramd.io/evictable":"TRUE"},)"
+      R"("ownerReferences":[{"kind":"Node","uid":"n"},{"kind":"Job","uid":"job-uid","controller":true}])",
+      R"("labels":{"leaderworkerset.sigs.k8s.io/group-index":"2","leaderworkerset.sigs.k8s.io/name":"lws"})",
+      R"("labels":{"job-name":"j"},"annotations":{"scheduling.k8s.io/group-name":"vg"})",
+      R"("labels":{"job-name":5,"jobset.sigs.k8s.io/jobset-name":"js"})",
+      R"("labels":null,"ownerReferences":null)",
+      R"("ownerReferences":[{"kind":"ReplicaSet","uid":"rs","controller":"true"}])",
+      R"("ownerReferences":[{"kind":5,"uid":"rs","controller":true}])",
+      R"("ownerReferences":["rs",{"kind":"ReplicaSet","uid":"rs","controller":true}])",
+      R"("ownerReferences":{"kind":"ReplicaSet"})",
+      R"("ownerReferences":[{"kind":"ReplicaSet","uid":")" + std::string(254, 'u') + R"(","controller":true}])",
+      R"("labels":{"job-name":")" + std::string(400, 'j') + R"("})",
+  };
+  for (const std::string& md : metadata) {
+    SCOPED_TRACE(md);
+    const std::string pod = R"({"metadata":{"name":"p","namespace":"ml",)" + md + "}}";
+    ArgsDecoder d;
+    ExtenderArgs a;
+    ASSERT_TRUE(d.Decode(R"({"Pod":)" + pod + R"(,"NodeNames":[]})", "vramd.io/vram", &a).ok());
+    Result<kube::PodInfo> k = kube::DecodePod(pod, "vramd.io/vram");
+    if (!k.ok()) {  // the Kubernetes decoder is strict about label types; the wire one skips them
+      EXPECT_NE(md.find("\"job-name\":5"), std::string::npos) << k.status().ToString();
+      EXPECT_EQ(a.pod.gang, "jobset/js");
+      continue;
+    }
+    EXPECT_EQ(a.pod.owner_kind, k->spec.owner_kind);
+    EXPECT_EQ(a.pod.owner_uid, k->spec.owner_uid);
+    EXPECT_EQ(a.pod.evictable, k->spec.evictable);
+    EXPECT_EQ(a.pod.gang, k->spec.gang);
+  }
+  ArgsDecoder d;
+  ExtenderArgs a;
+  ASSERT_TRUE(d.Decode(R"({"Pod":{"metadata":{)" + metadata[0] + R"(}},"NodeNames":[]})", "vramd.io/vram", &a).ok());
+  EXPECT_EQ(a.pod.owner_kind, "Job");
+  EXPECT_EQ(a.pod.owner_uid, "job-uid");
+  EXPECT_EQ(a.pod.gang, "job/train");
+  Result<ledger::VramRequest> r = ledger::ComputeVramRequest(a.pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->evictable);
+}
+
 TEST(Wire, APriorityClassNameLongerThanKubernetesAllowsIsRejected) {
   ArgsDecoder d;
   ExtenderArgs a;

@@ -102,6 +102,45 @@ TEST(DecodePod, PriorityClassAndDisposableAnnotationReachTheDemand) {
   EXPECT_TRUE(d->victim);
 }
 
+// Issue 32: the controller, the opt-in and the gang reach the pod's spec view.
+TEST(DecodePod, ControllerEvictableAndGang) {
+  Result<PodInfo> pod = DecodePod(R"({"metadata":{"name":"p","namespace":"ml","uid":"u1",
+      "labels":{"batch.kubernetes.io/job-name":"train","app":"x"},
+      "annotations":{"vramd.io/evictable":"true"},
+      "ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"n","uid":"node-uid"},
+                         {"apiVersion":"batch/v1","kind":"Job","name":"train","uid":"job-uid","controller":true}]},
+      "spec":{"containers":[{"resources":{"limits":{"vramd.io/vram":"1Gi"}}}]}})",
+                                  kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->spec.owner_kind, "Job");
+  EXPECT_EQ(pod->spec.owner_uid, "job-uid");
+  EXPECT_EQ(pod->spec.evictable, "true");
+  EXPECT_EQ(pod->spec.gang, "job/train");
+}
+
+// Owner references the API server would never send leave the pod bare (kept
+// from vramd's own evictions), never fail the decode.
+TEST(DecodePod, OddOwnerReferencesLeaveThePodBare) {
+  const std::vector<std::string> refs = {
+      R"("ownerReferences":[{"kind":"ReplicaSet","uid":"rs"}])",                                // no controller
+      R"("ownerReferences":[{"kind":"ReplicaSet","uid":"rs","controller":"true"}])",            // not a bool
+      R"("ownerReferences":[{"kind":5,"uid":"rs","controller":true}])",                         // kind not a string
+      R"("ownerReferences":[{"kind":"ReplicaSet","controller":true}])",                         // no uid
+      R"("ownerReferences":[{"kind":"","uid":"rs","controller":true}])",                        // empty kind
+      R"("ownerReferences":[{"kind":"ReplicaSet","uid":")" + std::string(254, 'u') + R"(","controller":true}])",
+      R"("ownerReferences":{"kind":"ReplicaSet"})",                                            // not an array
+      R"("ownerReferences":["rs"])",                                                            // not objects
+      R"("ownerReferences":null)",
+  };
+  for (const std::string& r : refs) {
+    SCOPED_TRACE(r);
+    Result<PodInfo> pod = DecodePod(R"({"metadata":{"name":"p",)" + r + "}}", kRes);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    EXPECT_EQ(pod->spec.owner_kind, "");
+    EXPECT_EQ(pod->spec.owner_uid, "");
+  }
+}
+
 TEST(DecodePod, OtherResourceNamesAreNotPickedUp) {
   Result<PodInfo> pod = DecodePod(FixturePod(), "nvidia.com/gpu");
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
@@ -269,6 +308,9 @@ INSTANTIATE_TEST_SUITE_P(
                    R"({"metadata":{"name":"p","annotations":{"vramd.io/disposable":true}}})",
                    "metadata.annotations[vramd.io/disposable]"},
         BadPodCase{"PhaseIsObject", R"({"metadata":{"name":"p"},"status":{"phase":{}}})", "status.phase"},
+        BadPodCase{"LabelsIsArray", R"({"metadata":{"name":"p","labels":["a"]}})", "metadata.labels: expected object"},
+        BadPodCase{"EvictableIsBool", R"({"metadata":{"name":"p","annotations":{"vramd.io/evictable":true}}})",
+                   "metadata.annotations[vramd.io/evictable]"},
         BadPodCase{"NodeNameIsArray", R"({"metadata":{"name":"p"},"spec":{"nodeName":["n"]}})", "spec.nodeName"}),
     [](const ::testing::TestParamInfo<BadPodCase>& info) { return std::string(info.param.name); });
 

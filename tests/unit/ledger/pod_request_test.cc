@@ -272,6 +272,10 @@ TEST(PodRequest, RecordDemandWritesWhatTheDemandSaysIntoTheEntry) {
   d.priority = 7;
   d.priority_class = "c";
   d.victim = true;
+  d.owner_kind = "Job";
+  d.owner_uid = "job-uid";
+  d.evictable = true;
+  d.gang = "job/train";
   Entry e;
   e.pod_uid = "u";
   e.name = "p";
@@ -284,6 +288,10 @@ TEST(PodRequest, RecordDemandWritesWhatTheDemandSaysIntoTheEntry) {
   EXPECT_EQ(e.priority, 7);
   EXPECT_EQ(e.priority_class, "c");
   EXPECT_TRUE(e.victim);
+  EXPECT_EQ(e.owner_kind, "Job");
+  EXPECT_EQ(e.owner_uid, "job-uid");
+  EXPECT_TRUE(e.evictable);
+  EXPECT_EQ(e.gang, "job/train");
   EXPECT_EQ(e.pod_uid, "u");
   EXPECT_EQ(e.name, "p");
   EXPECT_EQ(e.gpus, std::vector<int>{1});
@@ -292,6 +300,56 @@ TEST(PodRequest, RecordDemandWritesWhatTheDemandSaysIntoTheEntry) {
   named.ns = "from-the-binding";
   RecordDemand(d, &named);
   EXPECT_EQ(named.ns, "from-the-binding");  // the caller's namespace stands
+}
+
+TEST(PodRequest, OwnerEvictableAndGangReachTheDemand) {
+  PodSpecView p;
+  p.containers = {ContainerAmount{"1Gi", std::nullopt}};
+  p.owner_kind = "ReplicaSet";
+  p.owner_uid = "rs-1";
+  p.gang = "jobset/j";
+  for (const auto& [value, want] : std::vector<std::pair<std::optional<std::string>, bool>>{
+           {std::nullopt, false}, {"true", true}, {"TRUE", true}, {"yes", false}, {"", false}, {"true ", false}}) {
+    p.evictable = value;
+    Result<VramRequest> r = ComputeVramRequest(p);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->evictable, want) << (value ? *value : "(none)");
+    EXPECT_EQ(r->owner_kind, "ReplicaSet");
+    EXPECT_EQ(r->owner_uid, "rs-1");
+    EXPECT_EQ(r->gang, "jobset/j");
+  }
+}
+
+// Issue 32: the gang of a pod, from the labels and annotations of the
+// schedulers and controllers that run gangs.
+TEST(GangKey, Table) {
+  using M = std::map<std::string, std::string>;
+  struct Case {
+    const char* name;
+    M labels, annotations;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"None", {{"app", "web"}}, {}, ""},
+      {"Coscheduling", {{"scheduling.x-k8s.io/pod-group", "pg"}, {"job-name", "j"}}, {}, "pod-group/pg"},
+      {"OlderCoscheduling", {{"pod-group.scheduling.sigs.k8s.io", "pg"}}, {}, "pod-group/pg"},
+      {"Volcano", {{"job-name", "j"}}, {{"scheduling.k8s.io/group-name", "vg"}}, "pod-group/vg"},
+      {"LeaderWorkerSetGroup",
+       {{"leaderworkerset.sigs.k8s.io/name", "lws"}, {"leaderworkerset.sigs.k8s.io/group-index", "3"}},
+       {},
+       "lws/lws/3"},
+      {"JobSetBeforeJob", {{"jobset.sigs.k8s.io/jobset-name", "js"}, {"batch.kubernetes.io/job-name", "js-w-0"}}, {},
+       "jobset/js"},
+      {"Job", {{"batch.kubernetes.io/job-name", "train"}, {"job-name", "other"}}, {}, "job/train"},
+      {"OldJobLabel", {{"job-name", "train"}}, {}, "job/train"},
+      {"EmptyValuesSayNothing", {{"scheduling.x-k8s.io/pod-group", ""}, {"job-name", "j"}}, {}, "job/j"},
+      {"TooLong", {{"job-name", std::string(kMaxGangKey, 'j')}}, {}, ""},
+      {"AtTheBound", {{"job-name", std::string(kMaxGangKey - 4, 'j')}}, {}, "job/" + std::string(kMaxGangKey - 4, 'j')},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(GangKey(c.labels, c.annotations), c.want);
+  }
 }
 
 }  // namespace

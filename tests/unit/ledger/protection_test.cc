@@ -22,9 +22,12 @@ constexpr int64_t kStale = kNow - 10 * kMinMs;  // older than the 60 s default
 
 // ---- Builders -------------------------------------------------------------
 
-// A bound pod holding `per_gpu` on `gpus`, using `used` per GPU (fresh).
+// A bound pod holding `per_gpu` on `gpus`, using `used` per GPU (fresh),
+// owned by a ReplicaSet (something recreates it: idle eviction may take it).
 Entry Pod(const std::string& uid, int64_t per_gpu, int64_t used = 0, std::vector<int> gpus = {0}) {
   Entry e;
+  e.owner_kind = "ReplicaSet";
+  e.owner_uid = "rs-" + uid;
   e.pod_uid = uid;
   e.ns = "ns-" + uid;
   e.name = uid;
@@ -64,6 +67,23 @@ Entry Terminating(Entry e) {
 }
 Entry Ttl(Entry e, int64_t ttl_ms = 10 * kMinMs) {
   e.idle_ttl_ms = ttl_ms;
+  return e;
+}
+Entry Bare(Entry e) {
+  e.owner_kind.clear();
+  e.owner_uid.clear();
+  return e;
+}
+Entry Evictable(Entry e) {
+  e.evictable = true;
+  return e;
+}
+Entry InGang(Entry e, std::string gang) {
+  e.gang = std::move(gang);
+  return e;
+}
+Entry InNs(Entry e, std::string ns) {
+  e.ns = std::move(ns);
   return e;
 }
 
@@ -590,73 +610,79 @@ TEST(OverBudget, Table) {
 
 constexpr int64_t kJitter = 64 * kMi;  // usage changes up to this are not activity
 
+// Observes e with its usage reported at now_ms (the agent's figure of this pass).
+void ObserveFresh(IdleTracker& t, Entry e, int64_t lock_ms, int64_t now_ms) {
+  e.used_ts_ms = now_ms;
+  t.Observe(e, lock_ms, now_ms);
+}
+
 TEST(IdleTracker, FirstSightingIsActivityNow) {
-  IdleTracker t(kJitter);
+  IdleTracker t(kJitter, 60'000);
   EXPECT_EQ(t.LastActive("a"), 0);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
   EXPECT_EQ(t.LastActive("a"), kNow);
   ASSERT_NE(t.Find("a"), nullptr);
   EXPECT_EQ(t.Find("a")->ref_used, 3 * kGi);
 }
 
 TEST(IdleTracker, EntriesWithoutTtlAreNotTracked) {
-  IdleTracker t(kJitter);
-  t.Observe(Pod("a", 4 * kGi, 3 * kGi), kNow, kNow);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Pod("a", 4 * kGi, 3 * kGi), kNow, kNow);
   EXPECT_EQ(t.LastActive("a"), 0);
   EXPECT_EQ(t.size(), 0u);
 }
 
 TEST(IdleTracker, UsageJitterUpToTheThresholdIsNotActivity) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter)), 0, kNow + kMinMs);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi - kJitter)), 0, kNow + 2 * kMinMs);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 3 * kMinMs);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter)), 0, kNow + kMinMs);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi - kJitter)), 0, kNow + 2 * kMinMs);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 3 * kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow);
 }
 
 TEST(IdleTracker, UsageChangeAboveTheThresholdIsActivity) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter + 1)), 0, kNow + kMinMs);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi + kJitter + 1)), 0, kNow + kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow + kMinMs);
   // Down counts too, measured against the new reference.
-  t.Observe(Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 2 * kMinMs);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 3 * kGi)), 0, kNow + 2 * kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow + 2 * kMinMs);
 }
 
 TEST(IdleTracker, SlowDriftIsMeasuredFromTheLastActivity) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
   for (int i = 1; i <= 3; ++i) {  // +40 MiB a pass: the second is 80 MiB from the reference
-    t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi + i * 40 * kMi)), 0, kNow + i * kMinMs);
+    ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi + i * 40 * kMi)), 0, kNow + i * kMinMs);
   }
   EXPECT_EQ(t.LastActive("a"), kNow + 2 * kMinMs);
 }
 
 TEST(IdleTracker, LockActivityLaterThanTheLastActivityCounts) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 30'000, kNow + kMinMs);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 30'000, kNow + kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
   // An older lock time says nothing new.
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 10'000, kNow + 2 * kMinMs);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 10'000, kNow + 2 * kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
   // No lock activity (0) neither.
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow + 3 * kMinMs);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), 0, kNow + 3 * kMinMs);
   EXPECT_EQ(t.LastActive("a"), kNow + 30'000);
 }
 
 TEST(IdleTracker, LockAtFirstSightingLaterThanNowWins) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 500, kNow);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 4 * kGi, 1 * kGi)), kNow + 500, kNow);
   EXPECT_EQ(t.LastActive("a"), kNow + 500);
 }
 
 TEST(IdleTracker, ForgetDropsTheUidsNotKept) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 1, 0)), 0, kNow);
-  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow);
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 1, 0)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("b", 1, 0)), 0, kNow);
   t.Forget({"b", "c"});
   EXPECT_EQ(t.LastActive("a"), 0);
   EXPECT_EQ(t.LastActive("b"), kNow);
@@ -664,10 +690,10 @@ TEST(IdleTracker, ForgetDropsTheUidsNotKept) {
 }
 
 TEST(IdleTracker, ForgetUnobservedDropsWhatTheLastPassDidNotSee) {
-  IdleTracker t(kJitter);
-  t.Observe(Ttl(Pod("a", 1, 0)), 0, kNow);
-  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow);
-  t.Observe(Ttl(Pod("b", 1, 0)), 0, kNow + kMinMs);  // the next pass sees only b
+  IdleTracker t(kJitter, 60'000);
+  ObserveFresh(t, Ttl(Pod("a", 1, 0)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("b", 1, 0)), 0, kNow);
+  ObserveFresh(t, Ttl(Pod("b", 1, 0)), 0, kNow + kMinMs);  // the next pass sees only b
   t.ForgetUnobserved(kNow + kMinMs);
   EXPECT_EQ(t.LastActive("a"), 0);
   EXPECT_EQ(t.LastActive("b"), kNow);
@@ -675,14 +701,74 @@ TEST(IdleTracker, ForgetUnobservedDropsWhatTheLastPassDidNotSee) {
 }
 
 TEST(IdleTracker, IdleForNeedsTheTtlToHavePassed) {
-  IdleTracker t(kJitter);
+  IdleTracker t(kJitter, 60'000);
   const Entry e = Ttl(Pod("a", 1 * kGi, 0), 10 * kMinMs);
   EXPECT_EQ(IdleFor(e, t, kNow), -1);  // never observed
-  t.Observe(e, 0, kNow);
+  ObserveFresh(t, e, 0, kNow);
   EXPECT_EQ(IdleFor(e, t, kNow + 10 * kMinMs - 1), -1);
   EXPECT_EQ(IdleFor(e, t, kNow + 10 * kMinMs), 10 * kMinMs);
   EXPECT_EQ(IdleFor(Terminating(e), t, kNow + 20 * kMinMs), -1);
   EXPECT_EQ(IdleFor(Pod("a", 1 * kGi, 0), t, kNow + 20 * kMinMs), -1);  // no TTL
+}
+
+// Issue 32: no evidence is not idleness. A pod whose usage no agent reports,
+// or whose report went stale, counts as active every pass.
+TEST(IdleTracker, MissingOrStaleUsageCountsAsActivity) {
+  IdleTracker t(kJitter, 60'000);
+  Entry e = Ttl(Pod("a", 4 * kGi, 1 * kGi), 10 * kMinMs);
+  ObserveFresh(t, e, 0, kNow);
+  e.used_ts_ms = kNow;  // the agent stops reporting: its last figure ages
+  t.Observe(e, 0, kNow + 30'000);
+  EXPECT_EQ(t.LastActive("a"), kNow) << "30 s old: still fresh, unchanged: not activity";
+  t.Observe(e, 0, kNow + 60'001);
+  EXPECT_EQ(t.LastActive("a"), kNow + 60'001) << "stale: counts as active";
+  t.Observe(e, 0, kNow + 20 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 20 * kMinMs);
+  EXPECT_EQ(IdleFor(e, t, kNow + 20 * kMinMs), -1) << "never idle while the agent is silent";
+  // Never reported at all: the same.
+  Entry never = Ttl(NeverReported(Pod("b", 4 * kGi, 0)), 10 * kMinMs);
+  t.Observe(never, 0, kNow);
+  t.Observe(never, 0, kNow + 15 * kMinMs);
+  EXPECT_EQ(IdleFor(never, t, kNow + 15 * kMinMs), -1);
+  // Fresh and unchanged again: idle from the last activity on.
+  ObserveFresh(t, e, 0, kNow + 21 * kMinMs);
+  ObserveFresh(t, e, 0, kNow + 31 * kMinMs);
+  EXPECT_EQ(IdleFor(e, t, kNow + 31 * kMinMs), 11 * kMinMs);
+}
+
+// ---- Who vramd's own evictions may take --------------------------------------
+
+TEST(EvictionExemption, Table) {
+  const Entry owned = Pod("p", 1 * kGi);
+  // Gangs are per namespace (Pod() puts each pod in its own, "ns-<uid>").
+  const Snapshot snap = Snap({MakeNode(
+      "n1", Unreported({80 * kGi}),
+      {InNs(InGang(Pod("g1", 1 * kGi), "job/t"), "ml"), InNs(InGang(Pod("g2", 1 * kGi), "job/t"), "ml"),
+       Terminating(InNs(InGang(Pod("g3", 1 * kGi), "job/t"), "ml")), InNs(InGang(Pod("o1", 1 * kGi), "jobset/o"), "ml")})});
+  const GangSizes gangs = CountGangs(snap);
+  EXPECT_EQ(gangs, (GangSizes{{"ml/job/t", 2}, {"ml/jobset/o", 1}}));
+  struct Case {
+    const char* name;
+    Entry e;
+    std::string want;
+  };
+  const Entry ranked = InNs(InGang(owned, "job/t"), "ml");
+  const Entry single = InNs(InGang(owned, "jobset/o"), "ml");
+  const Entry other_ns = InGang(owned, "job/t");  // ns-p: a gang of its own namespace, unknown here
+  const std::vector<Case> cases = {
+      {"OwnedPod", owned, ""},
+      {"BarePod", Bare(owned), "bare pod"},
+      {"BarePodThatOptedIn", Evictable(Bare(owned)), ""},
+      {"BareDesignatedVictim", Disposable(Bare(owned)), ""},
+      {"RankOfAGangOfTwoLive", ranked, "rank of gang job/t (2 live pods)"},
+      {"GangOfOne", single, ""},
+      {"SameGangNameOtherNamespace", other_ns, ""},
+      {"BareRankSaysBare", Bare(ranked), "bare pod"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(EvictionExemption(c.e, gangs), c.want);
+  }
 }
 
 // ---- The idle-eviction set ------------------------------------------------
@@ -792,6 +878,30 @@ const std::vector<IdleCase>& IdleCases() {
        {Waiting("p", 61 * kGi, {"n1"})},
        IdleMode::kOnDemand,
        {}},
+      // Issue 32: a bare pod (unless it opted in) and a rank of a gang of
+      // several are never idle-evicted, however long idle.
+      {"OnDemand_BarePodsAndGangRanksAreNeverEvicted",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "n1", Unreported({96 * kGi}),
+             {Pod("busy", 20 * kGi), Bare(IdlePod("a", 30 * kGi)), InNs(InGang(IdlePod("g1", 15 * kGi), "job/x"), "ml"),
+              InNs(InGang(IdlePod("g2", 15 * kGi), "job/x"), "ml"), Evictable(Bare(IdlePod("e", 15 * kGi)))})};
+       },
+       {{"a", 60}, {"g1", 50}, {"g2", 50}, {"e", 10}},
+       {Waiting("p", 15 * kGi, {"n1"})},
+       IdleMode::kOnDemand,
+       {{"n1", "e", "p"}}},
+      {"Always_BarePodsAndGangRanksAreNeverEvicted",
+       [] {
+         return std::vector<Node>{MakeNode(
+             "n1", Unreported({96 * kGi}),
+             {Bare(IdlePod("a", 30 * kGi)), InNs(InGang(IdlePod("g1", 15 * kGi), "job/x"), "ml"),
+              InNs(InGang(IdlePod("g2", 15 * kGi), "job/x"), "ml"), Evictable(Bare(IdlePod("e", 15 * kGi)))})};
+       },
+       {{"a", 60}, {"g1", 50}, {"g2", 50}, {"e", 10}},
+       {},
+       IdleMode::kAlways,
+       {{"n1", "e", ""}}},
       {"OnDemand_PodsNotIdleForTheirTtlAreNotEvicted",
        FourIdle,
        {{"a", 9}, {"b", 9}, {"c", 9}, {"d", 9}},
@@ -942,11 +1052,11 @@ const std::vector<IdleCase>& IdleCases() {
 
 // A tracker that last saw each listed uid active `idle_min` minutes ago.
 IdleTracker TrackerFor(const Snapshot& snap, const std::map<std::string, int>& idle_min) {
-  IdleTracker t(kJitter);
+  IdleTracker t(kJitter, 60'000);
   for (const auto& [name, node] : snap.nodes) {
     for (const Entry& e : node.entries) {
       auto it = idle_min.find(e.pod_uid);
-      if (it != idle_min.end()) t.Observe(e, 0, kNow - it->second * kMinMs);
+      if (it != idle_min.end()) ObserveFresh(t, e, 0, kNow - it->second * kMinMs);
     }
   }
   return t;

@@ -23,10 +23,13 @@ constexpr int64_t kFresh = kNow - 5 * kSec;
 
 // ---- Builders -------------------------------------------------------------
 
-// A bound pod of namespace `ns` holding `gib` on each of `gpus`.
+// A bound pod of namespace `ns` holding `gib` on each of `gpus`, owned by a
+// ReplicaSet (a pod something recreates: reclaim may take it).
 Entry Pod(const std::string& uid, const std::string& ns, int64_t gib, std::vector<int> gpus = {0},
           int32_t priority = 10, int64_t created_ms = kNow - 3600 * kSec) {
   Entry e;
+  e.owner_kind = "ReplicaSet";
+  e.owner_uid = "rs-" + uid;
   e.pod_uid = uid;
   e.ns = ns;
   e.name = uid;
@@ -43,6 +46,20 @@ Entry Terminating(Entry e) {
 }
 Entry Reserved(Entry e) {
   e.state = EntryState::kReserved;
+  return e;
+}
+// A pod without a controller (nothing recreates it).
+Entry Bare(Entry e) {
+  e.owner_kind.clear();
+  e.owner_uid.clear();
+  return e;
+}
+Entry Evictable(Entry e) {
+  e.evictable = true;
+  return e;
+}
+Entry InGang(Entry e, std::string gang) {
+  e.gang = std::move(gang);
   return e;
 }
 
@@ -96,6 +113,7 @@ struct Q {
   int64_t fair_share_gib = 0;
   std::string parent = "";
   std::optional<int64_t> limit_gib = std::nullopt;
+  bool synthetic = false;  // the default queue BuildQueueSet adds (no object): serves every other namespace
 };
 
 // The queue set as BuildQueueSet would make it from valid objects (sorted by
@@ -118,9 +136,11 @@ World MakeWorld(std::vector<Q> qs, const Snapshot& snap, const TenancyPolicy& po
     queue.spec.namespaces = q.namespaces;
     queue.spec.deserved = q.deserved_gib * kGi;
     if (q.limit_gib) queue.spec.limit = *q.limit_gib * kGi;
+    queue.synthetic = queue.unmanaged = q.synthetic;
+    if (q.synthetic) w.set.default_queue = static_cast<int>(w.set.queues.size());
     w.set.queues.push_back(std::move(queue));
   }
-  w.set.objects = w.set.queues.size();
+  w.set.objects = static_cast<size_t>(std::count_if(qs.begin(), qs.end(), [](const Q& q) { return !q.synthetic; }));
   for (size_t i = 0; i < w.set.queues.size(); ++i) {
     Queue& queue = w.set.queues[i];
     if (!queue.spec.parent.empty()) {
@@ -191,6 +211,7 @@ struct PlanCase {
   std::map<std::string, std::string> why_not = {};  // uid -> the exact text
   int64_t min_runtime_ms = 0;
   size_t max_plans = 10;
+  bool reclaim_unqueued = false;
 };
 
 // Team A has a quota (deserved 160Gi) and is quiet; team B has none of its
@@ -701,6 +722,100 @@ std::vector<PlanCase> PlanCases() {
        {"h1", "already holds a reservation on node n1"}},
   });
 
+  // ---- Who is never a victim (issue 32) ----------------------------------
+
+  // One research queue created; "web" is in no queue: its priority-0 pods
+  // (preemptible by priority) were victims of the first reclaim.
+  const std::vector<Q> research = {Q{"research", {"r"}, 16, 16}, Q{"default", {}, 0, 0, "", std::nullopt, true}};
+  cases.push_back(PlanCase{
+      "UnqueuedNamespacesAreNeverVictims",
+      research,
+      {MakeNode("n1", {16}, {Pod("web-1", "web", 16, {0}, 0)})},
+      {Waiting("r1", "r", 8)},
+      {},
+      {{"r1", "no preemptible pod of a queue above its fair share may be evicted (never victims: 1 of namespaces "
+              "no queue names); within queue research: no lower-priority preemptible pod may be evicted (never "
+              "victims: 1 of namespaces no queue names)"}},
+  });
+  PlanCase unqueued{"WithReclaimUnqueuedTheyAre", research,
+                    {MakeNode("n1", {16}, {Pod("web-1", "web", 16, {0}, 0)})},
+                    {Waiting("r1", "r", 8)},
+                    {WantPlan{"r1", ReclaimKind::kReclaim, "n1", {"web-1"}}}};
+  unqueued.reclaim_unqueued = true;
+  cases.push_back(unqueued);
+  // A VramQueue object named "default" (not synthetic) makes them a queue like any.
+  cases.push_back(PlanCase{
+      "ADefaultQueueObjectMakesThemAQueue",
+      {Q{"research", {"r"}, 16, 16}, Q{"default", {"web"}, 0, 0}},
+      {MakeNode("n1", {16}, {Pod("web-1", "web", 16, {0}, 0)})},
+      {Waiting("r1", "r", 8)},
+      {WantPlan{"r1", ReclaimKind::kReclaim, "n1", {"web-1"}}},
+  });
+
+  // A bare pod (no controller) is never taken; one that opted in, or a
+  // designated victim, is. The younger b2 would go first otherwise.
+  cases.push_back(PlanCase{
+      "ABarePodIsNeverAVictim",
+      TwoTeams(),
+      {MakeNode("n1", {16, 16}, {Bare(Pod("b2", "b", 16, {0}, 10, kNow - 100 * kSec)),
+                                 Pod("b1", "b", 16, {1}, 10, kNow - 200 * kSec)})},
+      {Waiting("a1", "a", 16)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
+  });
+  cases.push_back(PlanCase{
+      "ABarePodThatOptedInIsAVictim",
+      TwoTeams(),
+      {MakeNode("n1", {16, 16}, {Evictable(Bare(Pod("b2", "b", 16, {0}, 10, kNow - 100 * kSec))),
+                                 Pod("b1", "b", 16, {1}, 10, kNow - 200 * kSec)})},
+      {Waiting("a1", "a", 16)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b2"}}},
+  });
+  cases.push_back(PlanCase{
+      "OnlyBarePodsNoPlan",
+      TwoTeams(),
+      {MakeNode("n1", {16}, {Bare(Pod("b1", "b", 16, {0}))})},
+      {Waiting("a1", "a", 16)},
+      {},
+      {{"a1", "no preemptible pod of a queue above its fair share may be evicted (never victims: 1 bare pod); "
+              "within queue team-a: no lower-priority preemptible pod may be evicted (never victims: 1 bare pod)"}},
+  });
+
+  // A three-pod gang and a single pod of equal size: never one rank of the
+  // gang, even the youngest; the single pod goes.
+  cases.push_back(PlanCase{
+      "NeverOneRankOfAGang",
+      TwoTeams(),
+      {MakeNode("n1", {16, 16, 16, 16},
+                {InGang(Pod("g1", "b", 16, {0}, 10, kNow - 300 * kSec), "job/train"),
+                 InGang(Pod("g2", "b", 16, {1}, 10, kNow - 300 * kSec), "job/train"),
+                 InGang(Pod("g3", "b", 16, {2}, 10, kNow - 10 * kSec), "job/train"),
+                 Pod("s1", "b", 16, {3}, 10, kNow - 900 * kSec)})},
+      {Waiting("a1", "a", 16)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"s1"}}},
+  });
+  cases.push_back(PlanCase{
+      "AGangAloneIsNotTaken",
+      TwoTeams(),
+      {MakeNode("n1", {16, 16}, {InGang(Pod("g1", "b", 16, {0}), "job/train"),
+                                 InGang(Pod("g2", "b", 16, {1}), "job/train")})},
+      {Waiting("a1", "a", 16)},
+      {},
+      {{"a1", "no preemptible pod of a queue above its fair share may be evicted (never victims: 2 ranks of "
+              "gangs); within queue team-a: no lower-priority preemptible pod may be evicted (never victims: 2 "
+              "ranks of gangs)"}},
+  });
+  // Gangs are per namespace, and a gang of one (a Job's single live pod) is
+  // taken like any pod; a terminating rank does not count.
+  cases.push_back(PlanCase{
+      "AGangOfOneIsTakenLikeAnyPod",
+      TwoTeams(),
+      {MakeNode("n1", {16}, {InGang(Pod("g1", "b", 16, {0}), "job/train")}),
+       MakeNode("n2", {16}, {Terminating(InGang(Pod("g0", "b", 8, {0}), "job/train")),
+                             InGang(Pod("x1", "a", 8, {0}, 200), "job/train")})},
+      {Waiting("a1", "a", 16)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"g1"}}},
+  });
+
   return cases;
 }
 
@@ -718,6 +833,7 @@ void CheckCase(PlanCase& c) {
   SCOPED_TRACE(c.name);
   TenancyPolicy policy;
   policy.min_runtime_ms = c.min_runtime_ms;
+  policy.reclaim_unqueued = c.reclaim_unqueued;
   const Snapshot snap = Snap(std::move(c.nodes));
   const World w = MakeWorld(c.queues, snap, policy);
   std::unordered_map<std::string, std::string> why;

@@ -53,7 +53,7 @@ class ProtectionTest : public ::testing::Test {
   }
 
   void Bound(const std::string& node, const std::string& name, const std::string& uid, int64_t bytes,
-             int64_t idle_ttl_ms = 0) {
+             int64_t idle_ttl_ms = 0, bool owned = true) {
     ledger::Entry e;
     e.pod_uid = uid;
     e.ns = "default";
@@ -62,6 +62,10 @@ class ProtectionTest : public ::testing::Test {
     e.per_gpu = bytes;
     e.state = ledger::EntryState::kBound;
     e.idle_ttl_ms = idle_ttl_ms;
+    if (owned) {  // a controller recreates it: idle eviction may take it
+      e.owner_kind = "ReplicaSet";
+      e.owner_uid = "rs-" + uid;
+    }
     ASSERT_TRUE(store.PutEntry(node, e).ok());
     kube.AddPod("default", name, uid, "1Gi");
     kube.pods["default/" + name].node_name = node;
@@ -220,8 +224,11 @@ TEST_F(ProtectionTest, AnIdleModelIsEvictedOnlyForAPodRefusedForVram) {
   Bound("idle", "model-old", kOld, 12 * kGi, /*idle_ttl_ms=*/60'000);
   kube.AddPod("default", "model-new", kNew, "8Gi");  // pending
   Start();
+  // Idle needs evidence: the agent reports the model's usage, unchanged.
+  Report("idle", {{kOld, 10 * kGi}});
   ASSERT_TRUE(prot->RunOnce().ok());  // first sighting: active now
   clock.Advance(61'000);
+  Report("idle", {{kOld, 10 * kGi}});
   // Idle, but nobody waits: nothing.
   Result<ProtectionStats> r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
@@ -262,15 +269,18 @@ TEST_F(ProtectionTest, LockActivityKeepsAPodActiveAndAnUnreadableSignalSkipsIdle
     return std::map<std::string, int64_t>{{kOld, last_lock}};
   };
   Start();
+  Report("idle", {{kOld, 10 * kGi}});
   ASSERT_TRUE(prot->RunOnce().ok());
   for (int i = 0; i < 3; ++i) {  // a heartbeat every 50 s keeps it active
     clock.Advance(50'000);
+    Report("idle", {{kOld, 10 * kGi}});
     last_lock = clock.NowMs();
     Result<ProtectionStats> r = prot->RunOnce();
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->idle_candidates, 0);
   }
   clock.Advance(61'000);
+  Report("idle", {{kOld, 10 * kGi}});
   lock_store_down = true;  // no signal: no idle eviction at all
   Result<ProtectionStats> r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
@@ -281,6 +291,50 @@ TEST_F(ProtectionTest, LockActivityKeepsAPodActiveAndAnUnreadableSignalSkipsIdle
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->idle_actions, 1);
   EXPECT_TRUE(kube.pods["default/model-old"].deleting);
+}
+
+// Issue 32: without a fresh usage report the pod is not idle, however long
+// its TTL has passed (before: idle after its TTL when no agent reported).
+TEST_F(ProtectionTest, WithoutFreshUsageAPodIsNeverIdle) {
+  cfg.idle_mode = "enforce";
+  cfg.idle_policy = "always";
+  Bound("idle", "model-old", kOld, 12 * kGi, 60'000);
+  Start();
+  Report("idle", {{kOld, 10 * kGi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  for (int i = 0; i < 5; ++i) {  // the agent went silent: its last report ages
+    clock.Advance(61'000);
+    Result<ProtectionStats> r = prot->RunOnce();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->idle_actions, 0) << "pass " << i;
+  }
+  EXPECT_FALSE(kube.pods["default/model-old"].deleting);
+  EXPECT_EQ(testing::Sample(reg, "vramd_idle_pods"), "0");
+  // Reports again, unchanged: idle one TTL later, evicted.
+  Report("idle", {{kOld, 10 * kGi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  clock.Advance(61'000);
+  Report("idle", {{kOld, 10 * kGi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_actions, 1);
+  EXPECT_TRUE(kube.pods["default/model-old"].deleting);
+}
+
+// Issue 32: a bare pod (no controller) is never idle-evicted unless it opted in.
+TEST_F(ProtectionTest, ABarePodIsNeverIdleEvicted) {
+  cfg.idle_mode = "enforce";
+  cfg.idle_policy = "always";
+  Bound("idle", "model-old", kOld, 12 * kGi, 60'000, /*owned=*/false);
+  Start();
+  Report("idle", {{kOld, 10 * kGi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  clock.Advance(61'000);
+  Report("idle", {{kOld, 10 * kGi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_actions, 0);
+  EXPECT_FALSE(kube.pods["default/model-old"].deleting);
 }
 
 TEST_F(ProtectionTest, RefusalsOfPodsNoLongerPendingAreForgotten) {

@@ -37,6 +37,8 @@ ledger::Entry Bound(const std::string& uid, const std::string& ns, int64_t bytes
   e.per_gpu = bytes;
   e.state = ledger::EntryState::kBound;
   e.created_ms = created_ms;
+  e.owner_kind = "ReplicaSet";  // a controller recreates it: reclaim may take it
+  e.owner_uid = "rs-" + uid;
   return e;
 }
 

@@ -44,6 +44,10 @@ Entry Everything() {
   e.used_ts_ms = 1'795'000'060'000;
   e.last_active_ms = 1'795'000'050'000;
   e.idle_ttl_ms = 600'000;
+  e.owner_kind = "ReplicaSet";
+  e.owner_uid = "rs-uid-1";
+  e.evictable = true;
+  e.gang = "job/train";
   return e;
 }
 
@@ -78,6 +82,9 @@ TEST(EntryCodec, EveryFieldRoundTripsAtItsBounds) {
   e.used_ts_ms = kMaxEntryTimeMs;
   e.last_active_ms = kMaxEntryTimeMs;
   e.idle_ttl_ms = ledger::kMaxIdleTtlMs;
+  e.owner_kind = std::string(ledger::kMaxOwnerField, 'k');
+  e.owner_uid = std::string(ledger::kMaxOwnerField, 'u');
+  e.gang = std::string(ledger::kMaxGangKey, 'g');
   EXPECT_EQ(MustDecode(EncodeEntry(e, false)), e);
   e.priority = std::numeric_limits<int32_t>::max();
   EXPECT_EQ(MustDecode(EncodeEntry(e, false)), e);
@@ -99,6 +106,10 @@ TEST(EntryCodec, AnEntryWithoutNewFactsIsWrittenAsVersion01WroteIt) {
   e.used_ts_ms = 0;
   e.last_active_ms = 0;
   e.idle_ttl_ms = 0;
+  e.owner_kind.clear();
+  e.owner_uid.clear();
+  e.evictable = false;
+  e.gang.clear();
   EXPECT_EQ(EncodeEntry(e, false),
             R"({"ns":"ml","name":"vllm-0","gpus":[1,3],"per_gpu":21474836480,"peak_per_gpu":32212254720,)"
             R"("model":"llama-3-70b","state":"bound","created_ms":1795000000000})");
@@ -109,7 +120,8 @@ TEST(EntryCodec, NewFieldsGoBetweenStateAndCreatedOnlyWhereTheySaySomething) {
             R"({"ns":"ml","name":"vllm-0","gpus":[1,3],"per_gpu":21474836480,"peak_per_gpu":32212254720,)"
             R"("model":"llama-3-70b","state":"bound","priority":-1000,"priority_class":"vramd-disposable",)"
             R"("victim":true,"used":19327352832,"used_ts_ms":1795000060000,"last_active_ms":1795000050000,)"
-            R"("idle_ttl_ms":600000,"created_ms":1795000000000})");
+            R"("idle_ttl_ms":600000,"owner_kind":"ReplicaSet","owner_uid":"rs-uid-1","evictable":true,)"
+            R"("gang":"job/train","created_ms":1795000000000})");
   Entry e = Everything();
   e.priority = 0;
   e.priority_class.clear();
@@ -136,6 +148,8 @@ TEST(EntryCodec, TheFirstStateInTheTextIsTheEntrysState) {
   e.ns = R"(x","state":"bound)";
   e.model = R"("state":"bound")";
   e.priority_class = R"("state":"terminating")";
+  e.owner_kind = R"(","state":"bound)";
+  e.gang = R"("state":"terminating")";
   const std::string text = EncodeEntry(e, false);
   const size_t at = text.find(R"("state":")");
   ASSERT_NE(at, std::string::npos);
@@ -224,7 +238,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadEntryCase{"IdleTtlNegative", R"("idle_ttl_ms":-1)", R"("idle_ttl_ms" is not a duration from 0 to 30 days)"},
         BadEntryCase{"IdleTtlAbove30Days", R"("idle_ttl_ms":2592000001)",
                      R"("idle_ttl_ms" is not a duration from 0 to 30 days)"},
-        BadEntryCase{"IdleTtlText", R"("idle_ttl_ms":"10m")", R"("idle_ttl_ms" is not an integer)"}),
+        BadEntryCase{"IdleTtlText", R"("idle_ttl_ms":"10m")", R"("idle_ttl_ms" is not an integer)"},
+        BadEntryCase{"OwnerKindNumber", R"("owner_kind":5)", R"(a non-string "owner_kind")"},
+        BadEntryCase{"OwnerUidTooLong", R"("owner_uid":")" + std::string(254, 'u') + "\"",
+                     R"("owner_kind" or "owner_uid" is longer than 253 bytes)"},
+        BadEntryCase{"GangTooLong", R"("gang":")" + std::string(301, 'g') + "\"", R"("gang" is longer than 300 bytes)"},
+        BadEntryCase{"GangArray", R"("gang":["job/x"])", R"(a non-string "gang")"},
+        BadEntryCase{"EvictableText", R"("evictable":"true")", R"("evictable" is not true or false)"}),
     [](const ::testing::TestParamInfo<BadEntryCase>& info) { return std::string(info.param.name); });
 
 // The store checks entries with the same bounds before writing them, so a
@@ -244,6 +264,9 @@ TEST(EntryCodec, FieldProblemsAreTheDecodersBounds) {
   EXPECT_THAT(with([](Entry& e) { e.used_ts_ms = kMaxEntryTimeMs + 1; }), HasSubstr("used_ts_ms"));
   EXPECT_THAT(with([](Entry& e) { e.last_active_ms = -1; }), HasSubstr("last_active_ms"));
   EXPECT_THAT(with([](Entry& e) { e.last_active_ms = kMaxEntryTimeMs + 1; }), HasSubstr("last_active_ms"));
+  EXPECT_THAT(with([](Entry& e) { e.owner_kind.assign(254, 'k'); }), HasSubstr("owner_kind"));
+  EXPECT_THAT(with([](Entry& e) { e.owner_uid.assign(254, 'u'); }), HasSubstr("owner_uid"));
+  EXPECT_THAT(with([](Entry& e) { e.gang.assign(301, 'g'); }), HasSubstr("gang"));
 }
 
 // Compatibility: entries exactly as vramd 0.1 wrote them.
