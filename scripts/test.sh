@@ -92,9 +92,16 @@ status=0
 touch "$work/ctest.log"
 if [[ -n "$ctest_tiers" ]]; then
   t=$(date +%s)
+  # The JUnit file holds each entry's status and output, counted at the end
+  # (scripts/lib/test_counts.py): large enough limits that CTest does not cut
+  # a passed entry's output (its default: 1 KiB, keeping the head, so a Python
+  # file's "Ran N tests" summary would be lost); a cut keeps head and tail.
   ctest --test-dir build -L "^($(echo "$ctest_tiers" | tr ' ' '|'))\$" --no-tests=error --output-on-failure -j2 --timeout 900 \
+    --test-output-size-passed 4194304 --test-output-size-failed 4194304 --test-output-truncation middle \
     --output-junit "$work/junit.xml" | tee "$work/ctest.log" || status=$?
   stage "ctest ($ctest_tiers)" "$t"
+  # Which tier (label) each entry is in, for the counts.
+  ctest --test-dir build --show-only=json-v1 >"$work/tests.json" || status=1
 fi
 
 # Tiers that are scripts of their own (their own build directories).
@@ -113,18 +120,26 @@ if [[ " $TIERS " == *" fuzz "* ]]; then
   stage "fuzz (build + ${FUZZ_SECONDS} s/target)" "$t"
 fi
 
+# The CTest tiers' tests counted from what ran (GoogleTest's and unittest's own
+# summaries in each entry's output): run, passed, failed, skipped. A skip not
+# on tests/allowed-skips.txt, or an entry that ran nothing, fails the run.
+touch "$work/counts.txt"
+if [[ -n "$ctest_tiers" ]]; then
+  python3 scripts/lib/test_counts.py --junit "$work/junit.xml" --tests-json "$work/tests.json" \
+    --allow tests/allowed-skips.txt --tiers "$ctest_tiers" >"$work/counts.txt" 2>&1 || status=1
+fi
 echo
 echo "== tests per tier =="
 for tier in $TIERS; do
   case $tier in
     sanitize) echo "sanitize: $sanitize_result ($(grep -c ' ok$' "$work/sanitize.log" || true) runs clean, $(grep -c ' FAILED$' "$work/sanitize.log" || true) failed)" ;;
     fuzz) echo "fuzz: $fuzz_result ($(grep -c ' ok$' "$work/fuzz.log" || true) targets clean, $(grep -c ' FAILED$' "$work/fuzz.log" || true) failed)" ;;
-    *)
-      n=$(ctest --test-dir build -N -L "^$tier\$" | sed -n 's/^Total Tests: //p')
-      echo "$tier: ${n:-0} tests"
-      ;;
+    *) grep "^$tier: " "$work/counts.txt" || echo "$tier: not counted" ;;
   esac
 done
+# The notes, allowed and refused skips, entries that ran nothing (and an
+# error of the count itself), after the tiers' lines.
+grep -v -E "^($(echo "$ctest_tiers" | tr ' ' '|')): " "$work/counts.txt" || true
 grep -E '^[0-9]+% tests passed' "$work/ctest.log" | tail -1 | sed 's/^/ctest: /' || true
 echo
 echo "== time per stage =="
