@@ -387,6 +387,10 @@ std::vector<Key> BuildKeys() {
                      "VRAMD_WATCHDOG_MAX_ACTIONS_PER_MINUTE",
                      "at most this many watchdog and idle actions in any minute, over the whole cluster",
                      &Config::watchdog_max_actions_per_minute, 1, 10'000));
+  k.push_back(BytesKey("watchdog.min_over_budget", "--watchdog-min-over-budget", "VRAMD_WATCHDOG_MIN_OVER_BUDGET",
+                       "a pod counts as over its budget only when its usage on the GPU exceeds what it declared by "
+                       "more than this (quantity; a CUDA context's overhead is not a runaway)",
+                       &Config::watchdog_min_over_budget_bytes));
   k.push_back(StringKey("idle.mode", "--idle-mode", "VRAMD_IDLE_MODE",
                         "idle eviction of pods with vramd.io/idle-ttl (leader): off, dry-run or enforce",
                         &Config::idle_mode, CheckMode));

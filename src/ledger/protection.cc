@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "vramd/ledger/fit.h"
+#include "vramd/ledger/quantity.h"
 
 namespace vramd::ledger {
 
@@ -41,22 +42,38 @@ namespace {
 
 bool HoldsGpu(const Entry& e, int gpu) { return std::find(e.gpus.begin(), e.gpus.end(), gpu) != e.gpus.end(); }
 
-WatchdogVictim VictimOf(const Entry& e, VictimReason reason) {
-  return WatchdogVictim{e.pod_uid, e.ns, e.name, reason, e.used, DeclaredBytes(e), e.priority};
+WatchdogVictim VictimOf(const Entry& e, int64_t used_here, VictimReason reason) {
+  return WatchdogVictim{e.pod_uid, e.ns, e.name, reason, used_here, DeclaredBytes(e), e.priority};
 }
 
-// Chooses the victim on GPU `p->gpu` of `node`, or says why there is none.
-void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
+// The pod's figure on GPU g in g's report (pods sorted by uid), 0 when absent.
+int64_t UsedOn(const Gpu& g, const std::string& uid) {
+  auto it = std::lower_bound(g.pods.begin(), g.pods.end(), uid,
+                             [](const PodUsage& u, const std::string& id) { return u.uid < id; });
+  return it != g.pods.end() && it->uid == uid ? it->used : 0;
+}
+
+// Chooses the victim on GPU g (p->gpu) of `node`, or says why there is none.
+void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
   const Entry* victim = nullptr;        // best designated victim so far
+  int64_t victim_used = 0;
   const Entry* offender = nullptr;      // most over budget so far
-  int64_t offender_over = 0;
+  int64_t offender_over = 0, offender_used = 0;
   int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
+  bool any_over = false;  // a pod over its budget here, protected or not
+  auto over_here = [&](const Entry& e) {
+    const int64_t used = UsedOn(g, e.pod_uid), declared = std::max<int64_t>(0, DeclaredBytes(e));
+    return used > declared ? used - declared : 0;
+  };
   for (const Entry& e : node.entries) {
     if (!HoldsGpu(e, p->gpu)) continue;
     ++holders;
     if (e.state == EntryState::kTerminating) {
       ++terminating;
       continue;
+    }
+    if (UsageFresh(e.used_ts_ms, now_ms, policy.usage_max_age_ms) && over_here(e) > policy.min_over_budget_bytes) {
+      any_over = true;
     }
     if (IsProtected(e.priority_class, e.priority, policy.protected_classes)) {
       ++protected_count;
@@ -66,30 +83,43 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
       ++stale;
       continue;
     }
-    if (e.victim && e.used <= 0) ++idle_victims;
-    if (e.victim && e.used > 0) {
+    const int64_t used = UsedOn(g, e.pod_uid);
+    if (e.victim && used <= 0) ++idle_victims;
+    if (e.victim && used > 0) {
       if (victim == nullptr || e.priority < victim->priority ||
           (e.priority == victim->priority &&
-           (e.used > victim->used || (e.used == victim->used && e.pod_uid < victim->pod_uid)))) {
+           (used > victim_used || (used == victim_used && e.pod_uid < victim->pod_uid)))) {
         victim = &e;
+        victim_used = used;
       }
     }
-    const int64_t over = OverBudgetBytes(e, now_ms, policy.usage_max_age_ms);
-    if (over > 0) {
+    const int64_t over = over_here(e);
+    if (over > policy.min_over_budget_bytes) {
       if (offender == nullptr || over > offender_over ||
           (over == offender_over &&
            (e.priority < offender->priority || (e.priority == offender->priority && e.pod_uid < offender->pod_uid)))) {
         offender = &e;
         offender_over = over;
+        offender_used = used;
       }
     }
   }
+  // No pod runs over its budget here and the bytes outside vramd's pods
+  // cover the deficit: evicting a pod (even a designated victim) would only
+  // make room for what is not vramd's to stop.
+  const int64_t outside = g.outside_pods + g.untracked, deficit = p->floor - p->free;
+  if (holders > 0 && !any_over && outside > 0 && outside >= deficit) {
+    p->no_victim = "the pressure is outside vramd's pods: " + FormatBytes(g.outside_pods) + " outside pods + " +
+                   FormatBytes(g.untracked) + " untracked >= the deficit " + FormatBytes(deficit) +
+                   ", and no pod is over its budget";
+    return;
+  }
   if (victim != nullptr) {
-    p->victim = VictimOf(*victim, VictimReason::kDesignatedVictim);
+    p->victim = VictimOf(*victim, victim_used, VictimReason::kDesignatedVictim);
     return;
   }
   if (offender != nullptr) {
-    p->victim = VictimOf(*offender, VictimReason::kOverBudget);
+    p->victim = VictimOf(*offender, offender_used, VictimReason::kOverBudget);
     return;
   }
   std::string counts = std::to_string(protected_count) + " protected, " + std::to_string(stale) + " stale";
@@ -112,12 +142,19 @@ void ChooseVictim(const Node& node, const WatchdogPolicy& policy, int64_t now_ms
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms) {
   std::vector<GpuPressure> out;
   for (const auto& [name, node] : snap.nodes) {
-    for (const Gpu& g : node.gpus) {
+    std::vector<int64_t> allocated;  // computed for a node with a GPU under pressure only
+    std::vector<GpuPeak> peaks;
+    for (size_t k = 0; k < node.gpus.size(); ++k) {
+      const Gpu& g = node.gpus[k];
       if (!UsageFresh(g.used_ts_ms, now_ms, policy.usage_max_age_ms)) continue;
       const int64_t total = g.total > 0 ? g.total : g.capacity;
       const int64_t floor = WatchdogFloor(total, policy);
       const int64_t free = total - g.used;
       if (free >= floor) continue;
+      if (allocated.empty()) {
+        allocated = AllocatedPerGpu(node);
+        peaks = GpuPeaks(node);
+      }
       GpuPressure p;
       p.node = name;
       p.gpu = g.index;
@@ -125,7 +162,19 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
       p.used = g.used;
       p.free = free;
       p.floor = floor;
-      ChooseVictim(node, policy, now_ms, &p);
+      const int64_t a = allocated[k], peak = peaks[k].peak;
+      if (g.used > a) {
+        p.cause = "over budget or untracked (U > A)";
+      } else if (peak > g.capacity) {
+        p.cause = "peak above capacity (P > C)";
+      }
+      if (p.cause.empty()) {
+        p.no_victim = "no cause: used " + FormatBytes(g.used) + " is within the " + FormatBytes(a) +
+                      " its pods reserved (capacity " + FormatBytes(g.capacity) +
+                      "): the floor is above the reserve, nothing runs away";
+      } else {
+        ChooseVictim(node, g, policy, now_ms, &p);
+      }
       out.push_back(std::move(p));
     }
   }

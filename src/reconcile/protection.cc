@@ -41,6 +41,7 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
     s.watchdog_policy.protected_classes = std::move(*l);
   }
   s.watchdog_policy.usage_max_age_ms = cfg.usage_max_age_ms;
+  s.watchdog_policy.min_over_budget_bytes = cfg.watchdog_min_over_budget_bytes;
   s.placement = placement;
   s.usage_change_bytes = cfg.idle_usage_change_bytes;
   s.interval_ms = cfg.watchdog_interval_ms;
@@ -172,8 +173,10 @@ Result<ProtectionStats> Protection::RunOnce() {
   if (s_.watchdog) {
     for (const ledger::GpuPressure& p : pressure) {
       if (!p.victim) {
-        spdlog::warn("watchdog: GPU {} of {} has {} free, below the floor of {}, and no victim: {}", p.gpu, p.node,
-                     ledger::FormatBytes(p.free), ledger::FormatBytes(p.floor), p.no_victim);
+        // A full GPU used within its reservations (no cause) is normal: debug.
+        spdlog::log(p.cause.empty() ? spdlog::level::debug : spdlog::level::warn,
+                    "watchdog: GPU {} of {} has {} free, below the floor of {}, and no victim: {}", p.gpu, p.node,
+                    ledger::FormatBytes(p.free), ledger::FormatBytes(p.floor), p.no_victim);
         continue;
       }
       const std::string key = "gpu:" + p.node + "/" + std::to_string(p.gpu);

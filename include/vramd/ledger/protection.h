@@ -35,6 +35,7 @@ struct WatchdogPolicy {
   std::vector<std::string> protected_classes;  // never victims; system-cluster-critical,
                                        // system-node-critical and priority >= 2e9 always protected
   int64_t usage_max_age_ms = 60'000;   // GPU report / pod usage older than this: stale
+  int64_t min_over_budget_bytes = 0;   // over budget only by more than this (config default 512Mi)
 };
 
 enum class VictimReason { kDesignatedVictim, kOverBudget };
@@ -52,6 +53,7 @@ struct WatchdogVictim {
 struct GpuPressure {
   std::string node;
   int gpu = 0;         // Gpu::index
+  std::string cause;   // "over budget or untracked (U > A)", "peak above capacity (P > C)", or "" (none)
   int64_t total = 0;   // physical total: Gpu::total when reported, else Gpu::capacity
   int64_t used = 0;    // Gpu::used (the fresh report)
   int64_t free = 0;    // total - used (may be negative)
@@ -80,15 +82,28 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 
 // Every GPU with a fresh report (UsageFresh(Gpu::used_ts_ms)) whose physical
 // free (total − used) is below its floor, sorted by node name then GPU index,
-// each with at most ONE victim among the entries holding that GPU:
-//  1. designated victims (Entry::victim) that use something (used > 0: evicting
-//     one that uses nothing frees nothing): lowest priority, then largest used,
+// each with at most ONE victim among the entries holding that GPU. Pressure
+// alone is no reason to act (issue 32); the watchdog acts only for a cause:
+//  - U > A on that GPU (its report's used above what its pods reserved:
+//    someone over budget, or bytes vramd does not account), or
+//  - P > C (peak demand above capacity: burstable pods may grow into it).
+// Without one: no victim, "no cause: ..." (a full GPU used within its
+// reservations is the reserve's business, not a runaway's). When no pod is
+// over its budget on the GPU and the bytes outside vramd's pods (outside_pods
+// + untracked) cover the deficit (floor − free), nobody is chosen either, not
+// even a designated victim: the pressure is not vramd's pods' doing.
+// A pod's usage is measured on THIS GPU (its figure in Gpu::pods, 0 when the
+// report does not name it), never its largest figure across GPUs:
+//  1. designated victims (Entry::victim) that use something here (evicting
+//     one that uses nothing frees nothing): lowest priority, then largest use,
 //     then uid;
-//  2. else the pod most over budget (OverBudgetBytes > 0), largest first; ties:
-//     lower priority, then uid.
+//  2. else the pod most over budget here: its use above DeclaredBytes by more
+//     than min_over_budget_bytes, largest first; ties: lower priority, then uid.
 // Never a protected pod (IsProtected), never one whose usage is stale or
 // never reported, never a terminating entry. Without a victim, `no_victim`
 // says why:
+//  "no cause: used U is within the A its pods reserved (capacity C)"
+//  "the pressure is outside vramd's pods: O outside pods + Z untracked >= the deficit D, and no pod is over its budget"
 //  "no pod holds this GPU"
 //  "every pod on this GPU is already terminating"
 //  "every pod on this GPU is protected or its usage is stale (N protected, M stale[, T terminating])"

@@ -212,6 +212,12 @@ WatchdogPolicy FloorPercent(double pct) {
   return p;
 }
 
+WatchdogPolicy Margin(int64_t bytes) {
+  WatchdogPolicy p;
+  p.min_over_budget_bytes = bytes;
+  return p;
+}
+
 WatchdogPolicy Protecting(std::vector<std::string> classes) {
   WatchdogPolicy p;
   p.protected_classes = std::move(classes);
@@ -352,7 +358,8 @@ const std::vector<WatchdogCase>& WatchdogCases() {
        },
        kDefaults,
        {{"n1", 0, "", VictimReason::kOverBudget,
-         "no designated victim that uses memory and no pod over its budget"}}},
+         "the pressure is outside vramd's pods: 23Gi outside pods + 0 untracked >= the deficit 512Mi, and no pod "
+         "is over its budget"}}},
       {"EveryPodTerminating_NoVictim",
        [] { return std::vector<Node>{MakeNode("n1", {Gpu24(0)}, {Terminating(Pod("going", 4 * kGi, 23 * kGi))})}; },
        kDefaults,
@@ -369,7 +376,9 @@ const std::vector<WatchdogCase>& WatchdogCases() {
          return std::vector<Node>{MakeNode("n1", {Gpu24(14 * kGi)}, {Pod("a", 4 * kGi, 4 * kGi), Pod("b", 6 * kGi, 5 * kGi)})};
        },
        kDefaults,
-       {{"n1", 0, "", VictimReason::kOverBudget, "no designated victim and no pod over its budget"}}},
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "the pressure is outside vramd's pods: 14Gi outside pods + 0 untracked >= the deficit 512Mi, and no pod "
+         "is over its budget"}}},
       {"UsageWithinItsDeclaredPeakIsNotOverBudget",
        [] {
          return std::vector<Node>{MakeNode("n1", {Gpu24(2 * kGi)},
@@ -481,6 +490,76 @@ const std::vector<WatchdogCase>& WatchdogCases() {
        {{"n1", 1, "y", VictimReason::kOverBudget, ""},
         {"n2", 0, "", VictimReason::kOverBudget, "no pod holds this GPU"},
         {"n2", 1, "x", VictimReason::kOverBudget, ""}}},
+      // ---- Issue 32: a cause, measured on the GPU under pressure ----------
+      // A full 24Gi GPU used within what its pods reserved (A = C, U <= A):
+      // pressure below the 1.5Gi floor, but nothing runs away. Before: the
+      // designated victim was evicted, placed back and evicted again every
+      // cooldown.
+      {"FullGpuWithinItsReservations_NoCause",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {GpuSpec{24 * kGi, 24 * kGi}},
+                                           {Pod("a", 12 * kGi, 11 * kGi), Disposable(Pod("b", 12 * kGi, 12 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "no cause: used 23Gi is within the 24Gi its pods reserved (capacity 24Gi): the floor is above the "
+         "reserve, nothing runs away"}}},
+      // Within its reservations but burstable pods may grow past C: a cause.
+      {"PeakAboveCapacityIsACause",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {GpuSpec{24 * kGi, 24 * kGi}},
+                                           {Peak(Pod("a", 12 * kGi, 11 * kGi), 20 * kGi),
+                                            Disposable(Pod("b", 12 * kGi, 12 * kGi))})};
+       },
+       kDefaults,
+       {{"n1", 0, "b", VictimReason::kDesignatedVictim, ""}}},
+      // A CUDA context's few hundred MiB above the request is no runaway.
+      {"OverBudgetWithinTheMargin_NoVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {kGpu24},
+                                           {Pod("a", 11 * kGi + 512 * kMi, 11 * kGi + 812 * kMi),
+                                            Pod("b", 11 * kGi + 512 * kMi, 11 * kGi + 512 * kMi)})};
+       },
+       Margin(512 * kMi),
+       {{"n1", 0, "", VictimReason::kOverBudget, "no designated victim and no pod over its budget"}}},
+      {"OverBudgetBeyondTheMargin_IsChosen",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {kGpu24},
+                                           {Pod("a", 11 * kGi + 512 * kMi, 12 * kGi + 100 * kMi),
+                                            Pod("b", 11 * kGi + 512 * kMi, 11 * kGi + 512 * kMi)})};
+       },
+       Margin(512 * kMi),
+       {{"n1", 0, "a", VictimReason::kOverBudget, ""}}},
+      // A zombie (untracked) holds the GPU and no pod is over its budget:
+      // nobody, not even the designated victim.
+      {"ZombieCoversTheDeficit_NotEvenTheDesignatedVictim",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {GpuSpec{24 * kGi, 23 * kGi, 0, {PodUsage{"zombie", 16 * kGi}}}},
+                                           {Disposable(Pod("vm", 4 * kGi, 4 * kGi)), Pod("app", 3 * kGi, 3 * kGi)})};
+       },
+       kDefaults,
+       {{"n1", 0, "", VictimReason::kOverBudget,
+         "the pressure is outside vramd's pods: 0 outside pods + 16Gi untracked >= the deficit 512Mi, and no pod is "
+         "over its budget"}}},
+      // The victim is measured on the GPU under pressure: "wide" uses 12Gi on
+      // GPU 1 (its entry's figure, the largest) but 1Gi on GPU 0, where "hog"
+      // runs 5Gi over. Before: "wide" was chosen for GPU 0.
+      {"TheVictimIsMeasuredOnTheGpuUnderPressure",
+       [] {
+         Node n = MakeNode("n1", {GpuSpec{24 * kGi, 24 * kGi}, GpuSpec{24 * kGi, 24 * kGi}},
+                           {Pod("wide", 4 * kGi, 12 * kGi, {0, 1}), Pod("hog", 4 * kGi, 9 * kGi),
+                            Pod("fill", 13 * kGi, 13 * kGi)});
+         Gpu& g0 = n.gpus[0];
+         for (PodUsage& u : g0.pods) {
+           if (u.uid == "wide") {
+             g0.used -= u.used - 1 * kGi;
+             u.used = 1 * kGi;
+           }
+         }
+         return std::vector<Node>{std::move(n)};
+       },
+       kDefaults,
+       {{"n1", 0, "hog", VictimReason::kOverBudget, ""}}},
   };
   return cases;
 }
