@@ -7,6 +7,7 @@
 #include <set>
 
 #include "vramd/extender/wire.h"
+#include "vramd/ledger/protection.h"
 #include "vramd/ledger/quantity.h"
 
 namespace vramd::extender {
@@ -486,8 +487,11 @@ Response Extender::Preempt(std::string_view body) {
     if (req->wants_vram()) {
       const ledger::Node* n = (*snap)->Find(it.key());
       if (n == nullptr) continue;
+      // The victims gone as evicting them would leave the node: their
+      // reservations and their measured usage (with an agent reporting, U
+      // would otherwise still hold their bytes and veto every preemption).
       ledger::Node without = *n;
-      std::erase_if(without.entries, [&](const ledger::Entry& e) { return uids.count(e.pod_uid) > 0; });
+      for (const std::string& uid : uids) ledger::RemoveFromNode(&without, uid);
       fits = ledger::DecideNode(&without, it.key(), *req, opts_.policy, clock_->NowMs()).verdict ==
              ledger::Verdict::kFits;
       if (fits && tenancy && tenancy->set != nullptr) {

@@ -46,12 +46,21 @@ WatchdogVictim VictimOf(const Entry& e, int64_t used_here, VictimReason reason) 
   return WatchdogVictim{e.pod_uid, e.ns, e.name, reason, used_here, DeclaredBytes(e), e.priority};
 }
 
-// The pod's figure on GPU g in g's report (pods sorted by uid), 0 when absent.
-int64_t UsedOn(const Gpu& g, const std::string& uid) {
+// The pod's figure in the GPU's usage report (0 when the report names it nowhere).
+int64_t ReportedShare(const Gpu& g, const std::string& uid) {
   auto it = std::lower_bound(g.pods.begin(), g.pods.end(), uid,
                              [](const PodUsage& u, const std::string& id) { return u.uid < id; });
   return it != g.pods.end() && it->uid == uid ? it->used : 0;
 }
+
+// Position of GPU `index` among node.gpus, or -1.
+int GpuPos(const Node& node, int index) {
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (node.gpus[i].index == index) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 
 // Chooses the victim on GPU g (p->gpu) of `node`, or says why there is none.
 void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
@@ -62,7 +71,7 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
   int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
   bool any_over = false;  // a pod over its budget here, protected or not
   auto over_here = [&](const Entry& e) {
-    const int64_t used = UsedOn(g, e.pod_uid), declared = std::max<int64_t>(0, DeclaredBytes(e));
+    const int64_t used = ReportedShare(g, e.pod_uid), declared = std::max<int64_t>(0, DeclaredBytes(e));
     return used > declared ? used - declared : 0;
   };
   for (const Entry& e : node.entries) {
@@ -83,7 +92,7 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
       ++stale;
       continue;
     }
-    const int64_t used = UsedOn(g, e.pod_uid);
+    const int64_t used = ReportedShare(g, e.pod_uid);
     if (e.victim && used <= 0) ++idle_victims;
     if (e.victim && used > 0) {
       if (victim == nullptr || e.priority < victim->priority ||
@@ -138,6 +147,19 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
 }
 
 }  // namespace
+
+void RemoveFromNode(Node* node, const std::string& uid) {
+  auto it = std::find_if(node->entries.begin(), node->entries.end(),
+                         [&](const Entry& e) { return e.pod_uid == uid; });
+  if (it == node->entries.end()) return;
+  for (int index : it->gpus) {
+    const int pos = GpuPos(*node, index);
+    if (pos < 0) continue;
+    Gpu& g = node->gpus[static_cast<size_t>(pos)];
+    g.used = std::max<int64_t>(0, g.used - ReportedShare(g, uid));
+  }
+  node->entries.erase(it);
+}
 
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms) {
   std::vector<GpuPressure> out;
@@ -280,36 +302,6 @@ struct IdleCandidate {
 // Longest idle first, ties by uid.
 bool IdleOrder(const IdleCandidate& a, const IdleCandidate& b) {
   return a.idle_ms != b.idle_ms ? a.idle_ms > b.idle_ms : a.entry->pod_uid < b.entry->pod_uid;
-}
-
-// The pod's figure in the GPU's usage report (0 when the report names it nowhere).
-int64_t ReportedShare(const Gpu& g, const std::string& uid) {
-  for (const PodUsage& u : g.pods) {
-    if (u.uid == uid) return u.used;
-  }
-  return 0;
-}
-
-// Position of GPU `index` among node.gpus, or -1.
-int GpuPos(const Node& node, int index) {
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    if (node.gpus[i].index == index) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-// Takes `e` off `node`: its entry, and its share of each of its GPUs' reported usage.
-void RemoveFromNode(Node* node, const std::string& uid) {
-  auto it = std::find_if(node->entries.begin(), node->entries.end(),
-                         [&](const Entry& e) { return e.pod_uid == uid; });
-  if (it == node->entries.end()) return;
-  for (int index : it->gpus) {
-    const int pos = GpuPos(*node, index);
-    if (pos < 0) continue;
-    Gpu& g = node->gpus[static_cast<size_t>(pos)];
-    g.used = std::max<int64_t>(0, g.used - ReportedShare(g, uid));
-  }
-  node->entries.erase(it);
 }
 
 // A copy of one node on which DecideNode is tried without subsets of its

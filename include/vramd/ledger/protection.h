@@ -111,6 +111,12 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 //   M stale[, T terminating])]"
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
 
+// Takes the entry of `uid` off `node` with its share of each of its GPUs'
+// reported usage (its figure in Gpu::pods): what evicting the pod frees, its
+// A, P, V and its own part of U. Nothing when the node holds no such entry.
+// Idle eviction's simulation and the preempt verb use it.
+void RemoveFromNode(Node* node, const std::string& uid);
+
 // ---- Who vramd's own evictions may take at all (issue 32) -----------------
 
 // Live entries (not terminating) per gang, keyed "<ns>/<gang>": a gang's

@@ -240,6 +240,35 @@ TEST_F(StandaloneExtender, PreemptKeepsOnlyNodesWhereVictimsFreeEnoughVram) {
   EXPECT_FALSE(j.contains("empty"));  // never a node with no victims
 }
 
+// Issue 32: with an agent reporting, the victims' measured usage goes with
+// them (before, U still held their bytes and every preemption was vetoed).
+TEST_F(StandaloneExtender, PreemptCountsTheVictimsMeasuredUsageAsFreed) {
+  const std::string v1 = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ab";  // reports name pods by canonical UIDs
+  ASSERT_EQ(ext.Filter(FilterBody(v1, "80Gi", {"big"})).status, 200);
+  ASSERT_EQ(json::parse(ext.Bind(BindBody(v1, "big")).body)["Error"], "");
+  ledger::UsageReport report;
+  report.version = 2;
+  ledger::GpuUsage g;
+  g.index = 0;
+  g.total = 96 * kGi;
+  g.used = 79 * kGi;  // v1's 78Gi and 1Gi outside pods
+  g.outside_pods = 1 * kGi;
+  g.pods = {ledger::PodUsage{v1, 78 * kGi}};
+  report.gpus.push_back(g);
+  store.now_ms = clock.NowMs();
+  const Status pushed = store.PushReport("big", report, true);
+  ASSERT_TRUE(pushed.ok()) << pushed.message();
+  json body = json::parse(FilterBody("u2", "40Gi", {}));
+  body.erase("NodeNames");
+  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", v1}}}}, {"NumPDBViolations", 0}}}};
+  Response r = ext.Preempt(body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["NodeNameToMetaVictims"].contains("big")) << r.body;
+  // Without the victim, the measured usage stands: 40Gi does not fit 96 - 79.
+  json f = json::parse(ext.Filter(FilterBody("u2", "40Gi", {"big"})).body);
+  EXPECT_TRUE(f["NodeNames"].empty()) << f.dump();
+}
+
 class KubeExtender : public ::testing::Test {
  protected:
   void SetUp() override {
