@@ -9,8 +9,10 @@ report alone (the last capacity source). A zombie process (its pod is gone)
 holds 50Gi of the 80Gi GPU, so a 40Gi pod is refused with a reason naming the
 usage while a 20Gi pod is bound; the bound pod's own process is then
 attributed to it through its real UID, beside the zombie's and a host
-process's on the same GPU, with the fake NVML of each driver family in turn
-(r550, then r535 and r470: the agent reads every family's layout right).
+process's on the same GPU, and the 40Gi pod, tried again, is refused on that
+measured usage although it now fits on allocation alone; then with the fake
+NVML of each driver family in turn (r535, r470, then r550 again: the agent
+reads every family's layout right), each with per-process figures of its own.
 """
 
 import json
@@ -128,27 +130,44 @@ class AgentDrivesScheduling(SharedTestbed):
         self.assertEqual(g["untracked_bytes"], 50 * GI)
         self.assertEqual(g["outside_pods_bytes"], 1 * GI)
         self.assertEqual(g["allocated_bytes"], 20 * GI)
+        # needs-40 now fits on allocation (20Gi + 40Gi of 80Gi) but not on the
+        # measured 69Gi. kube-scheduler parked it in test_1: make it retry now
+        # and wait for the refusal of that retry, with the new figure, on the
+        # pod's PodScheduled condition (its last attempt's message).
+        tb.requeue_unschedulable(NODE)
+        want = "no GPU with 40Gi free, measured usage counted (best: 11Gi)"
+
+        def refused_again():
+            conds = (tb.get_pod("needs-40").get("status") or {}).get("conditions") or []
+            return any(c["type"] == "PodScheduled" and c["status"] == "False" and want in c.get("message", "")
+                       for c in conds) or tb.pod_node("needs-40")
+        tb.wait_for(refused_again, 30, message="needs-40 tried again and refused on the measured 69Gi")
         self.assertIsNone(tb.pod_node("needs-40"))  # 69Gi used + 40Gi > 80Gi
 
     @staticmethod
-    def three_processes():
-        return [{"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 18 * GI}, {"pid": 400, "used": 1 * GI}]
+    def three_processes(zombie=50, pod=18, host=1):
+        """The zombie's, the pod's and the host process's figures, in GiB."""
+        return [{"pid": 200, "used": zombie * GI}, {"pid": 300, "used": pod * GI}, {"pid": 400, "used": host * GI}]
 
     def test_3_every_driver_family_attributes_the_same(self):
         uid = getattr(type(self), "uid", None)
         self.assertIsNotNone(uid, "test_2 binds the pod this test reads")
-        for i, driver in enumerate(("r535", "r470", "r550")):
+        for i, driver in enumerate(("r535", "r470", "r550"), start=1):
             with self.subTest(driver=driver):
-                # A changed total marks the report read through this family.
+                # A changed total marks the report read through this family;
+                # each family's processes use figures no report before had
+                # (the zombie 50-i GiB, the pod 18-i, the host process 1+i), so
+                # what is checked comes from this family's report alone.
                 used = (60 + i) * GI
-                self.set_gpu(used=used, compute=self.three_processes(), driver=driver)
+                zombie, pod, host = 50 - i, 18 - i, 1 + i
+                self.set_gpu(used=used, compute=self.three_processes(zombie, pod, host), driver=driver)
                 self.tb.wait_for(lambda: self.gpu0()["used_bytes"] == used, 20,
                                  message=f"a report read through the {driver} family")
                 g = self.gpu0()
                 entry = next(p for p in ledger_nodes(self.vramd)[NODE]["pods"] if p["uid"] == uid)
-                self.assertEqual(entry["used_per_gpu_bytes"], 18 * GI, driver)
-                self.assertEqual(g["untracked_bytes"], 50 * GI, driver)
-                self.assertEqual(g["outside_pods_bytes"], 1 * GI, driver)
+                self.assertEqual(entry["used_per_gpu_bytes"], pod * GI, driver)
+                self.assertEqual(g["untracked_bytes"], zombie * GI, driver)
+                self.assertEqual(g["outside_pods_bytes"], host * GI, driver)
 
 
 if __name__ == "__main__":

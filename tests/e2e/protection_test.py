@@ -135,8 +135,17 @@ class DryRun(Protected):
         self.assertEqual(self.entry("t4", "immich-ml")["state"], "bound")
         # Neither neighbour got an Event (one victim per GPU).
         self.assertEqual(self.events("llama-swap", "VramdWouldEvict"), [])
-        # The cooldown holds: no second Event within it.
-        tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"}) >= 3, 10)
+        # The cooldown holds: no second action nor Event within it. The
+        # watchdog runs after a reconcile pass at most every interval_ms (500):
+        # three more passes from now (a second apart while nothing changes)
+        # are three more watchdog passes over the same pressure, each gated.
+        passes = metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"})
+        tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total",
+                                         {"result": "ok"}) >= passes + 3, 20,
+                    message="three more reconcile (and watchdog) passes")
+        self.assertEqual(metric_value(self.vramd, "vramd_gpu_under_pressure", {"node": "t4", "gpu": "0"}), 1)
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
+                                      {"mode": "dry-run", "reason": "pressure"}), 1)
         self.assertEqual(len(self.events("immich-ml", "VramdWouldEvict")), 1)
 
     def test_bad_input_gets_a_clear_error(self):

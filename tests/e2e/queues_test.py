@@ -10,8 +10,13 @@ Two nodes with one 16Gi GPU each (32Gi). Queue team-a deserves 16Gi, team-b
 8Gi, equal weights. Team B borrows the idle VRAM while team A is quiet (four
 8Gi pods: all of it); team A then submits two 8Gi pods. Fair shares become
 16Gi each, so vramd reclaims two of team B's pods (its youngest) and team A's
-pods bind. Throughout the run a sampler checks every 50 ms that no GPU is
-over-committed and that team B is never below its fair share. Broken queue
+pods bind. Throughout the run one sampler lists the API server's pods every
+50 ms and checks that no GPU is over-committed where a kubelet would see it:
+the VRAM pods bound to a node (terminating ones included, until they are
+gone) never promise a GPU, by their vramd.io/gpus and vramd.io/vram-per-gpu
+annotations, more than its capacity (the node's nvidia.com/gpu.memory
+label); another checks vramd's own figures (the ledger never over-committed,
+team B never below its fair share). Broken queue
 objects (a cycle, a namespace another queue already serves, a child above
 its parent) get a clear condition and change nothing else. Then (issue 32)
 a third node and one more queue: two Deployment pods of a namespace no queue
@@ -30,9 +35,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import (BIN_DIR, GI, SharedTestbed, apply_queue_crd, create_queue, get_json, kubectl,  # noqa: E402
                     ledger_nodes, metric_value, queue_status, start_vramd)
-from testbed import clean_env  # noqa: E402
+from testbed import VRAM_RESOURCE, clean_env, parse_rfc3339  # noqa: E402
 
 VRAMCTL = os.path.join(BIN_DIR, "vramctl")
+MI = 1 << 20
 # How long team A may wait for its VRAM once it submits (queue pass every
 # 500 ms, eviction, the kubelet's part played at once, kube-scheduler's retry).
 RECLAIM_BOUND_S = 60
@@ -40,6 +46,44 @@ RECLAIM_BOUND_S = 60
 
 def gfd(pool):
     return {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.memory": "16384", "pool": pool}
+
+
+def gpu_capacities(tb):
+    """(node, GPU index) -> bytes, from the nodes' labels as gfd() writes them
+    (nvidia.com/gpu.count GPUs of nvidia.com/gpu.memory MiB each)."""
+    out = {}
+    for n in tb.api.get("/api/v1/nodes")["items"]:
+        labels = n["metadata"].get("labels") or {}
+        if "nvidia.com/gpu.memory" in labels:
+            for i in range(int(labels.get("nvidia.com/gpu.count", "1"))):
+                out[(n["metadata"]["name"], i)] = int(labels["nvidia.com/gpu.memory"]) * MI
+    return out
+
+
+def bound_vram(pods, capacity):
+    """What the API server's pods hold: (node, GPU index) -> bytes, summed
+    over the VRAM pods bound there (spec.nodeName set) and not finished (a
+    terminating pod's processes may still run: it counts until it is gone),
+    from their vramd.io/gpus and vramd.io/vram-per-gpu annotations; and the
+    problems seen (a bound VRAM pod without them, a GPU the node lacks)."""
+    held, problems = {}, []
+    for p in pods:
+        node = p["spec"].get("nodeName")
+        wants = any(VRAM_RESOURCE in (c.get("resources") or {}).get("limits", {}) for c in p["spec"]["containers"])
+        if not node or not wants or p.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        name = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        ann = p["metadata"].get("annotations") or {}
+        if "vramd.io/gpus" not in ann or "vramd.io/vram-per-gpu" not in ann:
+            problems.append(f"{name} bound to {node} without vramd.io/gpus and vramd.io/vram-per-gpu: {ann}")
+            continue
+        for g in ann["vramd.io/gpus"].split(","):
+            gpu = (node, int(g))
+            if gpu not in capacity:
+                problems.append(f"{name} bound to GPU {g} of {node}, which has no such GPU")
+                continue
+            held[gpu] = held.get(gpu, 0) + int(ann["vramd.io/vram-per-gpu"])
+    return held, problems
 
 
 class Tenants(SharedTestbed):
@@ -130,17 +174,53 @@ class Tenants(SharedTestbed):
         tb = self.tb
         rs = self.replicaset("team-b", "b")  # team B's pods have a controller: reclaim may take them
         for i in range(1, 5):
+            if i > 1:
+                # Creation times apart on both clocks: the API server's
+                # creationTimestamp has whole seconds, so the next pod is
+                # created once that clock has passed the previous pod's second.
+                prev = parse_rfc3339(tb.get_pod(f"b-{i - 1}", namespace="team-b")["metadata"]["creationTimestamp"])
+                tb.wait_for(lambda p=prev: tb.api.server_time() > p, 5, interval=0.05,
+                            message=f"the API server's clock past b-{i - 1}'s creation second")
             self.create("team-b", f"b-{i}", "8Gi", owner=rs)
             tb.wait_pod_bound(f"b-{i}", namespace="team-b")  # one at a time: b-4 is the youngest
-            time.sleep(1.1)  # creation times a second apart (the ledger's and the API's clocks)
+        created = [parse_rfc3339(tb.get_pod(f"b-{i}", namespace="team-b")["metadata"]["creationTimestamp"])
+                   for i in range(1, 5)]
+        self.assertEqual(created, sorted(set(created)), "team B's creationTimestamps, b-1 to b-4")
+        reserved = {p["name"]: p["created_ms"] for n in ledger_nodes(self.vramd).values() for p in n["pods"]}
+        times = [reserved[f"b-{i}"] for i in range(1, 5)]
+        self.assertEqual(times, sorted(set(times)), f"the ledger's reservation times, b-1 to b-4: {reserved}")
         qs = self.queues()
         self.assertEqual(qs["team-b"]["allocated_bytes"], 32 * GI)
         # Team A is quiet: team B may hold all of it (its fair share follows demand).
         self.assertEqual(qs["team-b"]["fair_share_bytes"], 32 * GI)
 
         violations, samples, stop, last = [], [0], threading.Event(), {}
+        api_violations, api_samples, most = [], [0], {}
+        capacity = gpu_capacities(tb)
+        self.assertEqual(set(capacity), {("q-1", 0), ("q-2", 0)})
+
+        def sample_api_server():
+            # The promise, as a kubelet acts on it: the pods bound to each node
+            # (one consistent list), each holding its vramd.io/vram-per-gpu on
+            # every GPU its vramd.io/gpus names, never above the GPU's capacity.
+            while not stop.is_set():
+                try:
+                    pods = tb.api.get("/api/v1/pods")["items"]
+                except Exception:  # noqa: BLE001 - a failed read is no sample
+                    time.sleep(0.05)
+                    continue
+                api_samples[0] += 1
+                held, problems = bound_vram(pods, capacity)
+                api_violations.extend(problems)
+                for gpu, used in held.items():
+                    most[gpu] = max(most.get(gpu, 0), used)
+                    if used > capacity[gpu]:
+                        api_violations.append(f"GPU {gpu[1]} of {gpu[0]} promised {used} bytes by its bound pods, "
+                                              f"capacity {capacity[gpu]}: {sorted(held.items())}")
+                time.sleep(0.05)
 
         def sample():
+            # vramd's own figures: the ledger's allocation and the queues' shares.
             while not stop.is_set():
                 try:
                     nodes = ledger_nodes(self.vramd)
@@ -172,7 +252,7 @@ class Tenants(SharedTestbed):
                         tb.delete_pod(p["metadata"]["name"], grace=0, namespace="team-b")
                 time.sleep(0.1)
 
-        threads = [threading.Thread(target=sample, daemon=True), threading.Thread(target=play_kubelet, daemon=True)]
+        threads = [threading.Thread(target=f, daemon=True) for f in (sample, sample_api_server, play_kubelet)]
         for t in threads:
             t.start()
         try:
@@ -194,8 +274,13 @@ class Tenants(SharedTestbed):
             stop.set()
             for t in threads:
                 t.join(timeout=5)
-        print(f"\nteam A's two pods bound {took:.1f} s after submission; {samples[0]} samples, "
-              f"{len(violations)} violations")
+        print(f"\nteam A's two pods bound {took:.1f} s after submission; {samples[0]} samples of vramd's figures, "
+              f"{len(violations)} violations; {api_samples[0]} samples of the API server's bound pods, "
+              f"{len(api_violations)} violations, most promised per GPU {sorted(most.items())}")
+        self.assertGreater(api_samples[0], 20)
+        self.assertEqual(api_violations, [])
+        # The samples saw the GPUs full (the check had something to check).
+        self.assertEqual(most, capacity)
         self.assertGreater(samples[0], 20)
         self.assertEqual(violations, [])
         # Team B's two youngest pods went; the two oldest run on.

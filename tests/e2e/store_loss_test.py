@@ -6,9 +6,11 @@ round-robin balancer in front of them) against a real kube-apiserver and a
 real Valkey-compatible server; a FLUSHALL lands in the middle of each burst.
 Until the leader has rebuilt the ledger from the cluster and sealed it,
 filter and bind answer that the ledger is being rebuilt and nothing is
-granted. After each round, every GPU's sum from the bound pods' annotations
-is within its capacity, every slot is used, and the ledger equals the
-annotations.
+granted. Each round checks that the flush did land mid-burst (at least
+FLUSH_AT pods bound before it, free slots after it). After each round, once
+kube-scheduler has retried every waiting pod and refused it, every GPU's sum
+from the bound pods' annotations is within its capacity, every slot is used
+(no more), and the ledger equals the annotations.
 """
 
 import os
@@ -61,12 +63,15 @@ class StoreLoss(unittest.TestCase):
 
         flushed = threading.Event()
         refused_seen = []
+        at_flush = []  # pods bound just before and just after the FLUSHALL
 
         def flusher():
             end = time.monotonic() + 120
             while time.monotonic() < end and len(bound_pods()) < FLUSH_AT:
                 time.sleep(0.05)
+            before = len(bound_pods())
             self.assertEqual(tb.redis_command("FLUSHALL"), "OK")
+            at_flush.extend((before, len(bound_pods())))
             flushed.set()
             # The rebuild is visible: the replicas stop granting until it is sealed.
             t0 = time.monotonic()
@@ -84,11 +89,31 @@ class StoreLoss(unittest.TestCase):
                         names))
         t.join()
         self.assertTrue(flushed.is_set())
-        bound_at_flush = len(bound_pods())
+        # The flush landed mid-burst: at least FLUSH_AT pods were bound before
+        # it, and some of the slots were still free after it.
+        self.assertGreaterEqual(at_flush[0], FLUSH_AT, f"round {rnd}: pods bound before the FLUSHALL")
+        self.assertLess(at_flush[1], SLOTS, f"round {rnd}: pods bound right after the FLUSHALL")
         tb.wait_for(lambda: len(bound_pods()) >= SLOTS, 150,
                     message=f"round {rnd}: every one of the {SLOTS} slots to be bound")
         took = time.monotonic() - t0
-        time.sleep(2)  # nothing more may bind: every slot is taken
+        # Nothing more binds: every slot is taken. kube-scheduler parked the
+        # other pods as unschedulable; make it retry them all now and wait
+        # until each was tried again and refused: as many unschedulable
+        # attempts more, and all of them back in its unschedulable queue.
+        waiting = PODS - SLOTS
+        attempts = {"profile": "default-scheduler", "result": "unschedulable"}
+        tried = tb.scheduler_metric("scheduler_schedule_attempts_total", attempts) or 0
+        tb.requeue_unschedulable(NODES[0])
+
+        def all_refused_again():
+            queues = {q: tb.scheduler_metric("scheduler_pending_pods", {"queue": q})
+                      for q in ("active", "backoff", "unschedulable")}
+            more = (tb.scheduler_metric("scheduler_schedule_attempts_total", attempts) or 0) - tried
+            return more >= waiting and queues == {"active": 0, "backoff": 0, "unschedulable": waiting}
+        t1 = time.monotonic()
+        tb.wait_for(all_refused_again, 60, interval=0.5,
+                    message=f"round {rnd}: kube-scheduler to try the {waiting} waiting pods again and refuse each")
+        retried = time.monotonic() - t1
         bound = bound_pods()
 
         promised = defaultdict(int)
@@ -113,8 +138,9 @@ class StoreLoss(unittest.TestCase):
             return got == want
         tb.wait_for(ledger_matches, 20, message=f"round {rnd}: the ledger to equal the bound pods' annotations")
         rebuilds = sum(metric_value(v, "vramd_ledger_rebuilds_total", {"event": "sealed"}) or 0 for v in (a, b))
-        print(f"\nstore loss round {rnd}: FLUSHALL with {bound_at_flush} of {PODS} pods bound; "
-              f"{len(bound)} bound ({SLOTS} slots) {took:.1f} s after the burst began; most promised on one GPU "
+        print(f"\nstore loss round {rnd}: FLUSHALL with {at_flush[0]} to {at_flush[1]} of {PODS} pods bound; "
+              f"{len(bound)} bound ({SLOTS} slots) {took:.1f} s after the burst began, the other {waiting} "
+              f"retried and refused {retried:.1f} s later; most promised on one GPU "
               f"{max(promised.values()) / GI:.0f} GiB of {GPU_GIB}; unsealed seen "
               f"{refused_seen[0] if refused_seen else 'never'} s after the flush; seals so far {rebuilds:.0f}")
         self.assertTrue(refused_seen, f"round {rnd}: no replica ever reported the ledger unsealed after FLUSHALL")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import datetime
+import email.utils
 import http.client
 import json
 import os
@@ -48,6 +49,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 K8S_VERSION = "1.20.2"
@@ -127,6 +129,11 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def quantity(value: int | str) -> str:
     """A Kubernetes quantity string: ints are bytes, strings pass through."""
     return str(value)
+
+
+def parse_rfc3339(stamp: str) -> datetime.datetime:
+    """An API object's timestamp (creationTimestamp: "2026-01-02T03:04:05Z")."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _now_rfc3339() -> str:
@@ -329,6 +336,7 @@ class KubeClient:
                 conn.request(method, path, body=payload, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read().decode("utf-8", "replace")
+                self._local.date = resp.getheader("Date")
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A kept-alive connection the server had closed: retry once, fresh.
@@ -349,6 +357,12 @@ class KubeClient:
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
+
+    def server_time(self) -> datetime.datetime:
+        """The API server's clock now: the Date header of a GET /version (whole
+        seconds, as the creationTimestamp it writes)."""
+        self.get("/version")
+        return email.utils.parsedate_to_datetime(self._local.date)
 
     def get_or_none(self, path: str, **params: Any) -> Any:
         """GET, but None for 404."""
@@ -769,6 +783,23 @@ class Testbed:
         self._wait_ready(proc, ready, SCHEDULER_READY_TIMEOUT, "kube-scheduler start")
         return proc
 
+    def scheduler_metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """One sample of the running kube-scheduler's /metrics (on its healthz
+        address; None when absent), e.g. scheduler_pending_pods{queue=...}."""
+        url = getattr(self.procs.get("kube-scheduler"), "url", None)
+        if url is None:
+            raise TestbedError("no kube-scheduler with a known metrics address is running")
+        with urllib.request.urlopen(url + "/metrics", timeout=REQUEST_TIMEOUT) as r:
+            text = r.read().decode()
+        want = ",".join(f'{k}="{v}"' for k, v in sorted((labels or {}).items()))
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            series, _, value = line.rpartition(" ")
+            if series == (f"{name}{{{want}}}" if want else name):
+                return float(value)
+        return None
+
     def stop_scheduler(self) -> None:
         proc = self.procs.get("kube-scheduler")
         if proc is not None:
@@ -978,6 +1009,14 @@ class Testbed:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             for f in [pool.submit(self.create_node, n, **kwargs) for n in names]:
                 f.result()
+
+    def requeue_unschedulable(self, node: str) -> None:
+        """Makes kube-scheduler retry the pods it parked as unschedulable now,
+        not after its one-minute flush: a node label change (here
+        e2e.vramd.io/requeue on `node`, a fresh value each call) moves them
+        all back to its queues, as vramd's own nudge does."""
+        self.api.patch(f"/api/v1/nodes/{node}",
+                       {"metadata": {"labels": {"e2e.vramd.io/requeue": str(time.monotonic_ns())}}})
 
     def delete_node(self, name: str) -> None:
         self.api.delete(f"/api/v1/nodes/{name}")

@@ -9,10 +9,12 @@ Every multi-process NVML test runs against each driver family of the fake
 with 24-byte entries and nvmlDeviceGetRunningProcessDetailList), with three
 or more processes on one GPU, in different pods."""
 
+import ctypes
 import http.server
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,43 @@ def h100_node(root, driver, compute, extra_gpus=()):
     path = os.path.join(root, "nvml.json")
     write(path, json.dumps({"driver": driver, "gpus": gpus}))
     return proc, path
+
+
+class DirOpens:
+    """Counts the opens of one directory (opendir included) through inotify:
+    a way to see an agent's passes that report nothing."""
+    IN_OPEN, IN_CLOSE_NOWRITE = 0x20, 0x10
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        # Closes watched too: an open and its close alternate, so the kernel
+        # never merges two opens into one event before they are read.
+        if self.libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN | self.IN_CLOSE_NOWRITE) < 0:
+            os.close(self.fd)
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        self.opens = 0
+
+    def count(self):
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return self.opens
+            at = 0
+            while at < len(data):
+                _, mask, _, size = struct.unpack_from("iIII", data, at)
+                if mask & self.IN_OPEN and size == 0:  # the directory itself, not an entry in it
+                    self.opens += 1
+                at += 16 + size
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
 
 
 def run_once(args, env):
@@ -254,12 +293,13 @@ class Once(unittest.TestCase):
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
-    """Records every PUT; answers with the server's `answer` (status, body)."""
+    """Records every PUT; answers with the server's `answers` for its path,
+    else its `answer` (status, body)."""
 
     def do_PUT(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.server.requests.append((self.path, self.headers.get("Authorization"), body))
-        status, text = self.server.answer
+        status, text = self.server.answers.get(self.path, self.server.answer)
         data = text.encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -277,15 +317,18 @@ class Daemon(unittest.TestCase):
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
         self.server.requests = []
         self.server.answer = (200, '{"node":"gpu-1"}')
+        self.server.answers = {}
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         self.proc = None
         self.log = None
+        self.others = []  # more agents, stopped with the test
 
     def tearDown(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        for p in [self.proc, *self.others]:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
         if self.log:
             self.log.close()
         self.server.shutdown()
@@ -324,13 +367,26 @@ class Daemon(unittest.TestCase):
         self.assertEqual(report["gpus"][0]["pods"][0], {"uid": POD_A, "used_bytes": 8 * GI})
 
     def test_a_refused_report_is_logged_and_not_hammered(self):
+        """A refusal waits a minute before the next report: the log says so,
+        and while a second agent (same interval, accepted) pushes ten more
+        reports, the refused one pushes none."""
         proc, config = fake_node(self.tmp.name)
-        self.server.answer = (400, '{"error":"unknown node gpu-1"}')
+        self.server.answers["/v1/nodes/gpu-1/usage"] = (400, '{"error":"unknown node gpu-1"}')
         self.start(["--nvml-library", FAKE_NVML, "--proc-root", proc], {"FAKE_NVML_CONFIG": config})
-        wait_for(lambda: len(self.server.requests) >= 1, 20, message="a push")
-        time.sleep(1.0)  # ten intervals: a refusal waits a minute before the next report
-        self.assertEqual(len(self.server.requests), 1)
-        self.assertIn('vramd refused the report (HTTP 400): {"error":"unknown node gpu-1"}', self.logged())
+        self.others.append(subprocess.Popen(
+            [AGENT, "--server", self.url, "--node", "gpu-2", "--interval", "100ms", "--nvml-library", FAKE_NVML,
+             "--proc-root", proc], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=clean_env({"FAKE_NVML_CONFIG": config})))
+
+        def pushes(node):
+            return [i for i, (path, _, _) in enumerate(self.server.requests) if path == f"/v1/nodes/{node}/usage"]
+        wait_for(lambda: pushes("gpu-1"), 20, message="a push")
+        refused = 'vramd refused the report (HTTP 400): {"error":"unknown node gpu-1"}; next try in 60000 ms'
+        wait_for(lambda: refused in self.logged(), 10, message="the refusal logged with its one-minute wait")
+        first = pushes("gpu-1")[0]
+        wait_for(lambda: len([i for i in pushes("gpu-2") if i > first]) >= 10, 20,
+                 message="ten reports of the accepted agent after the refused one's first")
+        self.assertEqual(len(pushes("gpu-1")), 1)
         self.stop()
 
     def test_a_list_failing_validation_is_logged_once_with_its_counts(self):
@@ -359,10 +415,17 @@ class Daemon(unittest.TestCase):
                 self.log = None
 
     def test_without_nvml_it_stays_up_idle_and_logs_once(self):
-        self.start(["--nvml-library", os.path.join(self.tmp.name, "libnvidia-ml.so.1"),
-                    "--sys-root", self.tmp.name])
-        wait_for(lambda: "no GPU source on this node, idle" in self.logged(), 20, message="the idle line")
-        time.sleep(1.0)  # ten passes
+        """No NVML library, no DRM card: the agent stays up and tries again
+        every pass (each lists SYS_ROOT/class/drm, counted here through
+        inotify), logging the problem once over ten more passes."""
+        drm = os.path.join(self.tmp.name, "class", "drm")
+        os.makedirs(drm)  # empty: no card
+        with DirOpens(drm) as opens:
+            self.start(["--nvml-library", os.path.join(self.tmp.name, "libnvidia-ml.so.1"),
+                        "--sys-root", self.tmp.name])
+            wait_for(lambda: "no GPU source on this node, idle" in self.logged(), 20, message="the idle line")
+            seen = opens.count()
+            wait_for(lambda: opens.count() >= seen + 10, 20, message="ten more passes")
         self.assertIsNone(self.proc.poll(), "the agent must keep running")
         self.assertEqual(self.server.requests, [])
         self.assertEqual(self.logged().count("no GPU source on this node"), 1, self.logged())

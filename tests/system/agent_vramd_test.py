@@ -16,6 +16,7 @@ fake NVML (r550, the default, then r535 and r470: see FAMILIES)."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import unittest
@@ -179,18 +180,28 @@ class AgentDrivesTheLedger(unittest.TestCase):
         self.assertEqual(body["NodeNames"], [NODE], body)
 
     def test_a_report_vramd_cannot_take_changes_nothing(self):
-        before = self.gpu0()
-        bad = {"version": 2, "gpus": [{"index": 0, "total_bytes": 10 * GI, "used_bytes": 11 * GI}]}
-        status, body = self.v.json("PUT", f"/v1/nodes/{NODE}/usage", bad,
-                                   headers={"Authorization": f"Bearer {TOKEN}"})
-        self.assertEqual(status, 400, body)
-        unknown = {"version": 2, "gpus": [{"index": 0, "total_bytes": 10 * GI, "used_bytes": 1}]}
-        status, body = self.v.json("PUT", "/v1/nodes/no-such-node/usage", unknown,
-                                   headers={"Authorization": f"Bearer {TOKEN}"})
-        self.assertEqual(status, 400, body)
-        after = self.gpu0()
-        self.assertEqual(after["used_bytes"], before["used_bytes"])
-        self.assertEqual(after["reported_total_bytes"], before["reported_total_bytes"])
+        # The agent is stopped meanwhile: its next report (every second, the
+        # same figures) would otherwise put back what a taken bad report changed.
+        self.agent.send_signal(signal.SIGSTOP)
+        try:
+            before = self.node()
+            bad = {"version": 2, "gpus": [{"index": 0, "total_bytes": 10 * GI, "used_bytes": 11 * GI}]}
+            status, body = self.v.json("PUT", f"/v1/nodes/{NODE}/usage", bad,
+                                       headers={"Authorization": f"Bearer {TOKEN}"})
+            self.assertEqual(status, 400, body)
+            unknown = {"version": 2, "gpus": [{"index": 0, "total_bytes": 10 * GI, "used_bytes": 1}]}
+            status, body = self.v.json("PUT", "/v1/nodes/no-such-node/usage", unknown,
+                                       headers={"Authorization": f"Bearer {TOKEN}"})
+            self.assertEqual(status, 400, body)
+            after = self.node()
+        finally:
+            self.agent.send_signal(signal.SIGCONT)
+        # The node as it was, its last (the agent's) report included: the
+        # same figures and the same report time.
+        self.assertEqual(after, before)
+        self.assertEqual(after["gpus"][0]["reported_total_bytes"], 100 * GI)
+        status, body = self.v.json("GET", "/v1/nodes/no-such-node")
+        self.assertEqual(status, 404, body)
 
     def test_the_agent_authenticates_and_is_not_refused(self):
         self.assertNotRegex(self.agent_text(), r"\b40[13]\b")
@@ -208,8 +219,11 @@ class AnInvalidProcessListIsShownNotAttributed(AgentDrivesTheLedger):
     """Issue 31: the driver's list repeats a pid (it fails validation): the
     agent attributes nothing on the GPU and says why, and vramd shows it in
     /v1/nodes and as a metric, so an empty per-pod view is explained. (The
-    tests of the class above that need per-pod figures are replaced.)"""
-    COMPUTE = [{"pid": 100, "used": 20 * GI}, {"pid": 100, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}]
+    tests of the class above that need per-pod figures are replaced.) The
+    list names all three processes (the pod's twice), so each figure the
+    tests expect empty would not be, were the list attributed."""
+    COMPUTE = [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 1 * GI},
+               {"pid": 100, "used": 1 * GI}]
 
     def test_the_gpu_carries_the_measured_usage_uuid_and_outside_pods(self):
         g = self.gpu0()
@@ -243,7 +257,7 @@ class AnInvalidProcessListIsShownNotAttributed(AgentDrivesTheLedger):
         self.assertEqual(out.returncode, 0, out.stderr)
         rows = [line.split() for line in out.stdout.splitlines()]
         row = next(r for r in rows[1:] if f"default/p-{POD}" in r)
-        self.assertNotEqual(row[rows[0].index("USED")], "20Gi", out.stdout)
+        self.assertEqual(row[rows[0].index("USED")], "-", out.stdout)  # no figure reported for it
 
     def test_the_zombie_makes_filter_refuse_what_fits_on_allocation_alone(self):
         # U is still the GPU's measured 72Gi: 40Gi fits on A (24Gi) alone, not on U.
