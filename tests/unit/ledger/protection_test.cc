@@ -10,6 +10,8 @@
 #include <functional>
 #include <map>
 
+#include "fakes/entry_modifiers.h"
+
 namespace vramd::ledger {
 namespace {
 
@@ -69,23 +71,7 @@ Entry Ttl(Entry e, int64_t ttl_ms = 10 * kMinMs) {
   e.idle_ttl_ms = ttl_ms;
   return e;
 }
-Entry Bare(Entry e) {
-  e.owner_kind.clear();
-  e.owner_uid.clear();
-  return e;
-}
-Entry Evictable(Entry e) {
-  e.evictable = true;
-  return e;
-}
-Entry InGang(Entry e, std::string gang) {
-  e.gang = std::move(gang);
-  return e;
-}
-Entry InNs(Entry e, std::string ns) {
-  e.ns = std::move(ns);
-  return e;
-}
+using namespace testing_entries;  // Bare, Evictable, InGang, InNs (fakes/entry_modifiers.h)
 
 struct GpuSpec {
   int64_t total = 0;     // physical (Gpu::total); 0 = not reported

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vramd/ledger/queues.h"
+#include "fakes/entry_modifiers.h"
 
 namespace vramd::ledger {
 namespace {
@@ -48,20 +49,7 @@ Entry Reserved(Entry e) {
   e.state = EntryState::kReserved;
   return e;
 }
-// A pod without a controller (nothing recreates it).
-Entry Bare(Entry e) {
-  e.owner_kind.clear();
-  e.owner_uid.clear();
-  return e;
-}
-Entry Evictable(Entry e) {
-  e.evictable = true;
-  return e;
-}
-Entry InGang(Entry e, std::string gang) {
-  e.gang = std::move(gang);
-  return e;
-}
+using namespace testing_entries;  // Bare, Evictable, InGang, InNs (fakes/entry_modifiers.h)
 
 // A node with GPUs of these capacities (GiB), never reported (U = A).
 Node MakeNode(const std::string& name, std::vector<int64_t> caps_gib, std::vector<Entry> entries) {
