@@ -72,6 +72,18 @@ class ProtectionTest : public ::testing::Test {
     kube.pods["default/" + name].phase = "Running";
   }
 
+  // model-old (kOld, idle TTL 60 s) reported unchanged on "idle" now and
+  // one TTL later, a pass after each: the idle actions of the second pass
+  // (-1 when a pass failed).
+  int IdleActionsAfterOneTtlOfFreshReports() {
+    Report("idle", {{kOld, 10 * kGi}});
+    if (!prot->RunOnce().ok()) return -1;
+    clock.Advance(61'000);
+    Report("idle", {{kOld, 10 * kGi}});
+    Result<ProtectionStats> r = prot->RunOnce();
+    return r.ok() ? r->idle_actions : -1;
+  }
+
   void Report(const std::string& node, std::vector<ledger::PodUsage> pods) {
     ledger::UsageReport r;
     ledger::GpuUsage g;
@@ -311,13 +323,7 @@ TEST_F(ProtectionTest, WithoutFreshUsageAPodIsNeverIdle) {
   EXPECT_FALSE(kube.pods["default/model-old"].deleting);
   EXPECT_EQ(testing::Sample(reg, "vramd_idle_pods"), "0");
   // Reports again, unchanged: idle one TTL later, evicted.
-  Report("idle", {{kOld, 10 * kGi}});
-  ASSERT_TRUE(prot->RunOnce().ok());
-  clock.Advance(61'000);
-  Report("idle", {{kOld, 10 * kGi}});
-  Result<ProtectionStats> r = prot->RunOnce();
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->idle_actions, 1);
+  EXPECT_EQ(IdleActionsAfterOneTtlOfFreshReports(), 1);
   EXPECT_TRUE(kube.pods["default/model-old"].deleting);
 }
 
@@ -327,13 +333,7 @@ TEST_F(ProtectionTest, ABarePodIsNeverIdleEvicted) {
   cfg.idle_policy = "always";
   Bound("idle", "model-old", kOld, 12 * kGi, 60'000, /*owned=*/false);
   Start();
-  Report("idle", {{kOld, 10 * kGi}});
-  ASSERT_TRUE(prot->RunOnce().ok());
-  clock.Advance(61'000);
-  Report("idle", {{kOld, 10 * kGi}});
-  Result<ProtectionStats> r = prot->RunOnce();
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->idle_actions, 0);
+  EXPECT_EQ(IdleActionsAfterOneTtlOfFreshReports(), 0);
   EXPECT_FALSE(kube.pods["default/model-old"].deleting);
 }
 
