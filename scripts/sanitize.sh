@@ -4,11 +4,12 @@
 #         (build-asan/, clang; the same tree holds the fuzz targets)
 #   tsan  ThreadSanitizer (build-tsan/, clang)
 # Each runs every unit test, every integration test and the system tests
-# (tests/system: the real vramd binary against redis-server); asan also runs
-# the e2e files of E2E_UNDER_ASAN against the real kube-apiserver and
-# kube-scheduler (tests/e2e: vramd's reconcile passes and its pod/node
-# watches, which only a real API server drives; needs the testbed of
-# tests/e2e/testbed/build-k8s.sh). The integration, system and e2e tests
+# (tests/system: the real vramd binary against redis-server), and e2e files
+# against the real kube-apiserver and kube-scheduler (tests/e2e: vramd's
+# threads as only a real cluster drives them: reconcile passes, the pod/node
+# watches, binds under a store restart, the agent's pushes, the watchdog's
+# and reclaim's evictions; E2E_UNDER_ASAN and E2E_UNDER_TSAN; needs the
+# testbed of tests/e2e/testbed/build-k8s.sh). The integration, system and e2e tests
 # spawn vramd and vramctl from the same sanitized build, so the daemon runs
 # under the sanitizer too. Every process writes its reports to files
 # (log_path); the run fails on any report and on any failed test.
@@ -46,9 +47,15 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
 done
 SANITIZERS=${SANITIZERS:-"asan tsan"}
 GTEST_FILTER_ARG=${SANITIZE_GTEST_FILTER:-"*"}
-# The e2e files run under ASan+UBSan: reconcile passes over hostile pod and
-# node metadata, the pod/node watches, filter and a bind by kube-scheduler.
-E2E_UNDER_ASAN="hostile_metadata_test"
+# The e2e files run under each sanitizer: reconcile passes over hostile pod
+# and node metadata (asan), and under both the newest files, which drive the
+# threads the unit tests only simulate: binds through a store flush and
+# restart (store_loss_test), the agent pushing to vramd (agent_test), the
+# watchdog's and idle evictions (protection_test), queue admission and
+# reclaim (queues_test).
+E2E_UNDER_BOTH="store_loss_test agent_test protection_test queues_test"
+E2E_UNDER_ASAN="hostile_metadata_test $E2E_UNDER_BOTH"
+E2E_UNDER_TSAN="$E2E_UNDER_BOTH"
 partial=()
 [[ "$GTEST_FILTER_ARG" != "*" ]] &&
   partial+=("only the GoogleTest cases matching SANITIZE_GTEST_FILTER='$GTEST_FILTER_ARG'")
@@ -84,13 +91,13 @@ build() {
   local dir=$1 san=$2
   configure_sanitized "$dir" "$san"
   # vramd-agent and the fake NVML libraries: the system tests run the agent.
-  if ! cmake --build "$dir" -j"$(nproc)" --target unit_tests integration_tests vramd vramctl vramd-agent \
+  if ! cmake --build "$dir" -j"$(nproc)" --target ledger_tests unit_tests integration_tests vramd vramctl vramd-agent \
       fake_nvml fake_nvml_legacy >"$dir/sanitize-build.log" 2>&1; then
     grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
     echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
     return 1
   fi
-  for b in unit_tests integration_tests vramd vramctl vramd-agent; do
+  for b in ledger_tests unit_tests integration_tests vramd vramctl vramd-agent; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
 }
@@ -183,7 +190,7 @@ instrumented() {
   local -A has=()
   local f p
   local -a bins=()
-  for b in vramd vramctl vramd-agent unit_tests integration_tests; do
+  for b in vramd vramctl vramd-agent ledger_tests unit_tests integration_tests; do
     if [[ -x "$dir/bin/$b" ]]; then bins+=("$dir/bin/$b"); else missing+=("$dir/bin/$b is missing"); fi
   done
   while read -r f p; do has["$f $p"]=1; done < <(((${#bins[@]})) && prefixes --defined-only "${bins[@]}")
@@ -207,7 +214,7 @@ instrumented() {
     echo "sanitize.sh: $dir fails the $san instrumentation check (${#missing[@]} problem(s)): its tests would prove nothing"
     return 1
   fi
-  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, vramd-agent, unit_tests and integration_tests" \
+  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, vramd-agent, ledger_tests, unit_tests and integration_tests" \
     "link the runtime; all ${#objs[@]} object files of vramd call ${want[*]}"
 }
 
@@ -245,14 +252,15 @@ run() {
   fi
 }
 
-# tiers SAN DIR OPTIONS...: unit, integration and system tests of DIR (and,
-# for asan, the e2e files of E2E_UNDER_ASAN), each with its own report
-# directory.
+# tiers SAN DIR OPTIONS...: unit (ledger_tests, unit_tests), integration,
+# system and e2e tests of DIR
+# (the e2e files of E2E_UNDER_ASAN or E2E_UNDER_TSAN), each with its own
+# report directory.
 tiers() {
   local san=$1 dir=$2
   shift 2
-  local tier r opts list="unit integration system"
-  [[ $san == asan ]] && list+=" e2e"
+  local tier r opts list="ledger unit integration system e2e" e2e_files=$E2E_UNDER_ASAN
+  [[ $san == tsan ]] && e2e_files=$E2E_UNDER_TSAN
   for tier in $list; do
     r="$work/reports-$san.$tier"
     mkdir -p "$r"
@@ -266,7 +274,7 @@ tiers() {
         # The testbed passes the sanitizer options on to the vramd it starts
         # (tests/e2e/testbed.py clean_env); its Go servers ignore them.
         run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
-          bash -c "cd tests/e2e && python3 -m unittest -v $E2E_UNDER_ASAN" ;;
+          bash -c "cd tests/e2e && python3 -m unittest -v $e2e_files" ;;
       *) run "$san.$tier" "$r" env "${opts[@]}" "$dir/bin/${tier}_tests" --gtest_filter="$GTEST_FILTER_ARG" ;;
     esac
   done
@@ -275,7 +283,8 @@ tiers() {
 # The options every process of a tier runs with (@R@: its report directory).
 asan_opts=("ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan"
            "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=@R@/ubsan" "LSAN_OPTIONS=log_path=@R@/lsan")
-tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan")
+# scripts/lib/tsan.supp: false positives of uninstrumented libraries, each with its reason.
+tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan:suppressions=$PWD/scripts/lib/tsan.supp")
 
 for s in $SANITIZERS; do
   t0=$(date +%s)

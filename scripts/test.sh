@@ -12,12 +12,17 @@
 #                real node (kubelet + containerd + runc, CNI bridge, kube-proxy, cluster
 #                DNS) with images built here (scripts/images.sh); root; the machine's
 #                network and sysctls are restored and checked at its end
-#   sanitize     the unit, integration and system tests again under ASan+UBSan and
-#                under TSan, and the e2e reconcile/watch file under ASan+UBSan, zero
+#   sanitize     the unit, integration and system tests and the e2e files that drive
+#                vramd's threads (store loss, agent, protection, queues; hostile
+#                metadata under ASan) again under ASan+UBSan and under TSan, zero
 #                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
 #                binaries checked for instrumentation (scripts/sanitize.sh; clang
 #                trees build-asan, build-tsan)
 #   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-asan)
+#   mutation     each deliberate bug of tests/mutations/*.patch applied to a scratch
+#                copy (build-mutation/, ccache hits of build/), its targets rebuilt and
+#                the test it names run: the tier fails if a mutant survives
+#                (scripts/mutation.sh)
 # Options: TIERS="unit integration" scripts/test.sh   (default: all tiers)
 #          FUZZ_SECONDS=60 scripts/test.sh             (default: 15 s per fuzz target)
 set -euo pipefail
@@ -36,7 +41,7 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
     unset "$v"
   fi
 done
-ALL_TIERS="unit integration e2e deploy realnode sanitize fuzz"
+ALL_TIERS="unit integration e2e deploy realnode sanitize fuzz mutation"
 # CI runs every tier: a TIERS (or a FUZZ_SECONDS below the default)
 # inherited from CI's environment would make .ci/run pass on a subset without
 # a word, so it is refused there. Elsewhere a subset is said first and last.
@@ -87,7 +92,7 @@ redis-cli -p "$port" ping >/dev/null || { echo "test.sh: redis-server did not st
 export VRAMD_TEST_VALKEY_URL="redis://127.0.0.1:$port"
 
 # The tiers CTest runs; sanitize and fuzz are scripts of their own.
-ctest_tiers=$(echo "$TIERS" | tr ' ' '\n' | grep -v -E '^(sanitize|fuzz|)$' | tr '\n' ' ' | sed 's/ $//' || true)
+ctest_tiers=$(echo "$TIERS" | tr ' ' '\n' | grep -v -E '^(sanitize|fuzz|mutation|)$' | tr '\n' ' ' | sed 's/ $//' || true)
 status=0
 touch "$work/ctest.log"
 if [[ -n "$ctest_tiers" ]]; then
@@ -107,6 +112,7 @@ fi
 # Tiers that are scripts of their own (their own build directories).
 sanitize_result="not run"
 fuzz_result="not run"
+mutation_result="not run"
 if [[ " $TIERS " == *" sanitize "* ]]; then
   echo
   t=$(date +%s)
@@ -118,6 +124,12 @@ if [[ " $TIERS " == *" fuzz "* ]]; then
   t=$(date +%s)
   if scripts/fuzz.sh 2>&1 | tee "$work/fuzz.log"; then fuzz_result=ok; else fuzz_result=FAILED; status=1; fi
   stage "fuzz (build + ${FUZZ_SECONDS} s/target)" "$t"
+fi
+if [[ " $TIERS " == *" mutation "* ]]; then
+  echo
+  t=$(date +%s)
+  if scripts/mutation.sh 2>&1 | tee "$work/mutation.log"; then mutation_result=ok; else mutation_result=FAILED; status=1; fi
+  stage "mutation (build + run)" "$t"
 fi
 
 # The CTest tiers' tests counted from what ran (GoogleTest's and unittest's own
@@ -134,6 +146,7 @@ for tier in $TIERS; do
   case $tier in
     sanitize) echo "sanitize: $sanitize_result ($(grep -c ' ok$' "$work/sanitize.log" || true) runs clean, $(grep -c ' FAILED$' "$work/sanitize.log" || true) failed)" ;;
     fuzz) echo "fuzz: $fuzz_result ($(grep -c ' ok$' "$work/fuzz.log" || true) targets clean, $(grep -c ' FAILED$' "$work/fuzz.log" || true) failed)" ;;
+    mutation) echo "mutation: $mutation_result ($(grep -o '[0-9]* of [0-9]* mutants killed' "$work/mutation.log" || echo 'no count'))" ;;
     *) grep "^$tier: " "$work/counts.txt" || echo "$tier: not counted" ;;
   esac
 done

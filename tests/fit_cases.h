@@ -17,6 +17,7 @@
 
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/quantity.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 namespace vramd::testing {
 

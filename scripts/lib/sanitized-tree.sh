@@ -12,7 +12,10 @@ configure_sanitized() {
   [[ "$san" == address,undefined ]] && fuzz=ON
   if [[ -f "$dir/CMakeCache.txt" ]] && grep -q "^VRAMD_SANITIZE:STRING=$san\$" "$dir/CMakeCache.txt" &&
      grep -q '^CMAKE_CXX_COMPILER:.*clang' "$dir/CMakeCache.txt"; then
-    return 0  # configured before: only rebuild what changed
+    # Configured before: regenerate (a target added since would be unknown
+    # to the old build files), then only what changed is rebuilt.
+    cmake -S . -B "$dir" >/dev/null
+    return 0
   fi
   [[ -f "$dir/CMakeCache.txt" ]] && rm -rf "$dir"  # another configuration: start over
   cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \

@@ -42,6 +42,7 @@
 
 #include "integration/clean_env.h"
 #include "vramd/store/valkey_client.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 namespace vramd {
 namespace {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"  // VRAMD_TEST_DATA
 #include "vramd/ledger/model.h"
 
 namespace vramd::testing {

@@ -12,6 +12,7 @@
 #include "fakes/log_capture.h"
 #include "agent/temp_tree.h"
 #include "vramd/agent/nvml_source.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 namespace vramd::agent {
 namespace {

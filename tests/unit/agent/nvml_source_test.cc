@@ -15,6 +15,7 @@
 
 #include "agent/temp_tree.h"
 #include "fakes/log_capture.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 // NVML's opaque C types, by name (the fake's raw entry points are called below).
 struct nvmlDevice_st;

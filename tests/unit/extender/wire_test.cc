@@ -8,6 +8,7 @@
 
 #include "vramd/kube/decode.h"
 #include "vramd/ledger/pod_request.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 namespace vramd::extender {
 namespace {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "vramd/ledger/pod_request.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA, VRAMD_BIN_DIR, VRAMD_FAKE_NVML
 
 namespace vramd::kube {
 namespace {
