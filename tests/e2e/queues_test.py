@@ -33,8 +33,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import (BIN_DIR, GI, SharedTestbed, apply_queue_crd, create_queue, get_json, kubectl,  # noqa: E402
-                    ledger_nodes, metric_value, queue_status, start_vramd)
+from common import (BIN_DIR, GI, QUEUES_PATH, SharedTestbed, apply_queue_crd, create_queue, get_json,  # noqa: E402
+                    kubectl, ledger_nodes, metric_value, queue_status, start_vramd)
 from testbed import VRAM_RESOURCE, clean_env, parse_rfc3339  # noqa: E402
 
 VRAMCTL = os.path.join(BIN_DIR, "vramctl")
@@ -137,6 +137,12 @@ class Tenants(SharedTestbed):
         # Each passes the CRD's schema; vramd's own checks refuse them.
         create_queue(tb, "loop-a", "1Gi", parent="loop-b")
         create_queue(tb, "loop-b", "1Gi", parent="loop-a")
+        # The newer queue naming a namespace is the broken one; creationTimestamp
+        # has whole seconds and a tie goes by name ("steals-team-a" first), so
+        # it is created once the API server's clock is past team-a's second.
+        team_a = parse_rfc3339(tb.api.get(f"{QUEUES_PATH}/team-a")["metadata"]["creationTimestamp"])
+        tb.wait_for(lambda: tb.api.server_time() > team_a, 5, interval=0.05,
+                    message="the API server's clock past team-a's creation second")
         create_queue(tb, "steals-team-a", "1Gi", namespaces=["team-a"])
         create_queue(tb, "dept", "2Gi")
         create_queue(tb, "greedy-child", "4Gi", namespaces=["greedy"], parent="dept")
