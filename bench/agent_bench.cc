@@ -17,6 +17,7 @@
 #include "vramd/agent/agent.h"
 #include "vramd/agent/drm.h"
 #include "vramd/agent/nvml_source.h"
+#include "test_paths.h"  // VRAMD_FAKE_NVML
 
 namespace vramd::agent {
 namespace {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "vramd/ledger/model.h"
+#include "test_paths.h"  // VRAMD_TEST_DATA
 #include "vramd/ledger/placement.h"
 
 namespace vramd::bench {
