@@ -52,13 +52,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=scripts/lib/test-redis.sh
+source scripts/lib/test-redis.sh
 if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize yes \
-    --pidfile "$work/redis.pid" --logfile "$work/redis.log" --dir "$work"
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p "$port" ping >/dev/null || { echo "mutation.sh: redis-server did not start"; exit 1; }
-  export VRAMD_TEST_VALKEY_URL="redis://127.0.0.1:$port"
+  start_test_redis "$work" mutation.sh || exit 1
 fi
 
 # field PATCH NAME: the value of a header line "NAME: value" before the diff.

@@ -77,13 +77,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=scripts/lib/test-redis.sh
+source scripts/lib/test-redis.sh
 if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize yes \
-    --pidfile "$work/redis.pid" --logfile "$work/redis.log" --dir "$work"
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p "$port" ping >/dev/null || { echo "sanitize.sh: redis-server did not start"; cat "$work/redis.log"; exit 1; }
-  export VRAMD_TEST_VALKEY_URL="redis://127.0.0.1:$port"
+  start_test_redis "$work" sanitize.sh || exit 1
 fi
 
 # build DIR SANITIZE: configure once (cached), build only the tiers' binaries.
