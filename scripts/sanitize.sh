@@ -68,6 +68,11 @@ source scripts/lib/sanitized-tree.sh
 TEST_TIMEOUT=${SANITIZE_TEST_TIMEOUT:-1200}
 
 work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
+# Some system tests run vramd-agent as an unprivileged user: it must read the
+# suppressions and may write its reports, wherever the checkout lies (a
+# checkout in a mode-0700 directory would make TSan fail to start it).
+chmod 0755 "$work"
+install -m 0644 scripts/lib/tsan.supp "$work/tsan.supp"
 cleanup() {
   if [[ -f "$work/redis.pid" ]]; then
     pid=$(cat "$work/redis.pid")
@@ -261,6 +266,7 @@ tiers() {
   for tier in $list; do
     r="$work/reports-$san.$tier"
     mkdir -p "$r"
+    chmod 1777 "$r"
     opts=()
     for o in "$@"; do opts+=("${o//@R@/$r}"); done
     case $tier in
@@ -280,8 +286,8 @@ tiers() {
 # The options every process of a tier runs with (@R@: its report directory).
 asan_opts=("ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan"
            "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=@R@/ubsan" "LSAN_OPTIONS=log_path=@R@/lsan")
-# scripts/lib/tsan.supp: false positives of uninstrumented libraries, each with its reason.
-tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan:suppressions=$PWD/scripts/lib/tsan.supp")
+# scripts/lib/tsan.supp (copied to $work): false positives of uninstrumented libraries, each with its reason.
+tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan:suppressions=$work/tsan.supp")
 
 for s in $SANITIZERS; do
   t0=$(date +%s)
