@@ -53,6 +53,33 @@ class StoreLoss(unittest.TestCase):
             finally:
                 bal.close()
 
+    SETTLE_S, NUDGES = 20, 3
+
+    def _settle(self, tb, waiting, rnd):
+        """Nudges kube-scheduler until every one of the `waiting` parked pods
+        was tried again and refused (see _round); returns (nudges, state)."""
+        def attempts(result):
+            return tb.scheduler_metric("scheduler_schedule_attempts_total",
+                                       {"profile": "default-scheduler", "result": result}) or 0
+
+        seen = []
+        for nudge in range(1, self.NUDGES + 1):
+            tried, errors = attempts("unschedulable"), attempts("error")
+            tb.requeue_unschedulable(NODES[0])
+            end = time.monotonic() + self.SETTLE_S
+            while time.monotonic() < end:
+                queues = {q: tb.scheduler_metric("scheduler_pending_pods", {"queue": q})
+                          for q in ("active", "backoff", "unschedulable")}
+                more = attempts("unschedulable") - tried
+                state = {"nudge": nudge, "unschedulable attempts since": more,
+                         "error attempts since": attempts("error") - errors, "queues": queues}
+                if more >= waiting and queues == {"active": 0, "backoff": 0, "unschedulable": waiting}:
+                    return nudge, state
+                time.sleep(0.5)
+            seen.append(state)
+        self.fail(f"round {rnd}: kube-scheduler never tried the {waiting} waiting pods again and refused each "
+                  f"within {self.SETTLE_S} s of any of {self.NUDGES} nudges; at the end of each: {seen}")
+
     def _round(self, tb, a, b, rnd):
         prefix = f"sl{rnd}-"
         names = [f"{prefix}{i:03d}" for i in range(PODS)]
@@ -100,19 +127,15 @@ class StoreLoss(unittest.TestCase):
         # other pods as unschedulable; make it retry them all now and wait
         # until each was tried again and refused: as many unschedulable
         # attempts more, and all of them back in its unschedulable queue.
+        # One nudge moves each parked pod back exactly once, so a single
+        # attempt that ends otherwise (an extender call that timed out on a
+        # loaded machine counts as "error" and parks the pod for a minute)
+        # would leave the count one short: when the queues have not settled
+        # within SETTLE_S of a nudge, nudge again (at most NUDGES times) and
+        # count afresh. The failure message says what was seen.
         waiting = PODS - SLOTS
-        attempts = {"profile": "default-scheduler", "result": "unschedulable"}
-        tried = tb.scheduler_metric("scheduler_schedule_attempts_total", attempts) or 0
-        tb.requeue_unschedulable(NODES[0])
-
-        def all_refused_again():
-            queues = {q: tb.scheduler_metric("scheduler_pending_pods", {"queue": q})
-                      for q in ("active", "backoff", "unschedulable")}
-            more = (tb.scheduler_metric("scheduler_schedule_attempts_total", attempts) or 0) - tried
-            return more >= waiting and queues == {"active": 0, "backoff": 0, "unschedulable": waiting}
         t1 = time.monotonic()
-        tb.wait_for(all_refused_again, 60, interval=0.5,
-                    message=f"round {rnd}: kube-scheduler to try the {waiting} waiting pods again and refuse each")
+        nudges, seen = self._settle(tb, waiting, rnd)
         retried = time.monotonic() - t1
         bound = bound_pods()
 
@@ -140,7 +163,7 @@ class StoreLoss(unittest.TestCase):
         rebuilds = sum(metric_value(v, "vramd_ledger_rebuilds_total", {"event": "sealed"}) or 0 for v in (a, b))
         print(f"\nstore loss round {rnd}: FLUSHALL with {at_flush[0]} to {at_flush[1]} of {PODS} pods bound; "
               f"{len(bound)} bound ({SLOTS} slots) {took:.1f} s after the burst began, the other {waiting} "
-              f"retried and refused {retried:.1f} s later; most promised on one GPU "
+              f"retried and refused {retried:.1f} s later ({nudges} nudge(s); {seen}); most promised on one GPU "
               f"{max(promised.values()) / GI:.0f} GiB of {GPU_GIB}; unsealed seen "
               f"{refused_seen[0] if refused_seen else 'never'} s after the flush; seals so far {rebuilds:.0f}")
         self.assertTrue(refused_seen, f"round {rnd}: no replica ever reported the ledger unsealed after FLUSHALL")
