@@ -35,7 +35,10 @@ struct FitGpuCase {
   std::vector<FitHeld> held;       // every entry on the GPU: that one, then `also`
 };
 
-enum class FitUsage { kNone, kFresh, kStale };
+// kFresh: a second old; kStale: older than usage_max_age_ms; kAhead: stamped
+// a second ahead of now (within ledger::kUsageFutureToleranceMs: fresh);
+// kFuture: stamped an hour ahead (beyond it: stale).
+enum class FitUsage { kNone, kFresh, kStale, kAhead, kFuture };
 
 struct FitCase {
   std::string name;
@@ -95,7 +98,11 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
         fc.gpus.push_back(gc);
       }
       const std::string usage = c.value("usage", std::string("none"));
-      fc.usage = usage == "fresh" ? FitUsage::kFresh : usage == "stale" ? FitUsage::kStale : FitUsage::kNone;
+      fc.usage = usage == "fresh"    ? FitUsage::kFresh
+                 : usage == "stale"  ? FitUsage::kStale
+                 : usage == "ahead"  ? FitUsage::kAhead
+                 : usage == "future" ? FitUsage::kFuture
+                                     : FitUsage::kNone;
       if (c.contains("policy")) {
         fc.policy.count_usage = c["policy"].value("count_usage", fc.policy.count_usage);
         fc.policy.usage_max_age_ms = c["policy"].value("usage_max_age_ms", fc.policy.usage_max_age_ms);
@@ -122,7 +129,7 @@ inline std::vector<FitCase> LoadFitCases(std::string* error) {
       // The table's own consistency: every GPU without room has its reason,
       // usage reports only where the node has one, quantities that parse.
       bool ok = fc.per_gpu > 0 && (fc.peak_per_gpu == 0 || fc.peak_per_gpu >= fc.per_gpu) &&
-                fc.policy.max_peak_ratio >= 1 && (usage == "none" || usage == "fresh" || usage == "stale") &&
+                fc.policy.max_peak_ratio >= 1 && (usage == "none" || usage == "fresh" || usage == "stale" || usage == "ahead" || usage == "future") &&
                 (verdict == "fits" || verdict == "no_room_now" || verdict == "never") &&
                 (verdict == "fits") == fc.grouped.empty() && (verdict == "fits") == fc.reason.empty();
       for (size_t i = 0; i < fc.gpus.size(); ++i) {

@@ -61,6 +61,7 @@ struct PlacementIndex {
     Vectors sum;           // of the GPUs' vectors (U = A, or with usage_offer the reported usage)
     int64_t free_sum = 0;  // sum over GPUs of max(0, free)
     int64_t usage_from = 0;  // with usage_offer: the oldest report time among the reported GPUs
+    int64_t usage_to = 0;    // with usage_offer: the newest (it must not be too far ahead, UsageFresh)
     int64_t max_free_alloc = 0;  // with usage_offer: the most of C - A on one GPU (usage not counted)
   };
   struct GpuRec {
@@ -502,15 +503,19 @@ void IndexGpus(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* re
     }
     for (uint32_t i = 0; i < n; ++i) ix->usage[rec->usage_begin + i] = {node.gpus[i].used, node.gpus[i].used_ts_ms};
     if (n == 0 || vec.has_peaks()) return;
-    // Every reported GPU's usage counted: at now 0 each report with a time
-    // above 0 is "from the future", so fresh whatever the age limit.
-    const NodeVectors counted(node, /*now_ms=*/0, FitPolicy{/*count_usage=*/true, 0});
-    int64_t oldest = INT64_MAX;
+    // Every reported GPU's usage counted: at the newest report's time, with
+    // no age limit, each report with a time above 0 is fresh.
+    int64_t oldest = INT64_MAX, newest = 0;
     for (uint32_t i = 0; i < n; ++i) {
-      if (node.gpus[i].used_ts_ms > 0) oldest = std::min(oldest, node.gpus[i].used_ts_ms);
+      if (node.gpus[i].used_ts_ms > 0) {
+        oldest = std::min(oldest, node.gpus[i].used_ts_ms);
+        newest = std::max(newest, node.gpus[i].used_ts_ms);
+      }
     }
+    const NodeVectors counted(node, newest, FitPolicy{/*count_usage=*/true, INT64_MAX / 2});
     rec->usage_offer = true;
     sums->usage_from = oldest;
+    sums->usage_to = newest;
     SumOffer(counted, rec, sums);
     sums->max_free_alloc = FreeBytes(vec[0]);
     for (uint32_t i = 1; i < n; ++i) sums->max_free_alloc = std::max(sums->max_free_alloc, FreeBytes(vec[i]));
@@ -740,8 +745,8 @@ bool SettledKnown(const PlacementIndex::NodeRec& rec, const VramRequest& req) {
 }
 
 // The same for a usage_offer node, whose offer counts its reported usage:
-// it holds while every report counts (the oldest is fresh under the
-// policy). Without burst (P = A, V = 0) a demand (r, peak p >= r) fits a GPU
+// it holds while every report counts (the oldest and the newest are fresh
+// under the policy: not too old, not too far ahead). Without burst (P = A, V = 0) a demand (r, peak p >= r) fits a GPU
 // exactly when r <= C - max(A, U) and p <= C - A. C - max(A, U) <= C - A,
 // so the offer answers every case but one: p fits the most free GPU under
 // usage (and then both hold there), or r fits no GPU, or p fits none under
@@ -752,7 +757,7 @@ bool UsageOfferKnown(const PlacementIndex& ix, const PlacementIndex::NodeRec& re
                      const FitPolicy& fit, int64_t now_ms) {
   if (!rec.usage_offer || !SettledKnownFor(req)) return false;
   const PlacementIndex::NodeSums& sums = ix.sums[static_cast<size_t>(&rec - ix.nodes.data())];
-  if (!UsageCounts(sums.usage_from, now_ms, fit)) return false;
+  if (!UsageCounts(sums.usage_from, now_ms, fit) || !UsageCounts(sums.usage_to, now_ms, fit)) return false;
   const int64_t peak = std::max(req.per_gpu, req.peak_per_gpu);
   return peak == req.per_gpu || FitsIn(peak, rec.offer.max_free) || !FitsIn(req.per_gpu, rec.offer.max_free) ||
          !FitsIn(peak, sums.max_free_alloc);

@@ -120,6 +120,15 @@ TEST_P(FitLuaTest, TheReserveScriptFitsAsTheTableSays) {
       // The same report, stamped in 1970: older than any usage max age.
       auto r = client_->Command({"HSET", opts_.key_prefix + ":{" + node + "}:used", "ts", "1000"});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
+    } else if (c.usage == FitUsage::kAhead || c.usage == FitUsage::kFuture) {
+      // The same report, stamped a second or an hour ahead of the server's clock.
+      auto t = client_->Command({"TIME"});
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ASSERT_EQ(t->elements.size(), 2u);
+      const int64_t now = std::stoll(t->elements[0].str) * 1000 + std::stoll(t->elements[1].str) / 1000;
+      const int64_t ts = now + (c.usage == FitUsage::kAhead ? 1000 : 3'600'000);
+      auto r = client_->Command({"HSET", opts_.key_prefix + ":{" + node + "}:used", "ts", std::to_string(ts)});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
     }
   }
 

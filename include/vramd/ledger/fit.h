@@ -89,10 +89,18 @@ struct FitPolicy {
   double max_peak_ratio = kDefaultMaxPeakRatio;  // the peak rule's ceiling, 1..10
 };
 
+// How far ahead of `now` a usage report may be stamped and still count:
+// reports are stamped with the store's clock (lua/push_usage.lua) and judged
+// with vramd's, so a small skew between the two hosts is tolerated; beyond
+// it the report's age cannot be known and it is stale (issue 32: a report
+// stamped in the future must not stay "fresh" for as long as the skew).
+inline constexpr int64_t kUsageFutureToleranceMs = 5'000;
+
 // Whether a usage report stamped `reported_ms` (0: never reported) is fresh
-// at `now_ms`: at most `max_age_ms` old (a report from the future is fresh).
+// at `now_ms`: at most `max_age_ms` old and at most kUsageFutureToleranceMs
+// ahead of now_ms.
 inline bool UsageFresh(int64_t reported_ms, int64_t now_ms, int64_t max_age_ms) {
-  return reported_ms > 0 && now_ms - reported_ms <= max_age_ms;
+  return reported_ms > 0 && now_ms - reported_ms <= max_age_ms && reported_ms - now_ms <= kUsageFutureToleranceMs;
 }
 
 // Whether a usage report stamped `reported_ms` counts as U under `policy`.

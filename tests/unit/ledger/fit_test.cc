@@ -30,11 +30,13 @@ const std::vector<FitCase>& Cases() {
 }
 
 // When the case's usage report was made: a fresh one a second ago, a stale
-// one a millisecond too long ago; 0: none.
+// one a millisecond too long ago, one a second or an hour ahead; 0: none.
 int64_t ReportedMs(const FitCase& c) {
   switch (c.usage) {
     case FitUsage::kFresh: return kNow - 1000;
     case FitUsage::kStale: return kNow - c.policy.usage_max_age_ms - 1;
+    case FitUsage::kAhead: return kNow + 1000;
+    case FitUsage::kFuture: return kNow + 3'600'000;
     case FitUsage::kNone: return 0;
   }
   return 0;
@@ -272,6 +274,31 @@ TEST_P(FitCaseTest, TheFakeStoreReservesAsTheTableSays) {
 
 INSTANTIATE_TEST_SUITE_P(Table, FitCaseTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<FitCase>& info) { return info.param.name; });
+
+
+// Issue 32: a report stamped ahead of now counts only within the skew the
+// store's clock and vramd's may have; beyond it, its age is unknown: stale.
+TEST(UsageFreshness, Boundaries) {
+  struct Case {
+    const char* name;
+    int64_t reported_ms;
+    bool fresh;
+  };
+  const int64_t max_age = 60'000;
+  const Case cases[] = {
+      {"NeverReported", 0, false},
+      {"Now", kNow, true},
+      {"ExactlyMaxAgeOld", kNow - max_age, true},
+      {"OneMsOlderThanMaxAge", kNow - max_age - 1, false},
+      {"AheadByTheTolerance", kNow + kUsageFutureToleranceMs, true},
+      {"OneMsBeyondTheTolerance", kNow + kUsageFutureToleranceMs + 1, false},
+      {"AnHourAhead", kNow + 3'600'000, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(UsageFresh(c.reported_ms, kNow, max_age), c.fresh);
+  }
+}
 
 }  // namespace
 }  // namespace vramd::ledger

@@ -252,12 +252,13 @@ TEST(PlacementIndex, NodesWithUsageReportsAnswerLikeTheNodesWhateverTheReportsAg
       if (pick(5) != 0) {
         ++usage_nodes;
         for (Gpu& g : n.gpus) {
-          const int kind = pick(6);
+          const int kind = pick(7);
           if (kind == 0) continue;  // this GPU not reported
           g.used = pick(90) * kGi;
           g.used_ts_ms = kind == 1   ? kNow - 3'600'000              // stale under any limit used here
-                         : kind == 2 ? kNow + 5000                   // from the future: fresh
+                         : kind == 2 ? kNow + 5000                   // ahead within the tolerance: fresh
                          : kind == 3 ? kNow - 1000 * (1 + pick(120))  // fresh or stale by the limit
+                         : kind == 4 ? kNow + kUsageFutureToleranceMs + 1 + pick(60'000)  // too far ahead: stale
                                      : kNow - 1000;                  // fresh
         }
       }

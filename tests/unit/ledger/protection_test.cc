@@ -466,6 +466,15 @@ const std::vector<WatchdogCase>& WatchdogCases() {
        },
        kDefaults,
        {}},
+      // Issue 32: a report stamped an hour ahead (the store's clock and
+      // vramd's disagree) has no knowable age: never a reason to act.
+      {"GpuReportStampedFarAheadIsIgnored",
+       [] {
+         return std::vector<Node>{
+             MakeNode("ahead", {Gpu24(0, kNow + 3'600'000)}, {Pod("a", 4 * kGi, 24 * kGi)})};
+       },
+       kDefaults,
+       {}},
       {"SeveralGpusUnderPressure_SortedByNodeThenGpu",
        [] {
          return std::vector<Node>{
