@@ -391,6 +391,10 @@ std::vector<Key> BuildKeys() {
                        "a pod counts as over its budget only when its usage on the GPU exceeds what it declared by "
                        "more than this (quantity; a CUDA context's overhead is not a runaway)",
                        &Config::watchdog_min_over_budget_bytes));
+  k.push_back(IntKey("watchdog.pressure_reports", "--watchdog-pressure-reports", "VRAMD_WATCHDOG_PRESSURE_REPORTS",
+                     "the watchdog acts only on pressure (with a cause) seen in this many consecutive usage reports "
+                     "of the GPU: one report below the floor is a spike, not a runaway",
+                     &Config::watchdog_pressure_reports, 1, 100));
   k.push_back(StringKey("idle.mode", "--idle-mode", "VRAMD_IDLE_MODE",
                         "idle eviction of pods with vramd.io/idle-ttl (leader): off, dry-run or enforce",
                         &Config::idle_mode, CheckMode));

@@ -184,6 +184,7 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
       p.used = g.used;
       p.free = free;
       p.floor = floor;
+      p.report_ms = g.used_ts_ms;
       const int64_t a = allocated[k], peak = peaks[k].peak;
       if (g.used > a) {
         p.cause = "over budget or untracked (U > A)";
@@ -204,6 +205,32 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
     return a.node != b.node ? a.node < b.node : a.gpu < b.gpu;
   });
   return out;
+}
+
+namespace {
+std::string StreakKey(const std::string& node, int gpu) { return node + '\n' + std::to_string(gpu); }
+}  // namespace
+
+void PressureStreaks::Observe(const std::vector<GpuPressure>& pressure) {
+  std::unordered_map<std::string, Streak> next;
+  next.reserve(pressure.size());
+  for (const GpuPressure& p : pressure) {
+    if (p.cause.empty()) continue;
+    std::string key = StreakKey(p.node, p.gpu);
+    Streak s;
+    if (auto it = streaks_.find(key); it != streaks_.end()) s = it->second;
+    if (s.reports == 0 || p.report_ms != s.last_report_ms) {
+      ++s.reports;
+      s.last_report_ms = p.report_ms;
+    }
+    next.emplace(std::move(key), s);
+  }
+  streaks_ = std::move(next);
+}
+
+int PressureStreaks::Reports(const std::string& node, int gpu) const {
+  auto it = streaks_.find(StreakKey(node, gpu));
+  return it == streaks_.end() ? 0 : it->second.reports;
 }
 
 // ---- Who vramd's own evictions may take at all ------------------------------

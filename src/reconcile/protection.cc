@@ -48,6 +48,7 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
   s.cooldown_ms = cfg.watchdog_cooldown_ms;
   s.max_per_minute = cfg.watchdog_max_actions_per_minute;
   s.pending_max_age_ms = cfg.idle_pending_max_age_ms;
+  s.pressure_reports = cfg.watchdog_pressure_reports;
   return s;
 }
 
@@ -170,6 +171,7 @@ Result<ProtectionStats> Protection::RunOnce() {
   }
   pressure_series_ = std::move(series);
   stats.gpus_under_pressure = static_cast<int>(pressure.size());
+  streaks_.Observe(pressure);
   if (s_.watchdog) {
     for (const ledger::GpuPressure& p : pressure) {
       if (!p.victim) {
@@ -177,6 +179,14 @@ Result<ProtectionStats> Protection::RunOnce() {
         spdlog::log(p.cause.empty() ? spdlog::level::debug : spdlog::level::warn,
                     "watchdog: GPU {} of {} has {} free, below the floor of {}, and no victim: {}", p.gpu, p.node,
                     ledger::FormatBytes(p.free), ledger::FormatBytes(p.floor), p.no_victim);
+        continue;
+      }
+      if (const int seen = streaks_.Reports(p.node, p.gpu); seen < s_.pressure_reports) {
+        ++stats.persisting;
+        spdlog::info("watchdog: GPU {} of {} has {} free, below the floor of {} ({}), in {} of the {} consecutive "
+                     "reports it takes to act; {} would be chosen now",
+                     p.gpu, p.node, ledger::FormatBytes(p.free), ledger::FormatBytes(p.floor), p.cause, seen,
+                     s_.pressure_reports, p.victim->ns + "/" + p.victim->name);
         continue;
       }
       const std::string key = "gpu:" + p.node + "/" + std::to_string(p.gpu);

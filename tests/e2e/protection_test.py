@@ -2,7 +2,9 @@
 
 Real kube-apiserver + kube-scheduler 1.20 + etcd, a real redis-server and
 vramd. Usage is fed as vramd-agent feeds it: version-2 reports on
-PUT /v1/nodes/{node}/usage with the pods' real UIDs. There is no kubelet: a
+PUT /v1/nodes/{node}/usage with the pods' real UIDs, repeated every
+AGENT_INTERVAL_S until the next one (the watchdog acts only on pressure seen
+in watchdog.pressure_reports consecutive reports, 3 by default). There is no kubelet: a
 pod evicted through the Eviction API keeps its object (deletionTimestamp set,
 the phantom-capacity rule holds its VRAM) until the test, playing the
 kubelet, deletes it with grace 0.
@@ -21,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.request
 
 sys.dont_write_bytecode = True
@@ -31,6 +34,7 @@ from testbed import clean_env  # noqa: E402
 
 MI = 1 << 20
 TOKEN = "e2e-protection-token-0123456789abcdef"
+AGENT_INTERVAL_S = 0.3  # how often the tests' stand-in agent repeats a node's last report
 
 
 def gfd(mib, pool):
@@ -53,21 +57,53 @@ class Protected(SharedTestbed):
                   "idle": {"mode": cls.MODE, "policy": "on-demand"},
                   "usage_max_age_ms": 600000}
         config.update(extra_config or {})
+        cls._agents, cls._reports = {}, {}
+        cls._agent_lock, cls._agent_stop = threading.Lock(), threading.Event()
         cls.vramd = start_vramd(tb, config=config, extra_args=["--api-token-file", token])
         tb.wait_for(lambda: set(nodes) <= set(ledger_nodes(cls.vramd)), 20, message="vramd to learn the nodes")
         tb.start_scheduler([cls.vramd.url + "/scheduler"])
 
-    def report(self, node, total, pods):
-        """Pushes a version-2 usage report: `pods` maps pod name -> bytes used."""
-        uids = [{"uid": self.tb.get_pod(name)["metadata"]["uid"], "used_bytes": used} for name, used in pods.items()]
-        body = {"version": 2, "agent": "e2e", "source": "nvml",
-                "gpus": [{"index": 0, "uuid": f"GPU-{node}", "total_bytes": total,
-                          "used_bytes": sum(pods.values()), "outside_pods_bytes": 0, "pods": uids}]}
+    @classmethod
+    def tearDownClass(cls):
+        cls._agent_stop.set()
+        for t in cls._agents.values():
+            t.join(5)
+        super().tearDownClass()
+
+    def push(self, node, body):
         req = urllib.request.Request(f"{self.vramd.url}/v1/nodes/{node}/usage", data=json.dumps(body).encode(),
                                      method="PUT", headers={"Authorization": f"Bearer {TOKEN}",
                                                             "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=5) as r:
-            self.assertEqual(r.status, 200)
+            return r.status
+
+    def report(self, node, total, pods):
+        """Pushes a version-2 usage report (`pods` maps pod name -> bytes used)
+        now, and from then on every AGENT_INTERVAL_S as a node's agent does,
+        until the next report() for the node replaces it: the watchdog acts
+        only on pressure seen in consecutive reports
+        (watchdog.pressure_reports)."""
+        uids = [{"uid": self.tb.get_pod(name)["metadata"]["uid"], "used_bytes": used} for name, used in pods.items()]
+        body = {"version": 2, "agent": "e2e", "source": "nvml",
+                "gpus": [{"index": 0, "uuid": f"GPU-{node}", "total_bytes": total,
+                          "used_bytes": sum(pods.values()), "outside_pods_bytes": 0, "pods": uids}]}
+        cls = type(self)
+        with cls._agent_lock:
+            cls._reports[node] = body
+            self.assertEqual(self.push(node, body), 200)
+            if node not in cls._agents:
+                t = threading.Thread(target=self._agent_loop, args=(node,), daemon=True)
+                cls._agents[node] = t
+                t.start()
+
+    def _agent_loop(self, node):
+        cls = type(self)
+        while not cls._agent_stop.wait(AGENT_INTERVAL_S):
+            with cls._agent_lock:
+                try:
+                    self.push(node, cls._reports[node])
+                except OSError:
+                    pass  # vramd restarting or gone at teardown: the next push tells
 
     def events(self, pod, reason):
         return self.tb.pod_events(pod, reason=reason)

@@ -496,9 +496,11 @@ class ChartOnRealNode(unittest.TestCase):
         self.assertEqual(gpu.get("outside_pods_bytes"), 1 * GI,
                          f"this test's own process is outside every pod: {gpu}")
         self.assertFalse(gpu.get("processes_unavailable"), gpu)
-        # The watchdog (chart default: dry-run, floor 1.5Gi) on the leader.
+        # The watchdog (chart default: dry-run, floor 1.5Gi) on the leader,
+        # once the pressure persisted 3 consecutive agent reports
+        # (watchdog.pressure_reports; one pass every 10 s, a report every 5).
         msgs = self.wait("the watchdog's VramdWouldEvict on runaway",
-                         lambda: self.would_evict("runaway"), 60, ns=GPU_NS)
+                         lambda: self.would_evict("runaway"), 90, ns=GPU_NS)
         log(f"VramdWouldEvict on runaway: {msgs}")
         self.assertIn("declared 2Gi", msgs[0])
         self.assertEqual(self.would_evict("gpu-job-1"), [],

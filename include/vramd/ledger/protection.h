@@ -58,6 +58,7 @@ struct GpuPressure {
   int64_t used = 0;    // Gpu::used (the fresh report)
   int64_t free = 0;    // total - used (may be negative)
   int64_t floor = 0;   // WatchdogFloor
+  int64_t report_ms = 0;  // Gpu::used_ts_ms: which report this pressure was seen in (PressureStreaks)
   std::optional<WatchdogVictim> victim;
   std::string no_victim;  // why there is none (when !victim), e.g.
                           // "no designated victim and no pod over its budget"
@@ -110,6 +111,31 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 //  "no designated victim[ that uses memory] and no pod over its budget[ (skipped: N protected,
 //   M stale[, T terminating])]"
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
+
+// Pressure that persists (issue 32): one report below the floor is a spike
+// the watchdog does not act on. Per GPU, the number of consecutive distinct
+// usage reports (GpuPressure::report_ms) the watchdog saw under pressure with
+// a cause; it acts only once that reaches watchdog.pressure_reports. A pure
+// value type: the leader keeps one and feeds it every pass.
+class PressureStreaks {
+ public:
+  // One watchdog pass: `pressure` is PlanWatchdog's answer. A GPU in it with
+  // a cause counts its report once (a pass that sees the same report again
+  // counts nothing); every other GPU (without a cause, no longer under
+  // pressure, or whose report went stale) starts again from 0 and is
+  // forgotten.
+  void Observe(const std::vector<GpuPressure>& pressure);
+  // Consecutive reports under pressure with a cause (0 when none).
+  int Reports(const std::string& node, int gpu) const;
+  size_t size() const { return streaks_.size(); }
+
+ private:
+  struct Streak {
+    int64_t last_report_ms = 0;
+    int reports = 0;
+  };
+  std::unordered_map<std::string, Streak> streaks_;  // "<node>\n<gpu>"
+};
 
 // Takes the entry of `uid` off `node` with its share of each of its GPUs'
 // reported usage (its figure in Gpu::pods): what evicting the pod frees, its

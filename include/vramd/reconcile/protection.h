@@ -37,6 +37,7 @@ struct ProtectionStats {
   int idle_actions = 0;
   int waiting_pods = 0;      // pods refused for VRAM and still pending
   int gated = 0;             // actions held back by a cooldown or the rate limit
+  int persisting = 0;        // GPUs with a victim whose pressure has not yet persisted pressure_reports reports
 };
 
 // The pure parts of the configuration, parsed once (config.h validated them).
@@ -51,6 +52,7 @@ struct ProtectionSettings {
   int64_t cooldown_ms = 300'000;
   int max_per_minute = 10;
   int64_t pending_max_age_ms = 120'000;
+  int pressure_reports = 3;  // the watchdog acts once pressure persisted this many reports (PressureStreaks)
 };
 ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledger::Policy& placement);
 
@@ -97,6 +99,7 @@ class Protection {
   // One gate for both: keys "gpu:NODE/IDX" (watchdog) and "pod:UID" (idle),
   // so the global rate limit counts every action.
   ledger::ActionGate gate_ GUARDED_BY(mu_);
+  ledger::PressureStreaks streaks_ GUARDED_BY(mu_);
   std::map<std::string, bool> pressure_series_ GUARDED_BY(mu_);  // "node\ngpu" series set last pass
 };
 

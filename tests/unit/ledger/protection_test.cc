@@ -585,6 +585,49 @@ TEST(Watchdog, Table) {
   }
 }
 
+// Issue 32: pressure counts per GPU over consecutive distinct reports.
+TEST(PressureStreaks, Table) {
+  auto pressed = [](std::string node, int gpu, int64_t report_ms, bool cause = true) {
+    GpuPressure p;
+    p.node = std::move(node);
+    p.gpu = gpu;
+    p.report_ms = report_ms;
+    if (cause) p.cause = "over budget or untracked (U > A)";
+    return p;
+  };
+  struct Step {
+    const char* name;
+    std::vector<GpuPressure> pass;
+    int n1_0, n1_1, n2_0;  // Reports() after the pass
+  };
+  PressureStreaks s;
+  const Step steps[] = {
+      {"FirstReportUnderPressure", {pressed("n1", 0, 100)}, 1, 0, 0},
+      {"TheSameReportSeenAgainCountsNothing", {pressed("n1", 0, 100)}, 1, 0, 0},
+      {"ANewReportCounts", {pressed("n1", 0, 200), pressed("n2", 0, 200)}, 2, 0, 1},
+      {"GpusCountApart", {pressed("n1", 0, 300), pressed("n1", 1, 300), pressed("n2", 0, 300)}, 3, 1, 2},
+      {"PressureWithoutACauseStartsAgain", {pressed("n1", 0, 400, false), pressed("n1", 1, 400)}, 0, 2, 0},
+      {"AGpuMissingFromAPassStartsAgain", {pressed("n1", 0, 500)}, 1, 0, 0},
+      {"AnEarlierStampIsANewReportToo", {pressed("n1", 0, 450)}, 2, 0, 0},
+      {"NoPressureAnywhere", {}, 0, 0, 0},
+  };
+  for (const Step& st : steps) {
+    SCOPED_TRACE(st.name);
+    s.Observe(st.pass);
+    EXPECT_EQ(s.Reports("n1", 0), st.n1_0);
+    EXPECT_EQ(s.Reports("n1", 1), st.n1_1);
+    EXPECT_EQ(s.Reports("n2", 0), st.n2_0);
+  }
+  EXPECT_EQ(s.size(), 0u);
+}
+
+TEST(Watchdog, PressureCarriesTheReportItWasSeenIn) {
+  const Snapshot snap = Snap({MakeNode("n1", {Gpu24(0, kNow - 2000)}, {Pod("a", 4 * kGi, 24 * kGi)})});
+  const std::vector<GpuPressure> got = PlanWatchdog(snap, kDefaults, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].report_ms, kNow - 2000);
+}
+
 TEST(Watchdog, GpumemAdrVictimCarriesWhatTheEventSays) {
   const Snapshot snap = Snap({T4(kImmichArena, 100 * kMi)});
   const std::vector<GpuPressure> got = PlanWatchdog(snap, WatchdogPolicy{}, kNow);

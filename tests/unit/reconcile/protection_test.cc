@@ -143,6 +143,7 @@ TEST(ProtectionText, DetailsNameTheNumbers) {
 }
 
 TEST_F(ProtectionTest, DryRunRecordsOneEventPerGpuWithinTheCooldownAndEvictsNothing) {
+  cfg.watchdog_pressure_reports = 1;  // the persistence rule has its own test
   Bound("t4", "immich-ml", kImmich, 3000 * kMi);
   Bound("t4", "llama-swap", kLlama, 5000 * kMi);
   Start();
@@ -181,6 +182,7 @@ TEST_F(ProtectionTest, DryRunRecordsOneEventPerGpuWithinTheCooldownAndEvictsNoth
 
 TEST_F(ProtectionTest, EnforceEvictsAndABlockedEvictionIsRetriedNextPass) {
   cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;  // the persistence rule has its own test
   Bound("t4", "immich-ml", kImmich, 3000 * kMi);
   Start();
   Report("t4", {{kImmich, 15 * kGi}});
@@ -200,6 +202,46 @@ TEST_F(ProtectionTest, EnforceEvictsAndABlockedEvictionIsRetriedNextPass) {
   auto ev = EventsOf("immich-ml", "VramdEvicted");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].message.rfind("recycled: uses 15Gi, declared 2.9Gi; GPU 0 of t4", 0), 0u) << ev[0].message;
+}
+
+// Issue 32: one report below the floor is a spike. The watchdog acts once
+// the pressure (with a cause) persisted watchdog.pressure_reports (default 3)
+// consecutive reports; a pass that sees the same report again counts nothing,
+// and a report without the pressure starts the count again.
+TEST_F(ProtectionTest, TheWatchdogActsOnlyOnPressureThatPersistedItsReports) {
+  cfg.watchdog_mode = "enforce";
+  ASSERT_EQ(cfg.watchdog_pressure_reports, 3);  // the default
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Start();
+  auto pass = [&](bool new_report, int64_t immich_used) {
+    clock.Advance(1000);
+    if (new_report) Report("t4", {{kImmich, immich_used}});
+    Result<ProtectionStats> r = prot->RunOnce();
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : ProtectionStats{};
+  };
+  // Two reports under pressure, each seen by two passes: not yet.
+  for (int report = 1; report <= 2; ++report) {
+    for (bool fresh : {true, false}) {
+      SCOPED_TRACE("report " + std::to_string(report) + (fresh ? "" : ", seen again"));
+      ProtectionStats st = pass(fresh, 15 * kGi);
+      EXPECT_EQ(st.gpus_under_pressure, 1);
+      EXPECT_EQ(st.persisting, 1);
+      EXPECT_EQ(st.watchdog_actions, 0);
+    }
+  }
+  // The pressure goes for one report: the count starts again.
+  EXPECT_EQ(pass(true, 2 * kGi).gpus_under_pressure, 0);
+  for (int report = 1; report <= 2; ++report) {
+    SCOPED_TRACE("after the gap, report " + std::to_string(report));
+    EXPECT_EQ(pass(true, 15 * kGi).watchdog_actions, 0);
+  }
+  EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
+  // The third consecutive report: evicted.
+  ProtectionStats st = pass(true, 15 * kGi);
+  EXPECT_EQ(st.persisting, 0);
+  EXPECT_EQ(st.watchdog_actions, 1);
+  EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
 }
 
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
