@@ -15,7 +15,8 @@ kubelet, deletes it with grace 0.
   evicted), and bad input (a peak below the request, a negative idle TTL, a
   victim class list that names nothing).
 - Enforce: the runaway tenant is evicted and its VRAM freed only when the
-  pod is gone; a PodDisruptionBudget blocks an eviction (retried, counted);
+  pod is gone; an agent that falls silent after two reports of a runaway
+  gets no action on its last report, seen again pass after pass; a PodDisruptionBudget blocks an eviction (retried, counted);
   an idle model is evicted so that a pending one binds.
 """
 
@@ -206,7 +207,8 @@ class Enforce(Protected):
 
     @classmethod
     def prepare(cls, tb):
-        cls.start(tb, {"wd": (16384, "wd"), "guarded": (16384, "guarded"), "idle": (16384, "idle")},
+        cls.start(tb, {"wd": (16384, "wd"), "guarded": (16384, "guarded"), "idle": (16384, "idle"),
+                       "silent": (16384, "silent")},
                   extra_config={"watchdog": {"mode": "enforce", "floor": "1.5Gi", "interval_ms": 500,
                                              "cooldown_ms": 300000, "max_actions_per_minute": 100}})
 
@@ -237,6 +239,39 @@ class Enforce(Protected):
         tb.wait_for(lambda: self.entry("wd", "immich-ml") is None, 20, message="immich-ml's VRAM freed once it is gone")
         # One action: the cooldown holds the GPU until the pod is gone.
         self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total", actions), before + 1)
+
+    def test_an_agent_that_falls_silent_gets_no_action_on_its_last_report(self):
+        """Issue 32: two reports of a runaway, then the agent stops. The
+        watchdog sees the pressure on every pass but never acts on the last
+        report seen again; the third report would have been enough."""
+        tb = self.tb
+        self.bind_all("silent", [("spiky", "2Gi", {})])
+        body = {"version": 2, "agent": "e2e", "source": "nvml",
+                "gpus": [{"index": 0, "uuid": "GPU-silent", "total_bytes": 16 * GI, "used_bytes": 15 * GI,
+                          "outside_pods_bytes": 0,
+                          "pods": [{"uid": tb.get_pod("spiky")["metadata"]["uid"], "used_bytes": 15 * GI}]}]}
+
+        def passes_later(n):
+            start = metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"})
+            tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total",
+                                             {"result": "ok"}) >= start + n, 30,
+                        message=f"{n} more reconcile (and watchdog) passes")
+
+        actions = {"mode": "enforce", "reason": "pressure"}
+        before = metric_value(self.vramd, "vramd_watchdog_actions_total", actions) or 0
+        for _ in range(2):
+            self.assertEqual(self.push("silent", body), 200)
+            passes_later(2)
+        self.assertEqual(metric_value(self.vramd, "vramd_gpu_under_pressure", {"node": "silent", "gpu": "0"}), 1)
+        passes_later(5)  # the agent is silent: the same last report, pass after pass
+        self.assertNotIn("deletionTimestamp", tb.get_pod("spiky")["metadata"])
+        self.assertEqual(self.events("spiky", "VramdEvicted"), [])
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total", actions) or 0, before)
+        # The agent speaks again, the pressure still there: a third report acts.
+        self.assertEqual(self.push("silent", body), 200)
+        self.play_kubelet("spiky")
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total", actions), before + 1)
+        tb.wait_for(lambda: self.entry("silent", "spiky") is None, 20, message="spiky's VRAM freed")
 
     def test_a_disruption_budget_blocks_the_eviction(self):
         tb = self.tb
