@@ -207,6 +207,10 @@ void RecordDemand(const VramRequest& d, Entry* e) {
   if (e->ns.empty()) e->ns = d.ns;
   e->model = d.model;
   e->peak_per_gpu = d.peak_per_gpu;
+  RecordEvictionFacts(d, e);
+}
+
+void RecordEvictionFacts(const VramRequest& d, Entry* e) {
   e->priority = d.priority;
   e->priority_class = d.priority_class;
   e->victim = d.victim;

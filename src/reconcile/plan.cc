@@ -18,6 +18,7 @@ const char* ActionKindName(ActionKind k) {
     case ActionKind::kMarkBound: return "mark-bound";
     case ActionKind::kMarkTerminating: return "mark-terminating";
     case ActionKind::kRelease: return "release";
+    case ActionKind::kRefresh: return "refresh";
   }
   return "?";
 }
@@ -250,7 +251,22 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
     const ledger::Entry* mine = held_here ? h->second.second : nullptr;
     const bool wrong_bytes = mine != nullptr && mine->state != ledger::EntryState::kReserved &&
                              in_flight.count(p.uid) == 0 && mine->per_gpu != req->per_gpu;
-    if (held_here && !wrong_bytes) continue;
+    if (held_here && !wrong_bytes) {
+      // The facts vramd's evictions decide on, as the pod says them now: an
+      // entry written before vramd recorded them (priority 0, no class, no
+      // owner) or whose pod changed its vramd.io annotations is put right.
+      // A reservation belongs to its bind, which records them.
+      if (mine != nullptr && mine->state != ledger::EntryState::kReserved && in_flight.count(p.uid) == 0) {
+        ledger::Entry fresh = *mine;
+        ledger::RecordEvictionFacts(*req, &fresh);
+        if (!(fresh == *mine)) {
+          ++r.refreshed;
+          r.actions.push_back({ActionKind::kRefresh, p.node_name, std::move(fresh), ReleaseCause::kNone,
+                               "the pod's priority, class, owner or vramd.io annotations differ from its entry's"});
+        }
+      }
+      continue;
+    }
     if (!placeable) continue;  // capacity not known yet: next pass
     ledger::Entry e;
     e.pod_uid = p.uid;

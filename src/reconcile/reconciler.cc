@@ -171,6 +171,12 @@ Result<PassStats> Reconciler::RunOnce() {
     switch (a.kind) {
       case ActionKind::kReadd: s = store_->PutEntry(a.node, a.entry); break;
       case ActionKind::kMarkBound: s = store_->SetEntryState(a.node, a.entry.pod_uid, ledger::EntryState::kBound); break;
+      case ActionKind::kRefresh: {
+        // false: the entry changed since the snapshot (the next pass decides again).
+        Result<bool> r = store_->RefreshEntry(a.node, a.entry);
+        s = r.status();
+        break;
+      }
       case ActionKind::kMarkTerminating:
         s = store_->SetEntryState(a.node, a.entry.pod_uid, ledger::EntryState::kTerminating);
         break;

@@ -211,6 +211,32 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Status::Ok();
   }
 
+  Result<bool> RefreshEntry(const std::string& node, const Entry& entry) override {
+    SnapshotCache::WriteMark mark(&snapshots_);
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (Status s = CheckEntry(entry, /*reserve=*/false); !s.ok()) return s;
+    if (entry.created_ms <= 0) return InvalidArgument("refreshing the entry of pod " + entry.pod_uid + " without its creation time");
+    std::string gpus;
+    for (int g : entry.gpus) {
+      if (!gpus.empty()) gpus += ',';
+      gpus += std::to_string(g);
+    }
+    // The usage figures come from the node's reports when read (ledger_decode.cc): not written.
+    Entry text = entry;
+    text.used = 0;
+    text.used_ts_ms = 0;
+    auto r = client_->Eval(refresh_entry_, {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes},
+                           {entry.pod_uid, EncodeEntry(text, /*omit_created=*/false), node,
+                            ledger::EntryStateName(entry.state), std::to_string(entry.per_gpu), gpus,
+                            std::to_string(entry.created_ms), std::to_string(entry.last_active_ms)});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("refresh-entry", *r);
+    if (r->integer == -2) {
+      return Internal("the ledger entry of pod " + entry.pod_uid + " on node " + node + " is not readable JSON");
+    }
+    return r->integer == 1;
+  }
+
   Status SetCapacity(const std::string& node, const std::vector<GpuCapacity>& gpus) override {
     SnapshotCache::WriteMark mark(&snapshots_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
@@ -603,6 +629,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script set_state_{WriteScript(lua::kSetStateFn, lua::kSetState)};
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
   const Script put_entry_{WriteScript(lua::kPutEntry)};
+  const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
   const Script set_capacity_{WriteScript(lua::kSetCapacity)};
   const Script remove_node_{WriteScript(lua::kRemoveNode)};
   const Script push_usage_{WriteScript(lua::kPushUsage)};

@@ -690,6 +690,61 @@ TEST_F(ValkeyStoreTest, PutEntryAndSetEntryStateRoundTrip) {
   EXPECT_EQ(snap->Find("n1")->models.count(e.model), 1u);
 }
 
+// Issue 32: reconcile's refresh of an entry's eviction facts writes only
+// while the entry still holds what reconcile read; a release, a state change
+// or a move made meanwhile is never undone.
+TEST_F(ValkeyStoreTest, RefreshEntryWritesOnlyWhileTheEntryIsWhatReconcileRead) {
+  Capacity("n1", {{0, 10 * kGi, ""}, {1, 10 * kGi, ""}});
+  ledger::Entry e = MakeEntry("uid-1", {1}, 4 * kGi);
+  e.state = ledger::EntryState::kBound;
+  e.created_ms = 1'700'000'000'123;  // a server time: beyond a double's exact %g, exact in %d
+  ASSERT_TRUE(store_->PutEntry("n1", e).ok());
+  const ledger::Entry read = Fresh()->Find("n1")->entries.at(0);  // what a pass read
+  ledger::Entry facts = read;
+  facts.priority = 2'000'000'000;
+  facts.priority_class = "system-cluster-critical";
+  facts.owner_kind = "ReplicaSet";
+  facts.owner_uid = "rs-1";
+  facts.gang = "pod-group/g";
+  const uint64_t epoch = Fresh()->epoch;
+  Result<bool> r = store_->RefreshEntry("n1", facts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r);
+  auto snap = Fresh();
+  EXPECT_GT(snap->epoch, epoch);
+  const ledger::Entry& got = snap->Find("n1")->entries.at(0);
+  EXPECT_EQ(got.priority, 2'000'000'000);
+  EXPECT_EQ(got.priority_class, "system-cluster-critical");
+  EXPECT_EQ(got.owner_kind, "ReplicaSet");
+  EXPECT_EQ(got.gang, "pod-group/g");
+  EXPECT_EQ(got.created_ms, e.created_ms);
+  EXPECT_EQ(got.gpus, e.gpus);
+  EXPECT_EQ(got.state, ledger::EntryState::kBound);
+
+  // Marked terminating since the pass read it: the refresh writes nothing.
+  ASSERT_TRUE(store_->SetEntryState("n1", "uid-1", ledger::EntryState::kTerminating).ok());
+  ledger::Entry stale = facts;
+  stale.priority_class = "another";
+  r = store_->RefreshEntry("n1", stale);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(Fresh()->Find("n1")->entries.at(0).state, ledger::EntryState::kTerminating);
+  EXPECT_EQ(Fresh()->Find("n1")->entries.at(0).priority_class, "system-cluster-critical");
+  // Placed on other GPUs or at other bytes meanwhile: nothing.
+  stale.state = ledger::EntryState::kTerminating;
+  stale.gpus = {0};
+  EXPECT_FALSE(*store_->RefreshEntry("n1", stale));
+  stale.gpus = {1};
+  stale.per_gpu = 5 * kGi;
+  EXPECT_FALSE(*store_->RefreshEntry("n1", stale));
+  // Released meanwhile: never re-created.
+  ASSERT_TRUE(*store_->Release("n1", "uid-1"));
+  stale.per_gpu = 4 * kGi;
+  EXPECT_FALSE(*store_->RefreshEntry("n1", stale));
+  EXPECT_TRUE(Fresh()->Find("n1")->entries.empty());
+  EXPECT_TRUE(Raw({"HGET", NodeKey("n1", "alloc"), "uid-1"}).is_nil());
+}
+
 TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
   Capacity("n1", {{0, 10 * kGi, ""}});
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());

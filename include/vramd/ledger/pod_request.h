@@ -151,4 +151,10 @@ bool IsDesignatedVictim(const PodSpecView& pod, const std::vector<std::string>& 
 // state and times to the caller.
 void RecordDemand(const VramRequest& d, Entry* e);
 
+// The part of RecordDemand that vramd's evictions decide on (issue 32):
+// priority, priority class, victim flag, idle TTL, owner, evictable and gang.
+// Reconcile refreshes an entry's copy of them from the pod (an entry written
+// before vramd recorded them reads priority 0, no class, no owner).
+void RecordEvictionFacts(const VramRequest& d, Entry* e);
+
 }  // namespace vramd::ledger

@@ -22,6 +22,7 @@ enum class ActionKind {
   kMarkBound,        // a reserved entry whose pod is bound there
   kMarkTerminating,  // the pod has a deletionTimestamp: keep its VRAM, mark the entry
   kRelease,          // free the entry
+  kRefresh,          // the entry's eviction facts differ from the pod's: write the pod's (RecordEvictionFacts)
 };
 const char* ActionKindName(ActionKind k);
 
@@ -89,6 +90,7 @@ struct PlanResult {
   int stale = 0;
   int gone = 0;
   int terminal = 0;
+  int refreshed = 0;  // kRefresh actions
 };
 
 // `pods` are all pods vramd knows of (any phase); only those that request

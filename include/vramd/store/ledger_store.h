@@ -164,6 +164,14 @@ class LedgerStore {
   virtual Status SetEntryState(const std::string& node, const std::string& pod_uid,
                                ledger::EntryState state) = 0;
 
+  // Replaces the entry of `entry.pod_uid` on `node` by `entry` (reconcile
+  // refreshing the pod's facts: priority, class, victim flag, idle TTL,
+  // owner, gang; issue 32) only while the stored entry still holds what
+  // `entry` does in state, per_gpu, gpus, created_ms and last_active_ms, so
+  // that a release, a re-placement or a state change made meanwhile is never
+  // undone. Returns whether it wrote (false: changed meanwhile, or gone).
+  virtual Result<bool> RefreshEntry(const std::string& node, const ledger::Entry& entry) = 0;
+
   // Writes an entry unconditionally (reconcile re-adding an orphan or rebuilding):
   // no capacity check, because the pod already runs there. An entry of the same
   // pod on another node is removed; the node is added to the node set. A

@@ -116,6 +116,21 @@ class FakeLedgerStore : public store::LedgerStore {
     return NotFound("no entry");
   }
 
+  Result<bool> RefreshEntry(const std::string& node, const ledger::Entry& entry) override {
+    MutexLock l(&mu_);
+    for (auto& e : snap_.nodes[node].entries) {
+      if (e.pod_uid != entry.pod_uid) continue;
+      if (e.state != entry.state || e.per_gpu != entry.per_gpu || e.gpus != entry.gpus ||
+          e.created_ms != entry.created_ms || e.last_active_ms != entry.last_active_ms) {
+        return false;
+      }
+      e = entry;
+      ++snap_.epoch;
+      return true;
+    }
+    return false;
+  }
+
   Status PutEntry(const std::string& node, const ledger::Entry& entry) override {
     MutexLock l(&mu_);
     auto& es = snap_.nodes[node].entries;

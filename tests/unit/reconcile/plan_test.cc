@@ -213,6 +213,77 @@ TEST(Plan, AReaddedEntryRecordsThePodsDemand) {
   EXPECT_EQ(e.created_ms, kNow);
 }
 
+// Issue 32: an entry written before vramd recorded the eviction facts reads
+// priority 0, no class, no owner: a system-critical pod's entry looked
+// unprotected, a Deployment's looked bare. Reconcile writes the pod's facts.
+TEST(Plan, EntriesGetThePodsEvictionFacts) {
+  struct Case {
+    const char* name;
+    ledger::EntryState state;
+    bool in_flight;
+    bool facts_already;  // the entry already records what the pod says
+    bool refreshed;
+  };
+  const Case cases[] = {
+      {"OldBoundEntry_Refreshed", EntryState::kBound, false, false, true},
+      {"OldTerminatingEntry_Refreshed", EntryState::kTerminating, false, false, true},
+      {"InSync_Nothing", EntryState::kBound, false, true, false},
+      {"AReservation_LeftToItsBind", EntryState::kReserved, false, false, false},
+      {"BindInFlight_LeftToItsBind", EntryState::kBound, true, false, false},
+  };
+  kube::PodInfo p = P("a", "n1", "8Gi");
+  p.spec.priority = 2'000'000'000;
+  p.spec.priority_class = "system-cluster-critical";
+  p.spec.owner_kind = "ReplicaSet";
+  p.spec.owner_uid = "rs-1";
+  p.spec.idle_ttl = "10m";
+  p.spec.evictable = "true";
+  p.spec.gang = "pod-group/g";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ledger::Entry e = E("a", {1}, 8 * kGi, c.state, 1000);
+    e.used = 3 * kGi;
+    e.used_ts_ms = kNow - 500;
+    e.last_active_ms = kNow - 700;
+    if (c.facts_already) {
+      e.priority = 2'000'000'000;
+      e.priority_class = "system-cluster-critical";
+      e.owner_kind = "ReplicaSet";
+      e.owner_uid = "rs-1";
+      e.idle_ttl_ms = 600'000;
+      e.evictable = true;
+      e.gang = "pod-group/g";
+    }
+    std::set<std::string> in_flight;
+    if (c.in_flight) in_flight.insert("a");
+    PlanResult r = Plan(Snap({e}), {p}, in_flight, PlanOptions{kNow, kGrace});
+    std::vector<Action> refresh;
+    for (const Action& a : r.actions) {
+      if (a.kind == ActionKind::kRefresh) refresh.push_back(a);
+    }
+    EXPECT_EQ(r.refreshed, c.refreshed ? 1 : 0);
+    ASSERT_EQ(refresh.size(), c.refreshed ? 1u : 0u);
+    if (!c.refreshed) continue;
+    const ledger::Entry& got = refresh[0].entry;
+    EXPECT_EQ(refresh[0].node, "n1");
+    EXPECT_EQ(got.priority, 2'000'000'000);
+    EXPECT_EQ(got.priority_class, "system-cluster-critical");
+    EXPECT_EQ(got.owner_kind, "ReplicaSet");
+    EXPECT_EQ(got.owner_uid, "rs-1");
+    EXPECT_EQ(got.idle_ttl_ms, 600'000);
+    EXPECT_TRUE(got.evictable);
+    EXPECT_EQ(got.gang, "pod-group/g");
+    // Everything else is the entry's own: the store writes only while it
+    // still holds these (RefreshEntry).
+    EXPECT_EQ(got.gpus, e.gpus);
+    EXPECT_EQ(got.per_gpu, e.per_gpu);
+    EXPECT_EQ(got.state, e.state);
+    EXPECT_EQ(got.created_ms, e.created_ms);
+    EXPECT_EQ(got.last_active_ms, e.last_active_ms);
+    EXPECT_EQ(got.used, e.used);
+  }
+}
+
 TEST(Plan, AnnotationParsing) {
   Result<std::optional<AnnotatedGpus>> ok =
       GpusFromAnnotations({{"vramd.io/gpus", "3,0"}, {"vramd.io/vram-per-gpu", "1024"}});
