@@ -221,6 +221,12 @@ void RecordEvictionFacts(const VramRequest& d, Entry* e) {
   e->gang = d.gang;
 }
 
+bool EvictionFactsDiffer(const VramRequest& d, const Entry& e) {
+  return e.priority != d.priority || e.priority_class != d.priority_class || e.victim != d.victim ||
+         e.idle_ttl_ms != d.idle_ttl_ms || e.owner_kind != d.owner_kind || e.owner_uid != d.owner_uid ||
+         e.evictable != d.evictable || e.gang != d.gang;
+}
+
 std::string GangKey(const std::map<std::string, std::string>& labels,
                     const std::map<std::string, std::string>& annotations) {
   auto value = [](const std::map<std::string, std::string>& m, const char* key) -> const std::string* {

@@ -256,14 +256,13 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
       // entry written before vramd recorded them (priority 0, no class, no
       // owner) or whose pod changed its vramd.io annotations is put right.
       // A reservation belongs to its bind, which records them.
-      if (mine != nullptr && mine->state != ledger::EntryState::kReserved && in_flight.count(p.uid) == 0) {
+      if (mine != nullptr && mine->state != ledger::EntryState::kReserved && ledger::EvictionFactsDiffer(*req, *mine) &&
+          in_flight.count(p.uid) == 0) {
         ledger::Entry fresh = *mine;
         ledger::RecordEvictionFacts(*req, &fresh);
-        if (!(fresh == *mine)) {
-          ++r.refreshed;
-          r.actions.push_back({ActionKind::kRefresh, p.node_name, std::move(fresh), ReleaseCause::kNone,
-                               "the pod's priority, class, owner or vramd.io annotations differ from its entry's"});
-        }
+        ++r.refreshed;
+        r.actions.push_back({ActionKind::kRefresh, p.node_name, std::move(fresh), ReleaseCause::kNone,
+                             "the pod's priority, class, owner or vramd.io annotations differ from its entry's"});
       }
       continue;
     }
