@@ -156,5 +156,7 @@ void RecordDemand(const VramRequest& d, Entry* e);
 // Reconcile refreshes an entry's copy of them from the pod (an entry written
 // before vramd recorded them reads priority 0, no class, no owner).
 void RecordEvictionFacts(const VramRequest& d, Entry* e);
+// Whether RecordEvictionFacts(d, e) would change `e` (no copy made).
+bool EvictionFactsDiffer(const VramRequest& d, const Entry& e);
 
 }  // namespace vramd::ledger
