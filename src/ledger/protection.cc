@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
+#include <functional>
+#include <set>
 #include <unordered_set>
 #include <utility>
 
@@ -62,12 +64,13 @@ int GpuPos(const Node& node, int index) {
 }
 
 
-// Chooses the victim on GPU g (p->gpu) of `node`, or says why there is none.
+// Chooses the victims on GPU g (p->gpu) of `node`, or says why there are none.
 void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
-  const Entry* victim = nullptr;        // best designated victim so far
-  int64_t victim_used = 0;
-  const Entry* offender = nullptr;      // most over budget so far
-  int64_t offender_over = 0, offender_used = 0;
+  struct Candidate {
+    const Entry* e;
+    int64_t used, over;
+  };
+  std::vector<Candidate> designated, offenders;
   int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
   bool any_over = false;  // a pod over its budget here, protected or not
   auto over_here = [&](const Entry& e) {
@@ -92,44 +95,44 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
       ++stale;
       continue;
     }
-    const int64_t used = ReportedShare(g, e.pod_uid);
+    const int64_t used = ReportedShare(g, e.pod_uid), over = over_here(e);
     if (e.victim && used <= 0) ++idle_victims;
     if (e.victim && used > 0) {
-      if (victim == nullptr || e.priority < victim->priority ||
-          (e.priority == victim->priority &&
-           (used > victim_used || (used == victim_used && e.pod_uid < victim->pod_uid)))) {
-        victim = &e;
-        victim_used = used;
-      }
-    }
-    const int64_t over = over_here(e);
-    if (over > policy.min_over_budget_bytes) {
-      if (offender == nullptr || over > offender_over ||
-          (over == offender_over &&
-           (e.priority < offender->priority || (e.priority == offender->priority && e.pod_uid < offender->pod_uid)))) {
-        offender = &e;
-        offender_over = over;
-        offender_used = used;
-      }
+      designated.push_back({&e, used, over});
+    } else if (over > policy.min_over_budget_bytes) {
+      offenders.push_back({&e, used, over});
     }
   }
   // No pod runs over its budget here and the bytes outside vramd's pods
   // cover the deficit: evicting a pod (even a designated victim) would only
   // make room for what is not vramd's to stop.
-  const int64_t outside = g.outside_pods + g.untracked, deficit = p->floor - p->free;
-  if (holders > 0 && !any_over && outside > 0 && outside >= deficit) {
+  const int64_t outside = g.outside_pods + g.untracked;
+  p->deficit = p->floor - p->free;
+  if (holders > 0 && !any_over && outside > 0 && outside >= p->deficit) {
     p->no_victim = "the pressure is outside vramd's pods: " + FormatBytes(g.outside_pods) + " outside pods + " +
-                   FormatBytes(g.untracked) + " untracked >= the deficit " + FormatBytes(deficit) +
+                   FormatBytes(g.untracked) + " untracked >= the deficit " + FormatBytes(p->deficit) +
                    ", and no pod is over its budget";
     return;
   }
-  if (victim != nullptr) {
-    p->victim = VictimOf(*victim, victim_used, VictimReason::kDesignatedVictim);
-    return;
-  }
-  if (offender != nullptr) {
-    p->victim = VictimOf(*offender, offender_used, VictimReason::kOverBudget);
-    return;
+  std::sort(designated.begin(), designated.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.e->priority != b.e->priority) return a.e->priority < b.e->priority;
+    if (a.used != b.used) return a.used > b.used;
+    return a.e->pod_uid < b.e->pod_uid;
+  });
+  std::sort(offenders.begin(), offenders.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.over != b.over) return a.over > b.over;
+    if (a.e->priority != b.e->priority) return a.e->priority < b.e->priority;
+    return a.e->pod_uid < b.e->pod_uid;
+  });
+  p->candidates.reserve(designated.size() + offenders.size());
+  for (const Candidate& c : designated) p->candidates.push_back(VictimOf(*c.e, c.used, VictimReason::kDesignatedVictim));
+  for (const Candidate& c : offenders) p->candidates.push_back(VictimOf(*c.e, c.used, VictimReason::kOverBudget));
+  if (!p->candidates.empty()) {
+    for (size_t i : CoverDeficit(p->candidates, p->deficit, {})) p->victims.push_back(p->candidates[i]);
+    if (!p->victims.empty()) {
+      p->victim = p->victims.front();
+      return;
+    }
   }
   std::string counts = std::to_string(protected_count) + " protected, " + std::to_string(stale) + " stale";
   if (terminating > 0) counts += ", " + std::to_string(terminating) + " terminating";
@@ -147,6 +150,45 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
 }
 
 }  // namespace
+
+std::vector<size_t> CoverDeficit(const std::vector<WatchdogVictim>& candidates, int64_t deficit,
+                                 const std::set<std::string>& excluded) {
+  std::vector<size_t> open;  // candidates not excluded, in preference order
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!excluded.contains(candidates[i].pod_uid)) open.push_back(i);
+  }
+  if (deficit <= 0 || open.empty()) return {};
+  const auto use = [&](size_t i) { return std::max<int64_t>(0, candidates[i].used); };
+  // The fewest that can cover it: the largest uses first.
+  std::vector<int64_t> by_use;
+  by_use.reserve(open.size());
+  for (size_t i : open) by_use.push_back(use(i));
+  std::sort(by_use.begin(), by_use.end(), std::greater<>());
+  size_t fewest = 0;
+  for (int64_t sum = 0; fewest < by_use.size() && sum < deficit; ++fewest) sum += by_use[fewest];
+  int64_t all = 0;
+  for (int64_t u : by_use) all += u;
+  if (all < deficit) return {open.front()};  // nothing covers it: the first alone
+  // The earliest set of that size in preference order: take each candidate
+  // in turn when the sets that start with what is taken and it can still
+  // cover the deficit with the largest of the candidates after it.
+  std::vector<size_t> chosen;
+  int64_t sum = 0;
+  for (size_t k = 0; k < open.size() && chosen.size() < fewest; ++k) {
+    const size_t left = fewest - chosen.size() - 1;  // to take after this one
+    std::vector<int64_t> rest;
+    for (size_t m = k + 1; m < open.size(); ++m) rest.push_back(use(open[m]));
+    std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(std::min(left, rest.size())),
+                      rest.end(), std::greater<>());
+    int64_t best = sum + use(open[k]);
+    for (size_t m = 0; m < left && m < rest.size(); ++m) best += rest[m];
+    if (best >= deficit && rest.size() >= left) {
+      chosen.push_back(open[k]);
+      sum += use(open[k]);
+    }
+  }
+  return chosen;
+}
 
 void RemoveFromNode(Node* node, const std::string& uid) {
   auto it = std::find_if(node->entries.begin(), node->entries.end(),

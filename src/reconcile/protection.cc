@@ -52,19 +52,19 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
   return s;
 }
 
-std::string WatchdogDetail(const ledger::GpuPressure& p) {
+std::string WatchdogDetail(const ledger::GpuPressure& p, const ledger::WatchdogVictim* v) {
   std::string out;
-  if (p.victim) {
-    const ledger::WatchdogVictim& v = *p.victim;
-    if (v.reason == ledger::VictimReason::kDesignatedVictim) {
-      out = "designated victim uses " + ledger::FormatBytes(v.used);
+  if (v != nullptr) {
+    if (v->reason == ledger::VictimReason::kDesignatedVictim) {
+      out = "designated victim uses " + ledger::FormatBytes(v->used);
     } else {
-      out = "uses " + ledger::FormatBytes(v.used) + ", declared " + ledger::FormatBytes(v.declared);
+      out = "uses " + ledger::FormatBytes(v->used) + ", declared " + ledger::FormatBytes(v->declared);
     }
     out += "; ";
   }
   out += "GPU " + std::to_string(p.gpu) + " of " + p.node + " has " + ledger::FormatBytes(p.free) + " free, floor " +
          ledger::FormatBytes(p.floor);
+  if (p.victims.size() > 1) out += "; one of " + std::to_string(p.victims.size()) + " pods evicted together to free it";
   return out;
 }
 
@@ -194,18 +194,34 @@ Result<ProtectionStats> Protection::RunOnce() {
         ++stats.gated;
         continue;
       }
-      EvictionAction a;
-      a.ns = p.victim->ns;
-      a.name = p.victim->name;
-      a.uid = p.victim->pod_uid;
-      a.node = p.node;
-      a.gpu = p.gpu;
-      a.reason = "pressure";
-      a.detail = WatchdogDetail(p);
-      const ActionResult r = evictor_->Act(a, *s_.watchdog);
-      if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-        gate_.Record(key, now);
-        ++stats.watchdog_actions;
+      // The victims as one action; one refused (a PodDisruptionBudget):
+      // the next candidates cover what is still missing.
+      std::set<std::string> done;  // acted on or refused
+      int64_t freed = 0;
+      for (std::vector<size_t> set = ledger::CoverDeficit(p.candidates, p.deficit, done); !set.empty();
+           set = ledger::CoverDeficit(p.candidates, p.deficit - freed, done)) {
+        bool refused = false;
+        for (size_t i : set) {
+          const ledger::WatchdogVictim& v = p.candidates[i];
+          EvictionAction a;
+          a.ns = v.ns;
+          a.name = v.name;
+          a.uid = v.pod_uid;
+          a.node = p.node;
+          a.gpu = p.gpu;
+          a.reason = "pressure";
+          a.detail = WatchdogDetail(p, &v);
+          const ActionResult r = evictor_->Act(a, *s_.watchdog);
+          done.insert(v.pod_uid);
+          if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
+            gate_.Record(key, now);
+            freed += v.used;
+            ++stats.watchdog_actions;
+          } else if (r == ActionResult::kBlocked) {
+            refused = true;
+          }
+        }
+        if (!refused) break;
       }
     }
   }

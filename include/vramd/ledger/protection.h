@@ -59,7 +59,16 @@ struct GpuPressure {
   int64_t free = 0;    // total - used (may be negative)
   int64_t floor = 0;   // WatchdogFloor
   int64_t report_ms = 0;  // Gpu::used_ts_ms: which report this pressure was seen in (PressureStreaks)
+  int64_t deficit = 0;    // floor - free: what the victims must free
+  // The victims, as one action: CoverDeficit(candidates, deficit) (the
+  // fewest that cover the deficit). `victim` is the first of them.
   std::optional<WatchdogVictim> victim;
+  std::vector<WatchdogVictim> victims;
+  // Every pod on this GPU that may go, in preference order (designated
+  // victims that use memory here, then the pods over their budget here); the
+  // caller falls through to the next when one is blocked (a
+  // PodDisruptionBudget) by calling CoverDeficit again without it.
+  std::vector<WatchdogVictim> candidates;
   std::string no_victim;  // why there is none (when !victim), e.g.
                           // "no designated victim and no pod over its budget"
 };
@@ -83,7 +92,8 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 
 // Every GPU with a fresh report (UsageFresh(Gpu::used_ts_ms)) whose physical
 // free (total − used) is below its floor, sorted by node name then GPU index,
-// each with at most ONE victim among the entries holding that GPU. Pressure
+// each with its victims among the entries holding that GPU: the fewest
+// candidates that cover the deficit (CoverDeficit), as one action. Pressure
 // alone is no reason to act (issue 32); the watchdog acts only for a cause:
 //  - U > A on that GPU (its report's used above what its pods reserved:
 //    someone over budget, or bytes vramd does not account), or
@@ -94,12 +104,14 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 // + untracked) cover the deficit (floor − free), nobody is chosen either, not
 // even a designated victim: the pressure is not vramd's pods' doing.
 // A pod's usage is measured on THIS GPU (its figure in Gpu::pods, 0 when the
-// report does not name it), never its largest figure across GPUs:
+// report does not name it), never its largest figure across GPUs. The
+// candidates, in preference order:
 //  1. designated victims (Entry::victim) that use something here (evicting
 //     one that uses nothing frees nothing): lowest priority, then largest use,
 //     then uid;
-//  2. else the pod most over budget here: its use above DeclaredBytes by more
-//     than min_over_budget_bytes, largest first; ties: lower priority, then uid.
+//  2. then the pods over budget here: their use above DeclaredBytes by more
+//     than min_over_budget_bytes, most over first; ties: lower priority, then
+//     uid.
 // Never a protected pod (IsProtected), never one whose usage is stale or
 // never reported, never a terminating entry. Without a victim, `no_victim`
 // says why:
@@ -111,6 +123,18 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 //  "no designated victim[ that uses memory] and no pod over its budget[ (skipped: N protected,
 //   M stale[, T terminating])]"
 std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
+
+// The victims for a deficit (issue 32), as positions in `candidates`
+// (ascending): the FEWEST candidates not in `excluded` whose use on the GPU
+// (WatchdogVictim::used) adds up to at least `deficit`, and among sets of
+// that size the one earliest in the candidates' (preference) order. When no
+// set covers the deficit, the first candidate not excluded alone: relief, not
+// a purge (the pressure is partly not theirs). Nothing when `deficit` <= 0
+// or every candidate is excluded. The caller that evicted some of a set and
+// was refused one calls it again with the deficit less what was evicted and
+// the evicted and refused pods excluded.
+std::vector<size_t> CoverDeficit(const std::vector<WatchdogVictim>& candidates, int64_t deficit,
+                                 const std::set<std::string>& excluded);
 
 // Pressure that persists (issue 32): one report below the floor is a spike
 // the watchdog does not act on. Per GPU, the number of consecutive distinct

@@ -59,7 +59,8 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
 // The Event texts' detail (EvictionAction::detail), pure:
 //  "uses 10.7Gi, declared 3Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi"
 //  "designated victim (priority class vramd-disposable) uses 2Gi; GPU 0 of ..."
-std::string WatchdogDetail(const ledger::GpuPressure& p);
+//  (a victim of several evicted together adds "; one of N pods evicted together to free it")
+std::string WatchdogDetail(const ledger::GpuPressure& p, const ledger::WatchdogVictim* v);
 //  "idle for 12m (idle-ttl 10m); makes room for ml/llama-70b on node-1"
 std::string IdleDetail(const ledger::IdleEviction& e, int64_t ttl_ms);
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,7 @@ class FakeKubeClient : public kube::KubeClient {
   // (a PodDisruptionBudget), and an evicted pod is marked deleting.
   Status fail_evict;
   bool evict_blocked = false;
+  std::set<std::string> evict_blocked_pods;  // "ns/name": blocked as evict_blocked, these only
   std::string evict_blocked_message = "Cannot evict pod as it would violate the pod's disruption budget.";
   struct PodEvent {
     std::string ns, name, uid, type, reason, message;
@@ -116,7 +118,7 @@ class FakeKubeClient : public kube::KubeClient {
       if (api_message != nullptr) *api_message = "pods \"" + name + "\" not found";
       return kube::EvictOutcome::kGone;
     }
-    if (evict_blocked) {
+    if (evict_blocked || evict_blocked_pods.count(ns + "/" + name) > 0) {
       if (api_message != nullptr) *api_message = evict_blocked_message;
       return kube::EvictOutcome::kBlocked;
     }

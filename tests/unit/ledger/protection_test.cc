@@ -628,6 +628,63 @@ TEST(Watchdog, PressureCarriesTheReportItWasSeenIn) {
   EXPECT_EQ(got[0].report_ms, kNow - 2000);
 }
 
+// Issue 32: the fewest candidates that cover the deficit, the earliest such
+// set in preference order; nothing covers it: the first alone.
+TEST(CoverDeficit, Table) {
+  struct Case {
+    const char* name;
+    std::vector<std::pair<std::string, int64_t>> candidates;  // uid, used (GiB), in preference order
+    int64_t deficit;                                           // GiB
+    std::set<std::string> excluded;
+    std::vector<size_t> want;
+  };
+  const Case cases[] = {
+      {"TheFirstCoversIt", {{"a", 4}, {"b", 5}}, 2, {}, {0}},
+      {"TheFirstThatCoversItAlone", {{"a", 1}, {"b", 3}, {"c", 5}}, 2, {}, {1}},
+      {"ExactlyTheDeficitCovers", {{"a", 2}}, 2, {}, {0}},
+      {"TwoNeeded_TheEarliestPair", {{"a", 1}, {"b", 2}, {"c", 2}, {"d", 3}}, 4, {}, {0, 3}},
+      {"TwoNeeded_LaterPairWhenTheFirstCannotComplete", {{"a", 1}, {"b", 3}, {"c", 2}}, 5, {}, {1, 2}},
+      {"FewestBeatsPreference", {{"vm-1", 1}, {"vm-2", 1}, {"hog", 6}}, 3, {}, {2}},
+      {"NothingCovers_TheFirstAlone", {{"a", 1}, {"b", 1}}, 5, {}, {0}},
+      {"ExcludedAreSkipped", {{"a", 4}, {"b", 5}}, 2, {"a"}, {1}},
+      {"ExcludedAndNothingCovers_TheFirstLeft", {{"a", 1}, {"b", 1}, {"c", 1}}, 9, {"a"}, {1}},
+      {"EveryoneExcluded_Nobody", {{"a", 4}}, 2, {"a"}, {}},
+      {"NoDeficit_Nobody", {{"a", 4}}, 0, {}, {}},
+      {"NoCandidates_Nobody", {}, 2, {}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<WatchdogVictim> cands;
+    for (const auto& [uid, gib] : c.candidates) {
+      WatchdogVictim v;
+      v.pod_uid = uid;
+      v.used = gib * kGi;
+      cands.push_back(v);
+    }
+    EXPECT_EQ(CoverDeficit(cands, c.deficit * kGi, c.excluded), c.want);
+  }
+}
+
+// Two designated victims using 1.75Gi each on a GPU 2Gi short of its floor
+// (0.5Gi over its total): neither alone covers it, both go together; a pod
+// within its budget is no candidate.
+TEST(Watchdog, TheFewestVictimsThatCoverTheDeficitGoTogether) {
+  const Snapshot snap = Snap({MakeNode("n1", {kGpu24},
+                                       {Disposable(Pod("vm-a", 1 * kGi, 1792 * kMi)),
+                                        Disposable(Pod("vm-b", 1 * kGi, 1792 * kMi)),
+                                        Pod("app", 21 * kGi, 21 * kGi)})});
+  const std::vector<GpuPressure> got = PlanWatchdog(snap, kDefaults, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].deficit, 2 * kGi);
+  std::vector<std::string> victims, candidates;
+  for (const WatchdogVictim& v : got[0].victims) victims.push_back(v.pod_uid);
+  for (const WatchdogVictim& v : got[0].candidates) candidates.push_back(v.pod_uid);
+  EXPECT_EQ(victims, (std::vector<std::string>{"vm-a", "vm-b"}));
+  EXPECT_EQ(candidates, (std::vector<std::string>{"vm-a", "vm-b"}));
+  ASSERT_TRUE(got[0].victim.has_value());
+  EXPECT_EQ(got[0].victim->pod_uid, "vm-a");
+}
+
 TEST(Watchdog, GpumemAdrVictimCarriesWhatTheEventSays) {
   const Snapshot snap = Snap({T4(kImmichArena, 100 * kMi)});
   const std::vector<GpuPressure> got = PlanWatchdog(snap, WatchdogPolicy{}, kNow);

@@ -127,10 +127,14 @@ TEST(ProtectionText, DetailsNameTheNumbers) {
   v.used = 10 * kGi + 716 * kMi;
   v.declared = 3 * kGi;
   p.victim = v;
-  EXPECT_EQ(WatchdogDetail(p), "uses 10.7Gi, declared 3Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
+  EXPECT_EQ(WatchdogDetail(p, &*p.victim), "uses 10.7Gi, declared 3Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
   p.victim->reason = ledger::VictimReason::kDesignatedVictim;
   p.victim->used = 2 * kGi;
-  EXPECT_EQ(WatchdogDetail(p), "designated victim uses 2Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
+  EXPECT_EQ(WatchdogDetail(p, &*p.victim), "designated victim uses 2Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi");
+  p.victims = {*p.victim, v};
+  EXPECT_EQ(WatchdogDetail(p, &*p.victim),
+            "designated victim uses 2Gi; GPU 0 of node-1 has 800Mi free, floor 1.5Gi; one of 2 pods evicted together "
+            "to free it");
   ledger::IdleEviction e;
   e.node = "node-1";
   e.idle_ms = 12 * 60'000 + 5'000;
@@ -242,6 +246,51 @@ TEST_F(ProtectionTest, TheWatchdogActsOnlyOnPressureThatPersistedItsReports) {
   EXPECT_EQ(st.persisting, 0);
   EXPECT_EQ(st.watchdog_actions, 1);
   EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
+}
+
+// Issue 32: the fewest victims that cover the deficit go as one action: two
+// pods 924Mi over their 100Mi, each using 1Gi, beside one within its budget:
+// 0.1Gi free, 1.4Gi short of the floor, so neither alone is enough.
+TEST_F(ProtectionTest, TheFewestVictimsThatCoverTheDeficitAreEvictedTogether) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  const char* const kA = "00000000-0000-4000-8000-00000000000a";
+  const char* const kB = "00000000-0000-4000-8000-00000000000b";
+  const char* const kC = "00000000-0000-4000-8000-00000000000c";
+  Bound("t4", "a", kA, 100 * kMi);
+  Bound("t4", "b", kB, 100 * kMi);
+  Bound("t4", "c", kC, 14'234 * kMi);
+  Start();
+  Report("t4", {{kA, 1 * kGi}, {kB, 1 * kGi}, {kC, 14'234 * kMi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->watchdog_actions, 2);
+  EXPECT_TRUE(kube.pods["default/a"].deleting);
+  EXPECT_TRUE(kube.pods["default/b"].deleting);
+  EXPECT_FALSE(kube.pods["default/c"].deleting);
+  auto ev = EventsOf("a", "VramdEvicted");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0].message.find("one of 2 pods evicted together to free it"), std::string::npos) << ev[0].message;
+}
+
+// Issue 32: a victim a PodDisruptionBudget protects is passed over for the
+// next candidate in the same pass, not retried alone every pass.
+TEST_F(ProtectionTest, AVictimBlockedByItsBudgetFallsThroughToTheNext) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  Start();
+  kube.evict_blocked_pods = {"default/immich-ml"};
+  // immich-ml 5Gi over, llama-swap 2.6Gi over: 0.5Gi free, 1Gi short.
+  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->watchdog_actions, 1);
+  EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
+  EXPECT_TRUE(kube.pods["default/llama-swap"].deleting);
+  EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_eviction_failures_total{reason=\"pressure\",why=\"blocked\"}"), "1");
+  EXPECT_EQ(EventsOf("llama-swap", "VramdEvicted").size(), 1u);
 }
 
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
