@@ -126,7 +126,7 @@ Response Extender::Filter(std::string_view body) {
     // and the leader sees the pod waiting (its queue's pending demand; room
     // it may make by priority preemption inside the queue).
     WriteFilterResult(AllUnresolvable(args.node_names, a.reason), args, &resp.body);
-    NoteRefusal(args.pod, *req, nullptr);
+    NoteRefusal(args.pod, *req, nullptr, &args.node_names);
     return resp;
   }
   ledger::FilterResult result = ledger::Filter(**snap, args.node_names, *req, opts_.policy, clock_->NowMs());
@@ -176,7 +176,7 @@ std::optional<Extender::BindOutcome> Extender::CheckQueue(const BindTarget& t, c
 }
 
 void Extender::NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req,
-                           const ledger::FilterResult* r) {
+                           const ledger::FilterResult* r, const std::vector<std::string_view>* offered) {
   store::Refusal ref;
   ref.uid = pod.uid;
   ref.ns = pod.ns;
@@ -192,6 +192,10 @@ void Extender::NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramReq
     const size_t n = std::min(r->failed.size(), store::kMaxRefusalNodes);
     ref.nodes.reserve(n);
     for (size_t i = 0; i < n; ++i) ref.nodes.emplace_back(r->failed[i].first);
+  } else if (offered != nullptr) {
+    const size_t n = std::min(offered->size(), store::kMaxRefusalNodes);
+    ref.nodes.reserve(n);
+    for (size_t i = 0; i < n; ++i) ref.nodes.emplace_back((*offered)[i]);
   }
   (void)refusals_.Record(std::move(ref));
 }

@@ -145,7 +145,11 @@ class Extender {
 
   // Queues the pod's refusal when no node fits and some failed for room
   // (`r` null: its queue refused it, no node named).
-  void NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req, const ledger::FilterResult* r);
+  // Records the refusal with the nodes that failed for room (`r`), or, when
+  // the pod's queue refused it, the nodes kube-scheduler offered (`offered`):
+  // reclaim plans, and nudges kube-scheduler, only for nodes the pod may use.
+  void NoteRefusal(const ledger::PodSpecView& pod, const ledger::VramRequest& req, const ledger::FilterResult* r,
+                   const std::vector<std::string_view>* offered = nullptr);
 
   // Whether the pod's queue admits its demand on `snap` (ledger::AdmitToQueue;
   // always when queues are off or no VramQueue object exists). `own_bytes`:

@@ -104,8 +104,8 @@ struct Refusal {
   int32_t priority = 0;
   std::string priority_class;      // may be empty (and is, in refusals recorded before it existed)
   int64_t idle_ttl_ms = 0;
-  std::vector<std::string> nodes;  // at most kMaxRefusalNodes of those that failed for room
-                                   // (none when the pod's queue refused it)
+  std::vector<std::string> nodes;  // at most kMaxRefusalNodes of those that failed for room, or of
+                                   // those kube-scheduler offered when the pod's queue refused it
   int64_t ts_ms = 0;               // when it was recorded (the store's clock); set by RecordRefusals
   bool operator==(const Refusal&) const = default;
 };

@@ -99,6 +99,20 @@ TEST_F(QueueExtender, FilterRefusesEveryNodeWhenThePodWouldTakeItsQueueAboveItsL
   EXPECT_EQ(json::parse(ext->Filter(FilterBody(Pod("team-b", "b1", "12Gi"), {"n2"})).body)["NodeNames"].size(), 1u);
 }
 
+// Issue 32: a pod its queue refused is recorded with the nodes kube-scheduler
+// offered it, so that reclaim plans (and nudges kube-scheduler) only for
+// nodes the pod may use; before, with none, reclaim planned on every node.
+TEST_F(QueueExtender, AQueueRefusalRecordsTheNodesKubeSchedulerOffered) {
+  ASSERT_EQ(Place(Pod("team-a", "a1", "8Gi"), "n1"), "");
+  ASSERT_TRUE(json::parse(ext->Filter(FilterBody(Pod("team-a", "a2", "6Gi"), {"n2"})).body)["NodeNames"].empty());
+  ext.reset();  // the recorder writes what is queued
+  Result<std::vector<store::Refusal>> rs = store.ReadRefusals(60'000);
+  ASSERT_TRUE(rs.ok());
+  ASSERT_EQ(rs->size(), 1u);
+  EXPECT_EQ((*rs)[0].uid, "a2");
+  EXPECT_EQ((*rs)[0].nodes, (std::vector<std::string>{"n2"}));
+}
+
 TEST_F(QueueExtender, BindChecksTheQueueAgainAfterOtherBindsOfTheSameQueue) {
   // Both pass filter while the queue holds nothing; binding both would take
   // team-a to 14Gi over its 12Gi limit.
