@@ -12,6 +12,8 @@
 namespace vramd::kube {
 namespace {
 
+std::optional<int64_t> ParseRfc3339Ms(std::string_view s);  // below
+
 using nlohmann::json;
 
 constexpr const char* kGpuCountAnnotation = "vramd.io/gpu-count";
@@ -205,7 +207,10 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
     return s;
   }
   if (Status s = StringMember(*md, "namespace", "metadata.namespace", pod.ns); !s.ok()) return s;
-  pod.deleting = Member(*md, "deletionTimestamp") != nullptr;
+  if (const json* ts = Member(*md, "deletionTimestamp"); ts != nullptr) {
+    pod.deleting = true;
+    if (ts->is_string()) pod.deletion_ms = ParseRfc3339Ms(ts->get_ref<const std::string&>()).value_or(0);
+  }
   std::map<std::string, std::string> labels;
   if (Status s = StringMapMember(*md, "labels", "metadata.labels", labels); !s.ok()) return s;
   pod.spec.gang = ledger::GangKey(labels, pod.annotations);

@@ -65,13 +65,15 @@ int GpuPos(const Node& node, int index) {
 
 
 // Chooses the victims on GPU g (p->gpu) of `node`, or says why there are none.
-void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, int64_t now_ms, GpuPressure* p) {
+void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, int64_t now_ms,
+                  const std::unordered_map<std::string, int64_t>* deleting, GpuPressure* p) {
   struct Candidate {
     const Entry* e;
     int64_t used, over;
   };
   std::vector<Candidate> designated, offenders;
-  int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0;
+  int holders = 0, terminating = 0, protected_count = 0, stale = 0, idle_victims = 0, relieving = 0;
+  int64_t relief = 0;     // the use here of terminating pods still within their deletion time
   bool any_over = false;  // a pod over its budget here, protected or not
   auto over_here = [&](const Entry& e) {
     const int64_t used = ReportedShare(g, e.pod_uid), declared = std::max<int64_t>(0, DeclaredBytes(e));
@@ -82,6 +84,14 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
     ++holders;
     if (e.state == EntryState::kTerminating) {
       ++terminating;
+      if (deleting != nullptr) {
+        auto it = deleting->find(e.pod_uid);
+        const int64_t use = ReportedShare(g, e.pod_uid);
+        if (it != deleting->end() && now_ms <= it->second + policy.terminating_margin_ms && use > 0) {
+          relief += use;
+          ++relieving;
+        }
+      }
       continue;
     }
     if (UsageFresh(e.used_ts_ms, now_ms, policy.usage_max_age_ms) && over_here(e) > policy.min_over_budget_bytes) {
@@ -108,6 +118,12 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
   // make room for what is not vramd's to stop.
   const int64_t outside = g.outside_pods + g.untracked;
   p->deficit = p->floor - p->free;
+  if (relief > 0 && relief >= p->deficit) {
+    p->no_victim = "relief on its way: " + FormatBytes(relief) + " from " + std::to_string(relieving) +
+                   " terminating pod(s) covers the deficit " + FormatBytes(p->deficit);
+    return;
+  }
+  p->deficit -= relief;  // what the victims must free
   if (holders > 0 && !any_over && outside > 0 && outside >= p->deficit) {
     p->no_victim = "the pressure is outside vramd's pods: " + FormatBytes(g.outside_pods) + " outside pods + " +
                    FormatBytes(g.untracked) + " untracked >= the deficit " + FormatBytes(p->deficit) +
@@ -203,7 +219,8 @@ void RemoveFromNode(Node* node, const std::string& uid) {
   node->entries.erase(it);
 }
 
-std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms) {
+std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms,
+                                      const std::unordered_map<std::string, int64_t>* deleting) {
   std::vector<GpuPressure> out;
   for (const auto& [name, node] : snap.nodes) {
     std::vector<int64_t> allocated;  // computed for a node with a GPU under pressure only
@@ -238,7 +255,7 @@ std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy
                       " its pods reserved (capacity " + FormatBytes(g.capacity) +
                       "): the floor is above the reserve, nothing runs away";
       } else {
-        ChooseVictim(node, g, policy, now_ms, &p);
+        ChooseVictim(node, g, policy, now_ms, deleting, &p);
       }
       out.push_back(std::move(p));
     }

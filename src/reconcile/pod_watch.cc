@@ -70,6 +70,15 @@ std::vector<kube::PodInfo> PodWatcher::Pods() const {
   return out;
 }
 
+std::unordered_map<std::string, int64_t> PodWatcher::DeletionTimes() const {
+  MutexLock lock(&mu_);
+  std::unordered_map<std::string, int64_t> out;
+  for (const auto& [uid, p] : pods_) {
+    if (p.deleting && p.deletion_ms > 0) out.emplace(uid, p.deletion_ms);
+  }
+  return out;
+}
+
 std::set<std::string> PodWatcher::RecentlyDeleted() const {
   MutexLock lock(&mu_);
   std::set<std::string> out;

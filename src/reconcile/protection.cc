@@ -156,7 +156,8 @@ Result<ProtectionStats> Protection::RunOnce() {
   MutexLock lock(&mu_);
 
   // The watchdog: one victim per GPU under pressure.
-  std::vector<ledger::GpuPressure> pressure = ledger::PlanWatchdog(snap, s_.watchdog_policy, now);
+  const std::unordered_map<std::string, int64_t> deleting = watcher_->DeletionTimes();
+  std::vector<ledger::GpuPressure> pressure = ledger::PlanWatchdog(snap, s_.watchdog_policy, now, &deleting);
   std::map<std::string, bool> series;
   for (const ledger::GpuPressure& p : pressure) series[p.node + '\n' + std::to_string(p.gpu)] = true;
   for (const auto& [key, on] : pressure_series_) {

@@ -36,6 +36,8 @@ struct PodInfo {
   std::string phase;                     // status.phase
   std::string scheduler_name;
   bool deleting = false;                 // metadata.deletionTimestamp is set
+  int64_t deletion_ms = 0;               // metadata.deletionTimestamp: when the kubelet kills it at the
+                                         // latest (deletion + grace period); 0 when absent or unreadable
   std::map<std::string, std::string> annotations;
   ledger::PodSpecView spec;              // resource amounts for the configured resource
   std::string resource_version;

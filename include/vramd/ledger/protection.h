@@ -36,6 +36,8 @@ struct WatchdogPolicy {
                                        // system-node-critical and priority >= 2e9 always protected
   int64_t usage_max_age_ms = 60'000;   // GPU report / pod usage older than this: stale
   int64_t min_over_budget_bytes = 0;   // over budget only by more than this (config default 512Mi)
+  int64_t terminating_margin_ms = 30'000;  // a terminating pod's usage is relief on its way until its
+                                           // deletionTimestamp plus this (then it is stuck: not counted)
 };
 
 enum class VictimReason { kDesignatedVictim, kOverBudget };
@@ -122,7 +124,15 @@ int64_t OverBudgetBytes(const Entry& e, int64_t now_ms, int64_t usage_max_age_ms
 //  "every pod on this GPU is protected or its usage is stale (N protected, M stale[, T terminating])"
 //  "no designated victim[ that uses memory] and no pod over its budget[ (skipped: N protected,
 //   M stale[, T terminating])]"
-std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms);
+//
+// Terminating pods (issue 32): `deleting` maps the uid of a pod being
+// deleted to its deletionTimestamp (PodInfo::deletion_ms). Until then plus
+// terminating_margin_ms, its use on the GPU is relief on its way: it is taken
+// off the deficit, and when it covers the deficit nobody is chosen ("relief on
+// its way: R from N terminating pod(s) covers the deficit D"). A pod past that
+// (stuck: a finalizer, a node gone) or without a known time counts nothing.
+std::vector<GpuPressure> PlanWatchdog(const Snapshot& snap, const WatchdogPolicy& policy, int64_t now_ms,
+                                      const std::unordered_map<std::string, int64_t>* deleting = nullptr);
 
 // The victims for a deficit (issue 32), as positions in `candidates`
 // (ascending): the FEWEST candidates not in `excluded` whose use on the GPU

@@ -39,6 +39,10 @@ class PodWatcher {
   // proof that a pod is gone, even when its ledger entry is younger than the
   // grace period, and that a GPU lock's holder no longer exists.
   std::set<std::string> RecentlyDeleted() const;
+  // The VRAM pods being deleted whose deletionTimestamp is known: uid ->
+  // PodInfo::deletion_ms (the watchdog counts their usage as relief on its
+  // way until then, plus a margin).
+  std::unordered_map<std::string, int64_t> DeletionTimes() const;
   // Number of relists done (after 410 Gone or errors).
   uint64_t relists() const { return relists_.load(); }
 

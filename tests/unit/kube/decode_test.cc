@@ -190,6 +190,12 @@ TEST(DecodePod, DeletionTimestampMarksDeleting) {
       kRes);
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
   EXPECT_TRUE(pod->deleting);
+  EXPECT_EQ(pod->deletion_ms, 1'795'241'400'000);  // 2026-11-21T06:10:00Z
+  // An unreadable time still marks the pod deleting; its time is unknown (0).
+  pod = DecodePod(R"({"metadata":{"name":"p","deletionTimestamp":"soon"}})", kRes);
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_TRUE(pod->deleting);
+  EXPECT_EQ(pod->deletion_ms, 0);
 }
 
 TEST(DecodePod, OnlyANameIsRequired) {

@@ -685,6 +685,54 @@ TEST(Watchdog, TheFewestVictimsThatCoverTheDeficitGoTogether) {
   EXPECT_EQ(got[0].victim->pod_uid, "vm-a");
 }
 
+// Issue 32: a terminating pod's use is relief on its way until its
+// deletionTimestamp plus the margin; past that (stuck) or unknown, nothing.
+// A 24Gi GPU at 23.5Gi used (1Gi short of its 1.5Gi floor): "going" (6Gi,
+// terminating) and "hog" (4Gi over its 4Gi).
+TEST(Watchdog, TerminatingPodsAreReliefOnItsWayUntilTheirDeletionTime) {
+  const Snapshot snap =
+      Snap({MakeNode("n1", {kGpu24}, {Terminating(Pod("going", 6 * kGi, 6 * kGi)), Pod("hog", 4 * kGi, 8 * kGi),
+                                       Pod("fill", 9 * kGi, 9 * kGi + 512 * kMi)})});
+  const WatchdogPolicy policy;  // margin 30 s
+  struct Case {
+    const char* name;
+    std::optional<int64_t> deletion_ms;  // of "going"; nullopt: unknown
+    int64_t going_use_gib;               // 0: as reported (6Gi)
+    std::string victim, no_victim;
+    int64_t deficit;
+  };
+  const Case cases[] = {
+      {"WithinItsGracePeriod_CoversIt", kNow + 20'000, 0, "",
+       "relief on its way: 6Gi from 1 terminating pod(s) covers the deficit 1Gi", 1 * kGi},
+      {"WithinTheMarginAfterIt_CoversIt", kNow - 30'000, 0, "",
+       "relief on its way: 6Gi from 1 terminating pod(s) covers the deficit 1Gi", 1 * kGi},
+      {"PastTheMargin_Stuck_NoRelief", kNow - 30'001, 0, "hog", "", 1 * kGi},
+      {"TimeUnknown_NoRelief", std::nullopt, 0, "hog", "", 1 * kGi},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::unordered_map<std::string, int64_t> deleting;
+    if (c.deletion_ms) deleting["going"] = *c.deletion_ms;
+    const std::vector<GpuPressure> got = PlanWatchdog(snap, policy, kNow, &deleting);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].no_victim, c.no_victim);
+    EXPECT_EQ(got[0].victim ? got[0].victim->pod_uid : "", c.victim);
+    if (!c.victim.empty()) EXPECT_EQ(got[0].deficit, c.deficit);
+  }
+  // Relief short of the deficit leaves the rest to the victims: "going" uses
+  // 256Mi only, the victims must free 768Mi.
+  Node n = MakeNode("n1", {kGpu24}, {Terminating(Pod("going", 6 * kGi, 256 * kMi)),
+                                     Pod("hog", 4 * kGi, 10 * kGi + 256 * kMi), Pod("fill", 13 * kGi, 13 * kGi)});
+  const Snapshot partial = Snap({std::move(n)});
+  std::unordered_map<std::string, int64_t> deleting{{"going", kNow}};
+  const std::vector<GpuPressure> got = PlanWatchdog(partial, policy, kNow, &deleting);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].free, 512 * kMi);
+  EXPECT_EQ(got[0].deficit, 768 * kMi);
+  ASSERT_TRUE(got[0].victim.has_value());
+  EXPECT_EQ(got[0].victim->pod_uid, "hog");
+}
+
 TEST(Watchdog, GpumemAdrVictimCarriesWhatTheEventSays) {
   const Snapshot snap = Snap({T4(kImmichArena, 100 * kMi)});
   const std::vector<GpuPressure> got = PlanWatchdog(snap, WatchdogPolicy{}, kNow);

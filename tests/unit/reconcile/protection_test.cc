@@ -293,6 +293,35 @@ TEST_F(ProtectionTest, AVictimBlockedByItsBudgetFallsThroughToTheNext) {
   EXPECT_EQ(EventsOf("llama-swap", "VramdEvicted").size(), 1u);
 }
 
+// Issue 32: a terminating pod's use is relief on its way until its
+// deletionTimestamp plus 30 s (the pod watch's copy); a pod stuck past that
+// no longer holds the watchdog back.
+TEST_F(ProtectionTest, ATerminatingPodsUseHoldsTheWatchdogBackUntilItsDeletionTime) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  cfg.watchdog_cooldown_ms = 0;
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  ASSERT_TRUE(store.SetEntryState("t4", kLlama, ledger::EntryState::kTerminating).ok());
+  kube.pods["default/llama-swap"].deleting = true;
+  kube.pods["default/llama-swap"].deletion_ms = clock.NowMs() + 10'000;
+  Start();
+  // immich-ml 5Gi over, llama-swap (terminating) 7.5Gi: 0.5Gi free, 1Gi short.
+  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 1);
+  EXPECT_EQ(r->watchdog_actions, 0);
+  EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
+  // 40 s later llama-swap is still there: stuck, no longer relief.
+  clock.Advance(40'001);
+  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->watchdog_actions, 1);
+  EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
+}
+
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
   cfg.watchdog_mode = "off";
   cfg.idle_mode = "off";
