@@ -557,7 +557,7 @@ std::vector<IdleEviction> PlanAlways(const Snapshot& snap, const IdleTracker& tr
 
 std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& tracker,
                                    const std::vector<PendingPod>& pending, IdleMode mode, const Policy& policy,
-                                   int64_t now_ms) {
+                                   int64_t now_ms, const std::unordered_map<std::string, int64_t>* deleting) {
   if (mode == IdleMode::kAlways) return PlanAlways(snap, tracker, now_ms);
 
   std::vector<const PendingPod*> order;
@@ -572,6 +572,27 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
   std::unordered_set<std::string> taken;  // idle pods already given to a pending pod
   NodeView view(snap);
   const GangSizes gangs = CountGangs(snap);
+  // The pending pod placed on a node of `view` (when it fits there).
+  auto place = [&](Node* w, const std::string& name, const PendingPod& p) {
+    const NodeDecision d = DecideNode(w, name, p.demand, policy, now_ms);
+    if (d.verdict != Verdict::kFits) return;
+    Entry e;
+    e.pod_uid = p.uid;
+    e.ns = p.ns;
+    e.name = p.name;
+    e.gpus = d.choice.gpus;
+    e.per_gpu = d.choice.per_gpu;
+    e.state = EntryState::kReserved;
+    e.created_ms = now_ms;
+    RecordDemand(p.demand, &e);
+    w->entries.push_back(std::move(e));
+  };
+  // Whether a terminating entry's room is on its way (kTerminatingReliefMarginMs).
+  auto relieving = [&](const Entry& e) {
+    if (e.state != EntryState::kTerminating || deleting == nullptr) return false;
+    auto it = deleting->find(e.pod_uid);
+    return it != deleting->end() && now_ms <= it->second + kTerminatingReliefMarginMs;
+  };
   for (const PendingPod* p : order) {
     std::vector<std::string> names = p->nodes;
     std::sort(names.begin(), names.end());
@@ -592,6 +613,26 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     }
     if (!fits && !unchanged.empty()) fits = !Filter(snap, unchanged, p->demand, policy, now_ms).fits.empty();
     if (fits) continue;
+    // Whether it fits once the terminating pods within their deletion time
+    // are gone: then that room is on its way; it takes it.
+    bool relieved = false;
+    for (const std::string& name : names) {
+      const Node* node = view.Get(name);
+      if (node == nullptr || std::none_of(node->entries.begin(), node->entries.end(), relieving)) continue;
+      Node trial = *node;
+      std::erase_if(trial.entries, relieving);
+      if (DecideNode(&trial, name, p->demand, policy, now_ms).verdict != Verdict::kFits) continue;
+      Node* w = view.Mutable(name);
+      std::vector<std::string> going;
+      for (const Entry& e : w->entries) {
+        if (relieving(e)) going.push_back(e.pod_uid);
+      }
+      for (const std::string& uid : going) RemoveFromNode(w, uid);
+      place(w, name, *p);
+      relieved = true;
+      break;
+    }
+    if (relieved) continue;
 
     const std::string* best_node = nullptr;
     std::vector<IdleCandidate> best;
@@ -642,19 +683,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     for (const IdleEviction* ev = &out[out.size() - best.size()]; ev != out.data() + out.size(); ++ev) {
       RemoveFromNode(w, ev->pod_uid);
     }
-    const NodeDecision d = DecideNode(w, *best_node, p->demand, policy, now_ms);
-    if (d.verdict == Verdict::kFits) {
-      Entry e;
-      e.pod_uid = p->uid;
-      e.ns = p->ns;
-      e.name = p->name;
-      e.gpus = d.choice.gpus;
-      e.per_gpu = d.choice.per_gpu;
-      e.state = EntryState::kReserved;
-      e.created_ms = now_ms;
-      RecordDemand(p->demand, &e);
-      w->entries.push_back(std::move(e));
-    }
+    place(w, *best_node, *p);
   }
   return out;
 }

@@ -280,7 +280,8 @@ Result<ProtectionStats> Protection::RunOnce() {
   stats.waiting_pods = static_cast<int>(pending.size());
   waiting_->With({}).Set(static_cast<double>(pending.size()));
 
-  std::vector<ledger::IdleEviction> plan = ledger::PlanIdle(snap, tracker_, pending, s_.idle_policy, s_.placement, now);
+  std::vector<ledger::IdleEviction> plan =
+      ledger::PlanIdle(snap, tracker_, pending, s_.idle_policy, s_.placement, now, &deleting);
   stats.idle_candidates = static_cast<int>(plan.size());
   std::unordered_map<std::string, int64_t> ttl_of;
   for (const auto& [name, node] : snap.nodes) {

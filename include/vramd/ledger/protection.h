@@ -29,6 +29,12 @@ inline constexpr std::string_view kSystemClusterCritical = "system-cluster-criti
 inline constexpr std::string_view kSystemNodeCritical = "system-node-critical";
 inline constexpr int32_t kSystemPriorityFloor = 2'000'000'000;
 
+// A terminating pod's room (its use on the GPU for the watchdog, its
+// reservation for idle eviction) is relief on its way until its
+// deletionTimestamp (PodInfo::deletion_ms) plus this; a pod still there after
+// that is stuck (a finalizer, a node gone) and counts nothing (issue 32).
+inline constexpr int64_t kTerminatingReliefMarginMs = 30'000;
+
 struct WatchdogPolicy {
   int64_t floor_bytes = 1536LL << 20;  // pressure when physical free < floor
   double floor_percent = 0;            // > 0: the floor is this % of the GPU's physical total instead
@@ -36,8 +42,7 @@ struct WatchdogPolicy {
                                        // system-node-critical and priority >= 2e9 always protected
   int64_t usage_max_age_ms = 60'000;   // GPU report / pod usage older than this: stale
   int64_t min_over_budget_bytes = 0;   // over budget only by more than this (config default 512Mi)
-  int64_t terminating_margin_ms = 30'000;  // a terminating pod's usage is relief on its way until its
-                                           // deletionTimestamp plus this (then it is stuck: not counted)
+  int64_t terminating_margin_ms = kTerminatingReliefMarginMs;
 };
 
 enum class VictimReason { kDesignatedVictim, kOverBudget };
@@ -288,9 +293,15 @@ inline constexpr int kMaxIdleTrialsPerNode = 256;
 // pods see the nodes as the earlier ones left them (evictions done, the
 // earlier pod placed). The evictions come out grouped by pending pod, in idle
 // order.
+//
+// Terminating pods (issue 32), kOnDemand: `deleting` as for PlanWatchdog. A
+// pending pod that fits one of its nodes once the terminating pods there
+// within their deletion time plus kTerminatingReliefMarginMs are gone gets
+// no idle eviction: the room is on its way (and is then taken by it for the
+// pods after it).
 std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& tracker,
                                    const std::vector<PendingPod>& pending, IdleMode mode, const Policy& policy,
-                                   int64_t now_ms);
+                                   int64_t now_ms, const std::unordered_map<std::string, int64_t>* deleting = nullptr);
 
 // ---- Rate limits ----------------------------------------------------------
 

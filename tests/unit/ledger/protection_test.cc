@@ -1311,6 +1311,43 @@ TEST(PlanIdle, Table) {
   }
 }
 
+// Issue 32: a pending pod that fits once a terminating pod on its node is
+// gone gets no idle eviction while that pod is within its deletion time
+// (plus kTerminatingReliefMarginMs); a stuck one, or one without a known
+// time, does not hold it back. The room is the first pending pod's.
+TEST(PlanIdle, ATerminatingPodsRoomIsOnItsWay) {
+  // n1 (80Gi): busy 20Gi, going 30Gi (terminating), a 10Gi idle 60 min: 20Gi free.
+  const Snapshot snap = Snap({MakeNode("n1", Unreported({80 * kGi}),
+                                       {Pod("busy", 20 * kGi), Terminating(IdlePod("going", 30 * kGi)),
+                                        IdlePod("a", 10 * kGi)})});
+  const IdleTracker tracker = TrackerFor(snap, {{"a", 60}});
+  struct Case {
+    const char* name;
+    std::optional<int64_t> going_deletion_ms;
+    std::vector<PendingPod> pending;
+    std::vector<std::string> want;  // "uid for pending"
+  };
+  const Case cases[] = {
+      {"WithinItsDeletionTime_NoEviction", kNow + 10'000, {Waiting("p", 40 * kGi, {"n1"})}, {}},
+      {"WithinTheMargin_NoEviction", kNow - kTerminatingReliefMarginMs, {Waiting("p", 40 * kGi, {"n1"})}, {}},
+      {"Stuck_TheIdlePodGoes", kNow - kTerminatingReliefMarginMs - 1, {Waiting("p", 30 * kGi, {"n1"})}, {"a for p"}},
+      {"TimeUnknown_TheIdlePodGoes", std::nullopt, {Waiting("p", 30 * kGi, {"n1"})}, {"a for p"}},
+      // The first pending pod takes the room on its way; the second needs a.
+      {"TheRoomOnItsWayIsTheFirstPods", kNow,
+       {Waiting("p1", 40 * kGi, {"n1"}, 2), Waiting("p2", 20 * kGi, {"n1"}, 1)}, {"a for p2"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::unordered_map<std::string, int64_t> deleting;
+    if (c.going_deletion_ms) deleting["going"] = *c.going_deletion_ms;
+    std::vector<std::string> got;
+    for (const IdleEviction& e : PlanIdle(snap, tracker, c.pending, IdleMode::kOnDemand, Policy{}, kNow, &deleting)) {
+      got.push_back(e.pod_uid + " for " + e.for_uid);
+    }
+    EXPECT_EQ(got, c.want);
+  }
+}
+
 TEST(PlanIdle, ModeNames) {
   IdleMode m = IdleMode::kAlways;
   ASSERT_TRUE(ParseIdleMode("on-demand", &m));
