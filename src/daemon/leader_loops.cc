@@ -27,7 +27,7 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
                   [locks](const std::function<bool(const std::string&)>& exists) {
                     (void)locks->ReapLocksOfMissingPods(exists);
                   }),
-      evictor_(kube, registry),
+      evictor_(kube, registry, [this] { return leader_.IsLeader(); }),
       protection_(reconcile::ProtectionSettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy), store, &pod_watcher_,
                   &evictor_, std::move(lock_activity), clock, registry),
       queues_enabled_(cfg.queues_enabled),

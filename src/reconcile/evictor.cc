@@ -31,25 +31,33 @@ std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode) 
   return what + ": " + action.detail;
 }
 
-Evictor::Evictor(kube::KubeClient* kube, metrics::Registry* registry) : kube_(kube) {
+Evictor::Evictor(kube::KubeClient* kube, metrics::Registry* registry, std::function<bool()> may_act)
+    : kube_(kube), may_act_(std::move(may_act)) {
   actions_ = &registry->AddCounter("vramd_watchdog_actions_total",
                                    "Evictions vramd carried out (enforce) or only recorded as Events (dry-run), by "
                                    "mode and reason (pressure, idle).",
                                    {"mode", "reason"});
   failures_ = &registry->AddCounter("vramd_watchdog_eviction_failures_total",
                                     "Evictions that did not happen, by reason and why: blocked (a "
-                                    "PodDisruptionBudget; tried again later) or error (the API call failed).",
+                                    "PodDisruptionBudget; tried again later), error (the API call failed) or "
+                                    "not_leader (this replica lost the leadership during the pass).",
                                     {"reason", "why"});
   for (const char* reason : {"pressure", "idle"}) {
     for (ActionMode mode : {ActionMode::kDryRun, ActionMode::kEnforce}) actions_->With({ActionModeName(mode), reason});
     failures_->With({reason, "blocked"});
     failures_->With({reason, "error"});
+    failures_->With({reason, "not_leader"});
   }
 }
 
 ActionResult Evictor::Act(const EvictionAction& a, ActionMode mode) {
   const std::string pod = a.ns + "/" + a.name;
   ActionResult result = ActionResult::kRecorded;
+  if (may_act_ && !may_act_()) {
+    spdlog::warn("evictor: not the leader any more: {} ({}{}) left alone", pod, a.reason, Where(a));
+    failures_->With({a.reason, "not_leader"}).Inc();
+    return ActionResult::kFenced;
+  }
   if (mode == ActionMode::kDryRun) {
     spdlog::info("evictor: dry-run: would evict {} ({}{}{}): {}", pod, a.reason, Where(a), For(a), a.detail);
   } else {

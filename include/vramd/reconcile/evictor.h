@@ -7,6 +7,7 @@
 // elsewhere, by pure functions of the ledger core; the caller rate-limits.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "vramd/kube/kube_client.h"
@@ -33,6 +34,7 @@ enum class ActionResult {
   kBlocked,   // enforce: refused, normally by a PodDisruptionBudget; the caller may try again later
   kGone,      // enforce: the pod was gone or replaced (other UID); nothing done, nothing counted
   kFailed,    // enforce: the API call failed (logged and counted)
+  kFenced,    // this replica is no longer the leader: nothing done (logged and counted)
 };
 
 // Event reasons (on the evicted pod, type Warning; on the pod it made room
@@ -53,7 +55,14 @@ class Evictor {
   // actions) and vramd_watchdog_eviction_failures_total{reason,why} (why:
   // "blocked" | "error"); the series of the reasons "pressure" and "idle"
   // exist from the start. `kube` and `registry` must outlive the Evictor.
-  Evictor(kube::KubeClient* kube, metrics::Registry* registry);
+  //
+  // `may_act` (null: always) is the fence (issue 32): asked right before
+  // every action, not once per pass, so that a replica that lost the
+  // leadership during a long pass acts no more (LeaderElector::IsLeader: the
+  // lease renewed within its period less a margin, no I/O). When it says no:
+  // nothing is done, kFenced, a warning and
+  // vramd_watchdog_eviction_failures_total{why="not_leader"}.
+  Evictor(kube::KubeClient* kube, metrics::Registry* registry, std::function<bool()> may_act = nullptr);
 
   // Carries out one action. dry-run: posts the Event, logs, counts
   // (kRecorded; an Event that cannot be posted is logged, the action still
@@ -70,6 +79,7 @@ class Evictor {
                  const char* reason, const std::string& message);
 
   kube::KubeClient* kube_;
+  std::function<bool()> may_act_;
   metrics::Family<metrics::Counter>* actions_;
   metrics::Family<metrics::Counter>* failures_;
 };

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -68,6 +70,7 @@ Series Expect(Series changed, bool actions) {
     } else {
       s[std::string(reason) + ",blocked"] = 0;
       s[std::string(reason) + ",error"] = 0;
+      s[std::string(reason) + ",not_leader"] = 0;
     }
   }
   for (const auto& [k, v] : changed) s[k] = v;
@@ -215,6 +218,34 @@ TEST(Evictor, RepeatedActionsAccumulateAndTwoEvictorsShareTheCounters) {
             Expect({{"dry-run,pressure", 2}, {"enforce,pressure", 1}}, true));
   EXPECT_EQ(Read(registry, "vramd_watchdog_eviction_failures_total", {"reason", "why"}),
             Expect({{"pressure,blocked", 2}}, false));
+}
+
+// Issue 32: the fence is asked before every action; a replica that lost the
+// leadership mid-pass evicts nothing more, posts no Event and counts why.
+TEST(Evictor, TheFenceIsAskedBeforeEveryAction) {
+  testing::FakeKubeClient kube;
+  kube.AddPod("ml", "immich-ml", "uid-immich", "3Gi");
+  metrics::Registry registry;
+  bool leader = true;
+  int asked = 0;
+  Evictor evictor(&kube, &registry, [&] {
+    ++asked;
+    return leader;
+  });
+  EXPECT_EQ(evictor.Act(Pressure(), ActionMode::kDryRun), ActionResult::kRecorded);
+  leader = false;
+  const size_t events = kube.events.size();
+  EXPECT_EQ(evictor.Act(Pressure(), ActionMode::kEnforce), ActionResult::kFenced);
+  EXPECT_EQ(evictor.Act(Pressure(), ActionMode::kDryRun), ActionResult::kFenced);
+  EXPECT_EQ(asked, 3);
+  EXPECT_FALSE(kube.pods["ml/immich-ml"].deleting);
+  EXPECT_EQ(kube.events.size(), events);
+  EXPECT_EQ(std::count(kube.calls.begin(), kube.calls.end(), "evict ml/immich-ml"), 0);
+  EXPECT_EQ(Read(registry, "vramd_watchdog_eviction_failures_total", {"reason", "why"}),
+            Expect({{"pressure,not_leader", 2}}, false));
+  leader = true;
+  EXPECT_EQ(evictor.Act(Pressure(), ActionMode::kEnforce), ActionResult::kEvicted);
+  EXPECT_TRUE(kube.pods["ml/immich-ml"].deleting);
 }
 
 TEST(Evictor, EventMessagesPerReasonAndMode) {
