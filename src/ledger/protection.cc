@@ -688,34 +688,4 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
   return out;
 }
 
-// ---- Rate limits ----------------------------------------------------------
-
-namespace {
-constexpr int64_t kMinuteMs = 60'000;
-}  // namespace
-
-ActionGate::ActionGate(int64_t cooldown_ms, int max_per_minute)
-    : cooldown_ms_(cooldown_ms), max_per_minute_(max_per_minute) {}
-
-bool ActionGate::Allowed(const std::string& key, int64_t now_ms) const {
-  if (max_per_minute_ <= 0) return false;
-  auto it = last_.find(key);
-  if (it != last_.end() && now_ms - it->second < cooldown_ms_) return false;
-  int in_window = 0;
-  for (int64_t t : recent_) {
-    if (now_ms - t < kMinuteMs) ++in_window;
-  }
-  return in_window < max_per_minute_;
-}
-
-void ActionGate::Record(const std::string& key, int64_t now_ms) {
-  int64_t& last = last_[key];
-  last = std::max(last, now_ms);
-  recent_.push_back(now_ms);
-  // Forget what can no longer limit anything: actions out of every window
-  // that `now_ms` or a later time can see, keys past their cooldown.
-  while (!recent_.empty() && now_ms - recent_.front() >= kMinuteMs) recent_.pop_front();
-  std::erase_if(last_, [&](const auto& kv) { return now_ms - kv.second >= cooldown_ms_ && kv.first != key; });
-}
-
 }  // namespace vramd::ledger

@@ -31,6 +31,21 @@ std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode) 
   return what + ": " + action.detail;
 }
 
+bool EvictionBudget::Allowed(const std::string& key, int64_t now_ms) {
+  Result<bool> r = store_->BudgetAllowed(key, max_per_minute_, now_ms);
+  if (!r.ok()) {
+    spdlog::warn("eviction budget unreadable, {} left alone this pass: {}", key, r.status().message());
+    return false;
+  }
+  return *r;
+}
+
+void EvictionBudget::Record(const std::string& key, int64_t now_ms) {
+  if (Status s = store_->BudgetRecord(key, cooldown_ms_, now_ms); !s.ok()) {
+    spdlog::warn("eviction budget: recording an action on {} failed: {}", key, s.message());
+  }
+}
+
 Evictor::Evictor(kube::KubeClient* kube, metrics::Registry* registry, std::function<bool()> may_act)
     : kube_(kube), may_act_(std::move(may_act)) {
   actions_ = &registry->AddCounter("vramd_watchdog_actions_total",

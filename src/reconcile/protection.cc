@@ -121,7 +121,8 @@ Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, P
       lock_activity_(std::move(lock_activity)),
       clock_(clock),
       tracker_(s_.usage_change_bytes, s_.watchdog_policy.usage_max_age_ms),
-      gate_(s_.cooldown_ms, s_.max_per_minute) {
+      watchdog_budget_(store, s_.cooldown_ms, s_.max_per_minute),
+      idle_budget_(store, s_.cooldown_ms, s_.max_per_minute) {
   pressure_ = &registry->AddGauge("vramd_gpu_under_pressure",
                                   "1 while the GPU's physical free VRAM (total - observed used) is below the "
                                   "watchdog's floor (set by the leader).",
@@ -191,7 +192,7 @@ Result<ProtectionStats> Protection::RunOnce() {
         continue;
       }
       const std::string key = "gpu:" + p.node + "/" + std::to_string(p.gpu);
-      if (!gate_.Allowed(key, now)) {
+      if (!watchdog_budget_.Allowed(key, now)) {
         ++stats.gated;
         continue;
       }
@@ -215,7 +216,7 @@ Result<ProtectionStats> Protection::RunOnce() {
           const ActionResult r = evictor_->Act(a, *s_.watchdog);
           done.insert(v.pod_uid);
           if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-            gate_.Record(key, now);
+            watchdog_budget_.Record(key, now);
             freed += v.used;
             ++stats.watchdog_actions;
           } else if (r == ActionResult::kBlocked) {
@@ -290,8 +291,8 @@ Result<ProtectionStats> Protection::RunOnce() {
     }
   }
   for (const ledger::IdleEviction& e : plan) {
-    const std::string key = "pod:" + e.pod_uid;
-    if (!gate_.Allowed(key, now)) {
+    const std::string key = "idle:" + e.pod_uid;
+    if (!idle_budget_.Allowed(key, now)) {
       ++stats.gated;
       continue;
     }
@@ -307,7 +308,7 @@ Result<ProtectionStats> Protection::RunOnce() {
     a.for_uid = e.for_uid;
     const ActionResult r = evictor_->Act(a, *s_.idle);
     if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-      gate_.Record(key, now);
+      idle_budget_.Record(key, now);
       ++stats.idle_actions;
     }
   }

@@ -82,7 +82,7 @@ Tenancy::Tenancy(TenancySettings settings, std::function<std::vector<ledger::Que
       evictor_(evictor),
       clock_(clock),
       set_(std::make_shared<const ledger::QueueSet>()),
-      gate_(s_.cooldown_ms, s_.max_per_minute) {
+      budget_(store, s_.cooldown_ms, s_.max_per_minute) {
   const std::vector<std::string> q = {"queue"};
   deserved_ = &registry->AddGauge("vramd_queue_deserved_bytes", "The queue's deserved VRAM quota (leader).", q);
   limit_ = &registry->AddGauge("vramd_queue_limit_bytes", "The queue's hard VRAM limit, when it has one (leader).", q);
@@ -286,13 +286,13 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
   Nudge(snap, pending, fits_on, stats);
   const ActionMode mode = *s_.reclaim;
   for (const ledger::ReclaimPlan& plan : plans) {
-    const std::string key = "pod:" + plan.pending_uid;
-    if (!gate_.Allowed(key, now)) {
+    const std::string key = "reclaim:" + plan.pending_uid;
+    if (!budget_.Allowed(key, now)) {
       ++stats->gated;
       continue;
     }
-    gate_.Record(key, now);
     reclaims_->With({ledger::ReclaimKindName(plan.kind), ActionModeName(mode)}).Inc();
+    int acted = 0;
     for (const ledger::ReclaimVictim& v : plan.victims) {
       EvictionAction a;
       a.ns = v.ns;
@@ -305,8 +305,13 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       a.for_name = plan.pending_name;
       a.for_uid = plan.pending_uid;
       const ActionResult r = evictor_->Act(a, mode);
-      if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) ++stats->evictions;
+      if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
+        ++stats->evictions;
+        ++acted;
+        budget_.Record(key, now);  // the budget counts evictions
+      }
     }
+    if (acted == 0) budget_.Record(key, now);  // a plan that evicted nothing waits its cooldown too
   }
 }
 

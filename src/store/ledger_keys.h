@@ -68,6 +68,8 @@ struct LedgerKeys {
   const std::string unsealed = prefix + ":unsealed";  // lua/bump.lua derives it from `sealed`
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";
+  const std::string budget_recent = prefix + ":budget:recent";   // the eviction budget's minute (zset)
+  std::string BudgetKey(const std::string& key) const { return prefix + ":budget:k:" + key; }
   const std::string refused = prefix + ":refused";
   const std::string refused_ts = prefix + ":refused:ts";
 };

@@ -9,7 +9,11 @@
 // stay below 2^53.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -478,6 +482,23 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Status::Ok();
   }
 
+  Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t /*now_ms*/) override {
+    auto r = client_->Eval(budget_allowed_, {keys_.budget_recent, keys_.BudgetKey(key)},
+                           {std::to_string(max_per_minute)});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("budget-allowed", *r);
+    return r->integer == 1;
+  }
+
+  Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t /*now_ms*/) override {
+    const std::string id = budget_id_prefix_ + std::to_string(budget_seq_.fetch_add(1));
+    auto r = client_->Eval(budget_record_, {keys_.budget_recent, keys_.BudgetKey(key)},
+                           {std::to_string(std::max<int64_t>(0, cooldown_ms)), id});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("budget-record", *r);
+    return Status::Ok();
+  }
+
   Result<int64_t> LastReconciled() override {
     auto r = client_->Command({"GET", keys_.reconciled});
     if (!r.ok()) return r.status();
@@ -630,6 +651,13 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
   const Script put_entry_{WriteScript(lua::kPutEntry)};
   const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
+  const Script budget_allowed_{std::string(lua::kBudgetAllowed)};
+  const Script budget_record_{std::string(lua::kBudgetRecord)};
+  // Action ids in the budget's minute: unique per process and action.
+  const std::string budget_id_prefix_ = std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
+                                        "-";
+  std::atomic<uint64_t> budget_seq_{0};
   const Script set_capacity_{WriteScript(lua::kSetCapacity)};
   const Script remove_node_{WriteScript(lua::kRemoveNode)};
   const Script push_usage_{WriteScript(lua::kPushUsage)};

@@ -745,6 +745,35 @@ TEST_F(ValkeyStoreTest, RefreshEntryWritesOnlyWhileTheEntryIsWhatReconcileRead) 
   EXPECT_TRUE(Raw({"HGET", NodeKey("n1", "alloc"), "uid-1"}).is_nil());
 }
 
+// Issue 32: the eviction budget every replica shares, on the server's clock.
+TEST_F(ValkeyStoreTest, TheEvictionBudgetKeepsCooldownsAndTheMinuteForEveryReplica) {
+  auto other = NewValkeyLedgerStore(client_);  // another replica (a new leader) on the same server
+  const int64_t ignored_now = 0;               // the server's clock decides
+  EXPECT_TRUE(*store_->BudgetAllowed("gpu:n1/0", 3, ignored_now));
+  ASSERT_TRUE(store_->BudgetRecord("gpu:n1/0", 60'000, ignored_now).ok());
+  // The key's cooldown holds for every replica; another key is free.
+  EXPECT_FALSE(*other->BudgetAllowed("gpu:n1/0", 3, ignored_now));
+  EXPECT_TRUE(*other->BudgetAllowed("gpu:n1/1", 3, ignored_now));
+  // The minute over the cluster: 3 actions fill a budget of 3, whoever made them.
+  ASSERT_TRUE(other->BudgetRecord("idle:a", 0, ignored_now).ok());
+  EXPECT_TRUE(*store_->BudgetAllowed("idle:b", 3, ignored_now));
+  ASSERT_TRUE(other->BudgetRecord("idle:a", 0, ignored_now).ok());
+  EXPECT_FALSE(*store_->BudgetAllowed("idle:b", 3, ignored_now));
+  EXPECT_TRUE(*store_->BudgetAllowed("idle:b", 4, ignored_now));
+  EXPECT_FALSE(*store_->BudgetAllowed("idle:b", 0, ignored_now));  // no budget at all
+  // A cooldown ends on the server's clock.
+  ASSERT_TRUE(store_->BudgetRecord("gpu:n2/0", 150, ignored_now).ok());
+  EXPECT_FALSE(*store_->BudgetAllowed("gpu:n2/0", 100, ignored_now));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(*store_->BudgetAllowed("gpu:n2/0", 100, ignored_now));
+  // Actions leave the minute after 60 s: the zset is pruned (stamped an hour ago here).
+  const std::string recent = Key("budget:recent");
+  ASSERT_EQ(Raw({"ZCARD", recent}).integer, 4);
+  Raw({"ZADD", recent, "1000", "ancient"});
+  EXPECT_TRUE(*store_->BudgetAllowed("idle:c", 5, ignored_now));
+  EXPECT_TRUE(Raw({"ZSCORE", recent, "ancient"}).is_nil());
+}
+
 TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
   Capacity("n1", {{0, 10 * kGi, ""}});
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());

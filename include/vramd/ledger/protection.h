@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <set>
 #include <string>
@@ -302,23 +301,5 @@ inline constexpr int kMaxIdleTrialsPerNode = 256;
 std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& tracker,
                                    const std::vector<PendingPod>& pending, IdleMode mode, const Policy& policy,
                                    int64_t now_ms, const std::unordered_map<std::string, int64_t>* deleting = nullptr);
-
-// ---- Rate limits ----------------------------------------------------------
-
-// At most one action per key (e.g. "node/gpu") per cooldown, and at most
-// `max_per_minute` actions overall in any 60 s window (0 or less: none).
-// A clock that steps back counts as no time passed (nothing is allowed early).
-class ActionGate {
- public:
-  ActionGate(int64_t cooldown_ms, int max_per_minute);
-  bool Allowed(const std::string& key, int64_t now_ms) const;
-  void Record(const std::string& key, int64_t now_ms);
-
- private:
-  int64_t cooldown_ms_;
-  int max_per_minute_;
-  std::unordered_map<std::string, int64_t> last_;  // key -> last action
-  std::deque<int64_t> recent_;                     // action times, oldest first
-};
 
 }  // namespace vramd::ledger

@@ -12,6 +12,7 @@
 
 #include "vramd/kube/kube_client.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/store/ledger_store.h"
 
 namespace vramd::reconcile {
 
@@ -48,6 +49,28 @@ inline constexpr const char* kMadeRoomEventReason = "VramdMadeRoom";
 // "evicted idle pod: <detail>" ("idle"), "would evict (<reason>): <detail>" /
 // "evicted (<reason>): <detail>" (any other reason).
 std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode);
+
+// The eviction budget every replica shares, kept in the store so that a
+// leader change keeps it (issue 32; LedgerStore::BudgetAllowed): at most one
+// action per key (a GPU for the watchdog, a pod for idle eviction, a pending
+// pod for reclaim) within `cooldown_ms`, at most `max_per_minute` evictions
+// over the cluster in any minute. The watchdog, idle eviction and reclaim
+// each hold one (their own cooldown and rate; one minute in the store).
+class EvictionBudget {
+ public:
+  EvictionBudget(store::LedgerStore* store, int64_t cooldown_ms, int max_per_minute)
+      : store_(store), cooldown_ms_(cooldown_ms), max_per_minute_(max_per_minute) {}
+  // False while the key's cooldown runs or the minute is full, and when the
+  // store cannot say (logged: no budget known, no action).
+  bool Allowed(const std::string& key, int64_t now_ms);
+  // Counts one action made on `key` (and starts its cooldown).
+  void Record(const std::string& key, int64_t now_ms);
+
+ private:
+  store::LedgerStore* store_;
+  int64_t cooldown_ms_;
+  int max_per_minute_;
+};
 
 class Evictor {
  public:

@@ -99,7 +99,8 @@ class Protection {
   ledger::IdleTracker tracker_ GUARDED_BY(mu_);
   // One gate for both: keys "gpu:NODE/IDX" (watchdog) and "pod:UID" (idle),
   // so the global rate limit counts every action.
-  ledger::ActionGate gate_ GUARDED_BY(mu_);
+  EvictionBudget watchdog_budget_ GUARDED_BY(mu_);  // keys "gpu:<node>/<gpu>"
+  EvictionBudget idle_budget_ GUARDED_BY(mu_);      // keys "idle:<pod uid>"
   ledger::PressureStreaks streaks_ GUARDED_BY(mu_);
   std::map<std::string, bool> pressure_series_ GUARDED_BY(mu_);  // "node\ngpu" series set last pass
 };

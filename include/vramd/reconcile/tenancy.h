@@ -117,7 +117,7 @@ class Tenancy {
   // The leader pass's own state.
   Mutex run_mu_;
   int64_t last_run_ms_ GUARDED_BY(run_mu_) = 0;
-  ledger::ActionGate gate_ GUARDED_BY(run_mu_);
+  EvictionBudget budget_ GUARDED_BY(run_mu_);  // keys "reclaim:<pending pod uid>"
   std::map<std::string, ledger::QueueStatus> written_ GUARDED_BY(run_mu_);  // queue -> status last written
   std::map<std::string, std::string> transition_ GUARDED_BY(run_mu_);       // queue -> (valid, since) of its condition
   std::set<std::string> exported_ GUARDED_BY(run_mu_);                      // queues with gauges

@@ -257,6 +257,16 @@ class LedgerStore {
   virtual Status MarkReconciled() = 0;
   virtual Result<int64_t> LastReconciled() = 0;
 
+  // The eviction budget every replica shares (issue 32), so that a leader
+  // change keeps it: at most one action per `key` (e.g. "gpu:node/0",
+  // "pod:<uid>") within its cooldown, and at most `max_per_minute` actions
+  // (<= 0: none) over the cluster in any 60 s, counted in evictions. The
+  // store's clock decides; `now_ms` is for stores without one (the fake).
+  // BudgetAllowed only reads; BudgetRecord counts one action made. An error
+  // leaves the caller acting on nothing (the budget unknown).
+  virtual Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t now_ms) = 0;
+  virtual Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t now_ms) = 0;
+
   // Filter refusals (Refusal), one per pod UID: RecordRefusals writes each
   // with ts_ms = the store's time now (replacing the pod's earlier one;
   // nodes beyond kMaxRefusalNodes are dropped), then drops the oldest beyond

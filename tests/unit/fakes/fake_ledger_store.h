@@ -230,6 +230,24 @@ class FakeLedgerStore : public store::LedgerStore {
     return Status::Ok();
   }
   Result<int64_t> LastReconciled() override { return reconciled_ms; }
+  // The shared eviction budget on the caller's clock (`now_ms`).
+  Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t now) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    if (max_per_minute <= 0) return false;
+    auto it = budget_until_.find(key);
+    if (it != budget_until_.end() && now < it->second) return false;
+    int in_window = 0;
+    for (int64_t t : budget_recent_) in_window += now - t < 60'000 ? 1 : 0;
+    return in_window < max_per_minute;
+  }
+  Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t now) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    if (cooldown_ms > 0) budget_until_[key] = std::max(budget_until_[key], now + cooldown_ms);
+    budget_recent_.push_back(now);
+    return Status::Ok();
+  }
 
   std::set<std::string> in_flight;
   int64_t reconciled_ms = 0;
@@ -372,6 +390,8 @@ class FakeLedgerStore : public store::LedgerStore {
   int64_t rebuild_since_ms_ GUARDED_BY(mu_) = 0;
   ledger::Snapshot snap_ GUARDED_BY(mu_);
   std::map<std::string, store::Refusal> refused_ GUARDED_BY(mu_);  // uid -> its refusal
+  std::map<std::string, int64_t> budget_until_ GUARDED_BY(mu_);    // key -> end of its cooldown
+  std::vector<int64_t> budget_recent_ GUARDED_BY(mu_);            // action times
 };
 
 }  // namespace vramd::testing

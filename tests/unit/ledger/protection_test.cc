@@ -1369,50 +1369,5 @@ TEST(PlanIdle, DoesNotChangeTheSnapshot) {
   EXPECT_EQ(snap.Find("n1")->entries, before.entries);
 }
 
-// ---- The action gate ------------------------------------------------------
-
-TEST(ActionGate, OneActionPerKeyPerCooldown) {
-  ActionGate g(5 * kMinMs, 100);
-  EXPECT_TRUE(g.Allowed("n1/0", kNow));
-  g.Record("n1/0", kNow);
-  EXPECT_FALSE(g.Allowed("n1/0", kNow));
-  EXPECT_FALSE(g.Allowed("n1/0", kNow + 5 * kMinMs - 1));
-  EXPECT_TRUE(g.Allowed("n1/1", kNow));  // another key
-  EXPECT_TRUE(g.Allowed("n1/0", kNow + 5 * kMinMs));
-}
-
-TEST(ActionGate, GlobalCapOverASlidingMinute) {
-  ActionGate g(0, 3);
-  g.Record("a", kNow);
-  g.Record("b", kNow + 20'000);
-  EXPECT_TRUE(g.Allowed("c", kNow + 30'000));
-  g.Record("c", kNow + 30'000);
-  EXPECT_FALSE(g.Allowed("d", kNow + 30'000));
-  EXPECT_FALSE(g.Allowed("d", kNow + 59'999));  // a is still within the minute
-  EXPECT_TRUE(g.Allowed("d", kNow + 60'000));   // a has left it
-  g.Record("d", kNow + 60'000);
-  EXPECT_FALSE(g.Allowed("e", kNow + 79'999));  // b, c, d
-  EXPECT_TRUE(g.Allowed("e", kNow + 80'000));
-}
-
-TEST(ActionGate, CooldownAndCapTogether) {
-  ActionGate g(5 * kMinMs, 1);
-  g.Record("n1/0", kNow);
-  EXPECT_FALSE(g.Allowed("n2/0", kNow + 1'000));     // the cap
-  EXPECT_TRUE(g.Allowed("n2/0", kNow + kMinMs));     // the cap has passed
-  EXPECT_FALSE(g.Allowed("n1/0", kNow + kMinMs));    // the cooldown has not
-}
-
-TEST(ActionGate, ClockSteppingBackAllowsNothingEarly) {
-  ActionGate g(5 * kMinMs, 10);
-  g.Record("n1/0", kNow);
-  EXPECT_FALSE(g.Allowed("n1/0", kNow - 10 * kMinMs));
-}
-
-TEST(ActionGate, ZeroPerMinuteAllowsNothing) {
-  ActionGate g(0, 0);
-  EXPECT_FALSE(g.Allowed("n1/0", kNow));
-}
-
 }  // namespace
 }  // namespace vramd::ledger

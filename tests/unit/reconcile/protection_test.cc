@@ -322,6 +322,33 @@ TEST_F(ProtectionTest, ATerminatingPodsUseHoldsTheWatchdogBackUntilItsDeletionTi
   EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
 }
 
+// Issue 32: the budget lives in the store: a new leader one second after the
+// old one evicted sees the GPU's cooldown running and acts no more.
+TEST_F(ProtectionTest, ALeaderChangeKeepsTheCooldown) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  Start();
+  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->watchdog_actions, 1);
+  ASSERT_TRUE(kube.pods["default/immich-ml"].deleting);
+  // The old leader is gone; the new one starts with no memory of its own.
+  prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
+                                      evictor.get(), lock_activity, &clock, &reg);
+  clock.Advance(1000);
+  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ASSERT_TRUE(store.SetEntryState("t4", kImmich, ledger::EntryState::kTerminating).ok());
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 1);
+  EXPECT_EQ(r->gated, 1);
+  EXPECT_EQ(r->watchdog_actions, 0);
+  EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
+}
+
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
   cfg.watchdog_mode = "off";
   cfg.idle_mode = "off";
