@@ -593,6 +593,14 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     auto it = deleting->find(e.pod_uid);
     return it != deleting->end() && now_ms <= it->second + kTerminatingReliefMarginMs;
   };
+  // The nodes holding such entries (one look at the snapshot, and only when
+  // some pod is being deleted).
+  std::unordered_set<std::string> relief_nodes;
+  if (deleting != nullptr && !deleting->empty()) {
+    for (const auto& [name, node] : snap.nodes) {
+      if (std::any_of(node.entries.begin(), node.entries.end(), relieving)) relief_nodes.insert(name);
+    }
+  }
   for (const PendingPod* p : order) {
     std::vector<std::string> names = p->nodes;
     std::sort(names.begin(), names.end());
@@ -617,6 +625,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     // are gone: then that room is on its way; it takes it.
     bool relieved = false;
     for (const std::string& name : names) {
+      if (!relief_nodes.contains(name)) continue;
       const Node* node = view.Get(name);
       if (node == nullptr || std::none_of(node->entries.begin(), node->entries.end(), relieving)) continue;
       Node trial = *node;
