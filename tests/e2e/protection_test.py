@@ -14,6 +14,8 @@ kubelet, deletes it with grace 0.
   does), the watchdog in dry-run (an Event on the runaway tenant, nothing
   evicted), and bad input (a peak below the request, a negative idle TTL, a
   victim class list that names nothing).
+- Failover: a new leader one second after the old one's watchdog eviction
+  keeps its cooldown (the budget lives in Valkey).
 - Enforce: the runaway tenant is evicted and its VRAM freed only when the
   pod is gone; an agent that falls silent after two reports of a runaway
   gets no action on its last report, seen again pass after pass; a PodDisruptionBudget blocks an eviction (retried, counted);
@@ -324,6 +326,59 @@ class Enforce(Protected):
         self.assertTrue(any("default/model-old" in m for m in self.events("model-new", "VramdMadeRoom")))
         self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
                                       {"mode": "enforce", "reason": "idle"}), 1)
+
+
+class Failover(Protected):
+    """Issue 32: the eviction budget lives in Valkey: the replica that takes
+    over one second after the leader's watchdog eviction keeps its cooldown."""
+    MODE = "enforce"
+
+    @classmethod
+    def prepare(cls, tb):
+        config = {"watchdog": {"mode": "enforce", "floor": "1.5Gi", "interval_ms": 500, "cooldown_ms": 300000,
+                               "max_actions_per_minute": 100},
+                  "leader_lease_ms": 1000}
+        cls.start(tb, {"fo": (16384, "fo")}, extra_config=config)
+        cls.replicas = [cls.vramd, start_vramd(tb, config={**config, "idle": {"mode": "enforce"},
+                                                            "usage_max_age_ms": 600000},
+                                               extra_args=["--api-token-file", tb.path("cfg", "api-token")],
+                                               name="vramd-b")]
+
+    def leader(self):
+        for v in self.replicas:
+            try:
+                if any(line.startswith("vramd_is_leader{") and line.endswith(" 1")
+                       for line in __import__("common").metrics_text(v).splitlines()):
+                    return v
+            except OSError:
+                pass
+        return None
+
+    def test_a_new_leader_keeps_the_cooldown_of_the_old_ones_eviction(self):
+        tb = self.tb
+        self.bind_all("fo", [("immich-ml", "3000Mi", {}), ("llama-swap", "5000Mi", {})])
+        first = tb.wait_for(self.leader, 20, message="a leader among the two replicas")
+        type(self).vramd = first
+        # Both over their budgets, 1Gi short of the floor: immich-ml (most over) goes.
+        self.report("fo", 16 * GI, {"immich-ml": 8 * GI, "llama-swap": 7680 * MI})
+        tb.wait_for(lambda: "deletionTimestamp" in tb.get_pod("immich-ml")["metadata"], 30,
+                    message="the leader evicts immich-ml")
+        # The leader dies at once; the other replica takes over within a lease.
+        other = next(v for v in self.replicas if v is not first)
+        first.stop(sig=__import__("signal").SIGKILL)
+        type(self).vramd = other
+        tb.delete_pod("immich-ml", grace=0)  # the kubelet ends it
+        # llama-swap alone now runs 15.5Gi on its 4.9Gi: pressure with a cause.
+        self.report("fo", 16 * GI, {"llama-swap": 15872 * MI})
+        tb.wait_for(lambda: self.leader() is other, 20, message="the other replica to lead")
+        passes = metric_value(other, "vramd_reconcile_passes_total", {"result": "ok"}) or 0
+        tb.wait_for(lambda: (metric_value(other, "vramd_reconcile_passes_total", {"result": "ok"}) or 0)
+                    >= passes + 8, 40, message="eight passes of the new leader (its watchdog with them)")
+        self.assertEqual(metric_value(other, "vramd_gpu_under_pressure", {"node": "fo", "gpu": "0"}), 1)
+        self.assertNotIn("deletionTimestamp", tb.get_pod("llama-swap")["metadata"],
+                         "the new leader evicted within the old leader's cooldown")
+        self.assertEqual(metric_value(other, "vramd_watchdog_actions_total",
+                                      {"mode": "enforce", "reason": "pressure"}), 0)
 
 
 if __name__ == "__main__":
