@@ -156,7 +156,8 @@ Result<ProtectionStats> Protection::RunOnce() {
   const int64_t now = clock_->NowMs();
   MutexLock lock(&mu_);
 
-  // The watchdog: one victim per GPU under pressure.
+  // The watchdog: per GPU under pressure, the fewest victims that cover its
+  // deficit, once the pressure persisted and the GPU's cooldown allows.
   const std::unordered_map<std::string, int64_t> deleting = watcher_->DeletionTimes();
   std::vector<ledger::GpuPressure> pressure = ledger::PlanWatchdog(snap, s_.watchdog_policy, now, &deleting);
   std::map<std::string, bool> series;
