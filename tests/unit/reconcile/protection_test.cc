@@ -97,6 +97,10 @@ class ProtectionTest : public ::testing::Test {
     ASSERT_TRUE(store.PushReport(node, r, true).ok());
   }
 
+  // immich-ml (3000Mi) uses 8Gi, llama-swap (5000Mi) 7.5Gi on t4's 16Gi: both
+  // over their budgets, 0.5Gi free, 1Gi short of the 1.5Gi floor.
+  void ReportBothOverBudget() { Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}}); }
+
   std::vector<testing::FakeKubeClient::PodEvent> EventsOf(const std::string& name, const std::string& reason) {
     std::vector<testing::FakeKubeClient::PodEvent> out;
     for (const auto& e : kube.events) {
@@ -282,8 +286,7 @@ TEST_F(ProtectionTest, AVictimBlockedByItsBudgetFallsThroughToTheNext) {
   Bound("t4", "llama-swap", kLlama, 5000 * kMi);
   Start();
   kube.evict_blocked_pods = {"default/immich-ml"};
-  // immich-ml 5Gi over, llama-swap 2.6Gi over: 0.5Gi free, 1Gi short.
-  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ReportBothOverBudget();
   Result<ProtectionStats> r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->watchdog_actions, 1);
@@ -306,8 +309,7 @@ TEST_F(ProtectionTest, ATerminatingPodsUseHoldsTheWatchdogBackUntilItsDeletionTi
   kube.pods["default/llama-swap"].deleting = true;
   kube.pods["default/llama-swap"].deletion_ms = clock.NowMs() + 10'000;
   Start();
-  // immich-ml 5Gi over, llama-swap (terminating) 7.5Gi: 0.5Gi free, 1Gi short.
-  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ReportBothOverBudget();  // llama-swap terminating
   Result<ProtectionStats> r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->gpus_under_pressure, 1);
@@ -315,7 +317,7 @@ TEST_F(ProtectionTest, ATerminatingPodsUseHoldsTheWatchdogBackUntilItsDeletionTi
   EXPECT_FALSE(kube.pods["default/immich-ml"].deleting);
   // 40 s later llama-swap is still there: stuck, no longer relief.
   clock.Advance(40'001);
-  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ReportBothOverBudget();
   r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->watchdog_actions, 1);
@@ -330,7 +332,7 @@ TEST_F(ProtectionTest, ALeaderChangeKeepsTheCooldown) {
   Bound("t4", "immich-ml", kImmich, 3000 * kMi);
   Bound("t4", "llama-swap", kLlama, 5000 * kMi);
   Start();
-  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ReportBothOverBudget();
   Result<ProtectionStats> r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->watchdog_actions, 1);
@@ -339,7 +341,7 @@ TEST_F(ProtectionTest, ALeaderChangeKeepsTheCooldown) {
   prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
                                       evictor.get(), lock_activity, &clock, &reg);
   clock.Advance(1000);
-  Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}});
+  ReportBothOverBudget();
   ASSERT_TRUE(store.SetEntryState("t4", kImmich, ledger::EntryState::kTerminating).ok());
   r = prot->RunOnce();
   ASSERT_TRUE(r.ok());
