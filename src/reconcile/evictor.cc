@@ -31,18 +31,26 @@ std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode) 
   return what + ": " + action.detail;
 }
 
-bool EvictionBudget::Allowed(const std::string& key, int64_t now_ms) {
-  Result<bool> r = store_->BudgetAllowed(key, max_per_minute_, now_ms);
+std::optional<std::string> EvictionBudget::Take(const std::string& key, int64_t now_ms) {
+  Result<std::string> r = store_->BudgetTake(key, max_per_minute_, cooldown_ms_, now_ms);
   if (!r.ok()) {
     spdlog::warn("eviction budget unreadable, {} left alone this pass: {}", key, r.status().message());
-    return false;
+    return std::nullopt;
   }
-  return *r;
+  if (r->empty()) return std::nullopt;
+  return std::move(*r);
 }
 
 void EvictionBudget::Record(const std::string& key, int64_t now_ms) {
   if (Status s = store_->BudgetRecord(key, cooldown_ms_, now_ms); !s.ok()) {
     spdlog::warn("eviction budget: recording an action on {} failed: {}", key, s.message());
+  }
+}
+
+void EvictionBudget::GiveBack(const std::string& key, const std::string& claim) {
+  if (Status s = store_->BudgetGiveBack(key, claim); !s.ok()) {
+    // The claim stays: the key waits its cooldown for nothing (the safe side).
+    spdlog::warn("eviction budget: giving back an unused claim on {} failed: {}", key, s.message());
   }
 }
 

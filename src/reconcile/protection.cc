@@ -193,10 +193,12 @@ Result<ProtectionStats> Protection::RunOnce() {
         continue;
       }
       const std::string key = "gpu:" + p.node + "/" + std::to_string(p.gpu);
-      if (!watchdog_budget_.Allowed(key, now)) {
+      const std::optional<std::string> claim = watchdog_budget_.Take(key, now);
+      if (!claim) {
         ++stats.gated;
         continue;
       }
+      int acted = 0;
       // The victims as one action; one refused (a PodDisruptionBudget):
       // the next candidates cover what is still missing.
       std::set<std::string> done;  // acted on or refused
@@ -217,7 +219,7 @@ Result<ProtectionStats> Protection::RunOnce() {
           const ActionResult r = evictor_->Act(a, *s_.watchdog);
           done.insert(v.pod_uid);
           if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-            watchdog_budget_.Record(key, now);
+            if (acted++ > 0) watchdog_budget_.Record(key, now);  // the claim counts the first
             freed += v.used;
             ++stats.watchdog_actions;
           } else if (r == ActionResult::kBlocked) {
@@ -226,6 +228,7 @@ Result<ProtectionStats> Protection::RunOnce() {
         }
         if (!refused) break;
       }
+      if (acted == 0) watchdog_budget_.GiveBack(key, *claim);
     }
   }
 
@@ -293,7 +296,8 @@ Result<ProtectionStats> Protection::RunOnce() {
   }
   for (const ledger::IdleEviction& e : plan) {
     const std::string key = "idle:" + e.pod_uid;
-    if (!idle_budget_.Allowed(key, now)) {
+    const std::optional<std::string> claim = idle_budget_.Take(key, now);
+    if (!claim) {
       ++stats.gated;
       continue;
     }
@@ -309,8 +313,9 @@ Result<ProtectionStats> Protection::RunOnce() {
     a.for_uid = e.for_uid;
     const ActionResult r = evictor_->Act(a, *s_.idle);
     if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-      idle_budget_.Record(key, now);
       ++stats.idle_actions;
+    } else {
+      idle_budget_.GiveBack(key, *claim);
     }
   }
   return stats;

@@ -287,7 +287,8 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
   const ActionMode mode = *s_.reclaim;
   for (const ledger::ReclaimPlan& plan : plans) {
     const std::string key = "reclaim:" + plan.pending_uid;
-    if (!budget_.Allowed(key, now)) {
+    // A plan that evicts nothing keeps its claim: it waits its cooldown too.
+    if (!budget_.Take(key, now)) {
       ++stats->gated;
       continue;
     }
@@ -307,11 +308,9 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       const ActionResult r = evictor_->Act(a, mode);
       if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
         ++stats->evictions;
-        ++acted;
-        budget_.Record(key, now);  // the budget counts evictions
+        if (acted++ > 0) budget_.Record(key, now);  // the budget counts evictions; the claim the first
       }
     }
-    if (acted == 0) budget_.Record(key, now);  // a plan that evicted nothing waits its cooldown too
   }
 }
 

@@ -482,12 +482,21 @@ class ValkeyLedgerStore final : public LedgerStore {
     return Status::Ok();
   }
 
-  Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t /*now_ms*/) override {
-    auto r = client_->Eval(budget_allowed_, {keys_.budget_recent, keys_.BudgetKey(key)},
-                           {std::to_string(max_per_minute)});
+  Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
+                                 int64_t /*now_ms*/) override {
+    std::string id = budget_id_prefix_ + std::to_string(budget_seq_.fetch_add(1));
+    auto r = client_->Eval(budget_take_, {keys_.budget_recent, keys_.BudgetKey(key)},
+                           {std::to_string(max_per_minute), std::to_string(std::max<int64_t>(0, cooldown_ms)), id});
     if (!r.ok()) return r.status();
-    if (r->type != Reply::Type::kInteger) return ScriptError("budget-allowed", *r);
-    return r->integer == 1;
+    if (r->type != Reply::Type::kInteger) return ScriptError("budget-take", *r);
+    return r->integer == 1 ? id : std::string();
+  }
+
+  Status BudgetGiveBack(const std::string& key, const std::string& claim) override {
+    auto r = client_->Eval(budget_give_back_, {keys_.budget_recent, keys_.BudgetKey(key)}, {claim});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("budget-give-back", *r);
+    return Status::Ok();
   }
 
   Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t /*now_ms*/) override {
@@ -651,7 +660,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
   const Script put_entry_{WriteScript(lua::kPutEntry)};
   const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
-  const Script budget_allowed_{std::string(lua::kBudgetAllowed)};
+  const Script budget_take_{std::string(lua::kBudgetTake)};
+  const Script budget_give_back_{std::string(lua::kBudgetGiveBack)};
   const Script budget_record_{std::string(lua::kBudgetRecord)};
   // Action ids in the budget's minute: unique per process and action.
   const std::string budget_id_prefix_ = std::to_string(::getpid()) + "-" +

@@ -746,31 +746,46 @@ TEST_F(ValkeyStoreTest, RefreshEntryWritesOnlyWhileTheEntryIsWhatReconcileRead) 
 }
 
 // Issue 32: the eviction budget every replica shares, on the server's clock.
+// An action is claimed before it is made; a claim whose action did nothing is
+// given back.
 TEST_F(ValkeyStoreTest, TheEvictionBudgetKeepsCooldownsAndTheMinuteForEveryReplica) {
   auto other = NewValkeyLedgerStore(client_);  // another replica (a new leader) on the same server
   const int64_t ignored_now = 0;               // the server's clock decides
-  EXPECT_TRUE(*store_->BudgetAllowed("gpu:n1/0", 3, ignored_now));
-  ASSERT_TRUE(store_->BudgetRecord("gpu:n1/0", 60'000, ignored_now).ok());
-  // The key's cooldown holds for every replica; another key is free.
-  EXPECT_FALSE(*other->BudgetAllowed("gpu:n1/0", 3, ignored_now));
-  EXPECT_TRUE(*other->BudgetAllowed("gpu:n1/1", 3, ignored_now));
-  // The minute over the cluster: 3 actions fill a budget of 3, whoever made them.
-  ASSERT_TRUE(other->BudgetRecord("idle:a", 0, ignored_now).ok());
-  EXPECT_TRUE(*store_->BudgetAllowed("idle:b", 3, ignored_now));
-  ASSERT_TRUE(other->BudgetRecord("idle:a", 0, ignored_now).ok());
-  EXPECT_FALSE(*store_->BudgetAllowed("idle:b", 3, ignored_now));
-  EXPECT_TRUE(*store_->BudgetAllowed("idle:b", 4, ignored_now));
-  EXPECT_FALSE(*store_->BudgetAllowed("idle:b", 0, ignored_now));  // no budget at all
-  // A cooldown ends on the server's clock.
-  ASSERT_TRUE(store_->BudgetRecord("gpu:n2/0", 150, ignored_now).ok());
-  EXPECT_FALSE(*store_->BudgetAllowed("gpu:n2/0", 100, ignored_now));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(*store_->BudgetAllowed("gpu:n2/0", 100, ignored_now));
-  // Actions leave the minute after 60 s: the zset is pruned (stamped an hour ago here).
+  auto take = [&](store::LedgerStore* s, const std::string& key, int max_per_minute, int64_t cooldown_ms) {
+    Result<std::string> r = s->BudgetTake(key, max_per_minute, cooldown_ms, ignored_now);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::string("error");
+  };
   const std::string recent = Key("budget:recent");
-  ASSERT_EQ(Raw({"ZCARD", recent}).integer, 4);
+  const std::string first = take(store_.get(), "gpu:n1/0", 3, 60'000);
+  ASSERT_FALSE(first.empty());
+  // The key's cooldown holds for every replica; another key is free.
+  EXPECT_EQ(take(other.get(), "gpu:n1/0", 3, 60'000), "");
+  const std::string unused = take(other.get(), "gpu:n1/1", 3, 60'000);
+  ASSERT_FALSE(unused.empty());
+  EXPECT_EQ(Raw({"ZCARD", recent}).integer, 2);
+  // A claim whose action did nothing goes back: out of the minute, the key free.
+  ASSERT_TRUE(other->BudgetGiveBack("gpu:n1/1", unused).ok());
+  EXPECT_EQ(Raw({"ZCARD", recent}).integer, 1);
+  const std::string later = take(store_.get(), "gpu:n1/1", 3, 60'000);
+  ASSERT_FALSE(later.empty());
+  // An old claim given back again leaves the newer claim's cooldown alone.
+  ASSERT_TRUE(other->BudgetGiveBack("gpu:n1/1", unused).ok());
+  EXPECT_EQ(take(other.get(), "gpu:n1/1", 3, 60'000), "");
+  // The minute over the cluster: 3 actions fill a budget of 3, whoever made them.
+  ASSERT_TRUE(other->BudgetRecord("gpu:n1/0", 60'000, ignored_now).ok());  // a second pod of the first action
+  EXPECT_EQ(take(store_.get(), "idle:b", 3, 0), "");
+  EXPECT_FALSE(take(store_.get(), "idle:b", 4, 0).empty());
+  EXPECT_EQ(take(store_.get(), "idle:c", 0, 0), "");  // no budget at all
+  // A cooldown ends on the server's clock.
+  EXPECT_FALSE(take(store_.get(), "gpu:n2/0", 100, 150).empty());
+  EXPECT_EQ(take(store_.get(), "gpu:n2/0", 100, 150), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(take(store_.get(), "gpu:n2/0", 100, 150).empty());
+  // Actions leave the minute after 60 s: the zset is pruned (stamped an hour ago here).
+  ASSERT_EQ(Raw({"ZCARD", recent}).integer, 6);
   Raw({"ZADD", recent, "1000", "ancient"});
-  EXPECT_TRUE(*store_->BudgetAllowed("idle:c", 5, ignored_now));
+  EXPECT_FALSE(take(store_.get(), "idle:d", 10, 0).empty());
   EXPECT_TRUE(Raw({"ZSCORE", recent, "ancient"}).is_nil());
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "vramd/kube/kube_client.h"
@@ -51,20 +52,27 @@ inline constexpr const char* kMadeRoomEventReason = "VramdMadeRoom";
 std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode);
 
 // The eviction budget every replica shares, kept in the store so that a
-// leader change keeps it (issue 32; LedgerStore::BudgetAllowed): at most one
+// leader change keeps it (issue 32; LedgerStore::BudgetTake): at most one
 // action per key (a GPU for the watchdog, a pod for idle eviction, a pending
 // pod for reclaim) within `cooldown_ms`, at most `max_per_minute` evictions
 // over the cluster in any minute. The watchdog, idle eviction and reclaim
 // each hold one (their own cooldown and rate; one minute in the store).
+//
+// An action is claimed before it is made (Take), never recorded after: a
+// leader killed between its eviction and a later write would leave no
+// cooldown, and the next leader would evict again at once.
 class EvictionBudget {
  public:
   EvictionBudget(store::LedgerStore* store, int64_t cooldown_ms, int max_per_minute)
       : store_(store), cooldown_ms_(cooldown_ms), max_per_minute_(max_per_minute) {}
-  // False while the key's cooldown runs or the minute is full, and when the
-  // store cannot say (logged: no budget known, no action).
-  bool Allowed(const std::string& key, int64_t now_ms);
-  // Counts one action made on `key` (and starts its cooldown).
+  // The claim's id when one action on `key` may be made now (its cooldown
+  // started, counted in the minute); nullopt while the key's cooldown runs,
+  // the minute is full, or the store cannot say (logged: no action).
+  std::optional<std::string> Take(const std::string& key, int64_t now_ms);
+  // Counts one more eviction made under a claim (the second pod of an action).
   void Record(const std::string& key, int64_t now_ms);
+  // A claim whose action did nothing (refused, failed, fenced): back.
+  void GiveBack(const std::string& key, const std::string& claim);
 
  private:
   store::LedgerStore* store_;

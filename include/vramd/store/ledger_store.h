@@ -262,10 +262,18 @@ class LedgerStore {
   // "pod:<uid>") within its cooldown, and at most `max_per_minute` actions
   // (<= 0: none) over the cluster in any 60 s, counted in evictions. The
   // store's clock decides; `now_ms` is for stores without one (the fake).
-  // BudgetAllowed only reads; BudgetRecord counts one action made. An error
-  // leaves the caller acting on nothing (the budget unknown).
-  virtual Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t now_ms) = 0;
+  // BudgetTake claims one action before it is made (so that a replica killed
+  // right after its eviction leaves the cooldown behind): when allowed, it
+  // starts the key's cooldown, counts the action in the minute and returns
+  // the claim's id; refused, it writes nothing and returns "". BudgetRecord
+  // counts one more action made under a claim (the second pod of an action
+  // of several). BudgetGiveBack returns a claim whose action did nothing: it
+  // leaves the minute, and the key's cooldown ends if that claim still holds
+  // it. An error leaves the caller acting on nothing (the budget unknown).
+  virtual Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
+                                         int64_t now_ms) = 0;
   virtual Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t now_ms) = 0;
+  virtual Status BudgetGiveBack(const std::string& key, const std::string& claim) = 0;
 
   // Filter refusals (Refusal), one per pod UID: RecordRefusals writes each
   // with ts_ms = the store's time now (replacing the pod's earlier one;

@@ -31,6 +31,7 @@ class FakeKubeClient : public kube::KubeClient {
   bool evict_blocked = false;
   std::set<std::string> evict_blocked_pods;  // "ns/name": blocked as evict_blocked, these only
   std::string evict_blocked_message = "Cannot evict pod as it would violate the pod's disruption budget.";
+  std::function<void()> on_evicted;  // called after each eviction made (e.g. the caller "dies")
   struct PodEvent {
     std::string ns, name, uid, type, reason, message;
   };
@@ -123,6 +124,7 @@ class FakeKubeClient : public kube::KubeClient {
       return kube::EvictOutcome::kBlocked;
     }
     it->second.deleting = true;
+    if (on_evicted) on_evicted();
     return kube::EvictOutcome::kEvicted;
   }
   Status PostNodeEvent(const kube::NodeInfo& node, const std::string&, const std::string& reason,

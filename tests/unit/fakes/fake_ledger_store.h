@@ -231,21 +231,36 @@ class FakeLedgerStore : public store::LedgerStore {
   }
   Result<int64_t> LastReconciled() override { return reconciled_ms; }
   // The shared eviction budget on the caller's clock (`now_ms`).
-  Result<bool> BudgetAllowed(const std::string& key, int max_per_minute, int64_t now) override {
+  Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
+                                 int64_t now) override {
     MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
-    if (max_per_minute <= 0) return false;
+    if (max_per_minute <= 0) return std::string();
     auto it = budget_until_.find(key);
-    if (it != budget_until_.end() && now < it->second) return false;
+    if (it != budget_until_.end() && now < it->second.first) return std::string();
     int in_window = 0;
-    for (int64_t t : budget_recent_) in_window += now - t < 60'000 ? 1 : 0;
-    return in_window < max_per_minute;
+    for (const auto& [id, t] : budget_recent_) in_window += now - t < 60'000 ? 1 : 0;
+    if (in_window >= max_per_minute) return std::string();
+    std::string id = "claim-" + std::to_string(++budget_seq_);
+    if (cooldown_ms > 0) budget_until_[key] = {now + cooldown_ms, id};
+    budget_recent_.emplace_back(id, now);
+    return id;
   }
   Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t now) override {
     MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
-    if (cooldown_ms > 0) budget_until_[key] = std::max(budget_until_[key], now + cooldown_ms);
-    budget_recent_.push_back(now);
+    std::string id = "claim-" + std::to_string(++budget_seq_);
+    if (cooldown_ms > 0) budget_until_[key] = {now + cooldown_ms, id};
+    budget_recent_.emplace_back(id, now);
+    return Status::Ok();
+  }
+  Status BudgetGiveBack(const std::string& key, const std::string& claim) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    std::erase_if(budget_recent_, [&](const auto& r) { return r.first == claim; });
+    if (auto it = budget_until_.find(key); it != budget_until_.end() && it->second.second == claim) {
+      budget_until_.erase(it);
+    }
     return Status::Ok();
   }
 
@@ -390,8 +405,10 @@ class FakeLedgerStore : public store::LedgerStore {
   int64_t rebuild_since_ms_ GUARDED_BY(mu_) = 0;
   ledger::Snapshot snap_ GUARDED_BY(mu_);
   std::map<std::string, store::Refusal> refused_ GUARDED_BY(mu_);  // uid -> its refusal
-  std::map<std::string, int64_t> budget_until_ GUARDED_BY(mu_);    // key -> end of its cooldown
-  std::vector<int64_t> budget_recent_ GUARDED_BY(mu_);            // action times
+  // key -> (end of its cooldown, the claim holding it); (claim, time) per action.
+  std::map<std::string, std::pair<int64_t, std::string>> budget_until_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, int64_t>> budget_recent_ GUARDED_BY(mu_);
+  uint64_t budget_seq_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace vramd::testing

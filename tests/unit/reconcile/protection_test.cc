@@ -351,6 +351,34 @@ TEST_F(ProtectionTest, ALeaderChangeKeepsTheCooldown) {
   EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
 }
 
+// Issue 32: the budget is claimed before the eviction, not recorded after it.
+// The leader dies right after the API accepted its eviction (its store gone
+// with it: nothing it would write later lands); the next leader, on the same
+// store, finds the GPU's cooldown running and evicts nobody.
+TEST_F(ProtectionTest, ALeaderThatDiesRightAfterItsEvictionLeavesTheCooldownBehind) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  Start();
+  ReportBothOverBudget();
+  kube.on_evicted = [this] { store.unavailable = true; };
+  (void)prot->RunOnce();
+  ASSERT_TRUE(kube.pods["default/immich-ml"].deleting);
+  kube.on_evicted = nullptr;
+  store.unavailable = false;
+  prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
+                                      evictor.get(), lock_activity, &clock, &reg);
+  clock.Advance(1000);
+  ReportBothOverBudget();
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 1);
+  EXPECT_EQ(r->gated, 1);
+  EXPECT_EQ(r->watchdog_actions, 0);
+  EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
+}
+
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
   cfg.watchdog_mode = "off";
   cfg.idle_mode = "off";
