@@ -395,6 +395,11 @@ std::vector<Key> BuildKeys() {
                      "the watchdog acts only on pressure (with a cause) seen in this many consecutive usage reports "
                      "of the GPU: one report below the floor is a spike, not a runaway",
                      &Config::watchdog_pressure_reports, 1, 100));
+  k.push_back(IntKey("eviction.hold_ms", "--eviction-hold-ms", "VRAMD_EVICTION_HOLD_MS",
+                     "room an enforced eviction made for a pending pod (reclaim, priority preemption, idle "
+                     "eviction) is held for that pod this long: spent for every other pod until it binds, ends or "
+                     "the hold expires (0: no holds)",
+                     &Config::eviction_hold_ms, 0, 3'600'000));
   k.push_back(StringKey("idle.mode", "--idle-mode", "VRAMD_IDLE_MODE",
                         "idle eviction of pods with vramd.io/idle-ttl (leader): off, dry-run or enforce",
                         &Config::idle_mode, CheckMode));

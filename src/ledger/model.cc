@@ -11,6 +11,7 @@ const char* EntryStateName(EntryState s) {
     case EntryState::kReserved: return "reserved";
     case EntryState::kBound: return "bound";
     case EntryState::kTerminating: return "terminating";
+    case EntryState::kHold: return "hold";
   }
   return "reserved";
 }
@@ -19,6 +20,7 @@ bool ParseEntryState(std::string_view s, EntryState* out) {
   if (s == "reserved") *out = EntryState::kReserved;
   else if (s == "bound") *out = EntryState::kBound;
   else if (s == "terminating") *out = EntryState::kTerminating;
+  else if (s == "hold") *out = EntryState::kHold;
   else return false;
   return true;
 }

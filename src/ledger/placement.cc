@@ -89,6 +89,9 @@ struct PlacementIndex {
   uint64_t mask = 0;
   std::string names;  // node names and model names
   size_t dead = 0;    // usage and model records left behind by ReindexSnapshot
+  // Holds (EntryState::kHold, issue 32): holder pod UID -> node. Few; kept
+  // so that a holder's filter finds its hold without reading every node.
+  std::unordered_map<std::string, std::string> holds;
 
   std::string_view Str(uint32_t off, uint32_t len) const { return std::string_view(names).substr(off, len); }
 
@@ -563,6 +566,12 @@ void IndexModels(PlacementIndex* ix, const Node& node, PlacementIndex::NodeRec* 
 
 }  // namespace
 
+void IndexHolds(PlacementIndex* ix, const std::string& name, const Node& node) {
+  for (const Entry& e : node.entries) {
+    if (e.state == EntryState::kHold) ix->holds[e.pod_uid] = name;
+  }
+}
+
 void IndexSnapshot(Snapshot* snap) {
   auto ix = std::make_shared<PlacementIndex>();
   const size_t n = snap->nodes.size();
@@ -594,6 +603,7 @@ void IndexSnapshot(Snapshot* snap) {
     ix->nodes.push_back(rec);
     ix->sums.push_back(sums);
     ix->slots[i] = {h, static_cast<uint32_t>(ix->nodes.size())};
+    IndexHolds(ix.get(), name, node);
   }
   snap->index = std::move(ix);
 }
@@ -635,6 +645,8 @@ bool ReindexSnapshot(Snapshot* snap, std::shared_ptr<const PlacementIndex> old,
     rec.node = &node;
     IndexGpus(ix.get(), node, &rec, &ix->sums[pos], /*in_place=*/true);
     IndexModels(ix.get(), node, &rec, &scratch, /*in_place=*/true);
+    std::erase_if(ix->holds, [&](const auto& h) { return h.second == name; });
+    IndexHolds(ix.get(), name, node);
   }
   snap->index = std::move(ix);
   return true;
@@ -826,8 +838,11 @@ class ReasonGroups {
 
 }  // namespace
 
-FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
-                    const VramRequest& req, const Policy& policy, int64_t now_ms) {
+namespace {
+
+// Filter with every entry counted (holds included): ledger::Filter's rule.
+FilterResult FilterCounted(const Snapshot& snap, const std::vector<std::string_view>& names,
+                           const VramRequest& req, const Policy& policy, int64_t now_ms) {
   FilterResult out;
   out.fits.reserve(names.size());
   const PodContext pc{req, policy, now_ms, std::string(), /*reasons=*/false};
@@ -891,6 +906,69 @@ FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& n
     else groups.Add(names[i], d.verdict, miss, &out);
   }
   groups.Finish(req, policy.max_peak_ratio, &out);
+  return out;
+}
+
+}  // namespace
+
+const Entry* FindHold(const Snapshot& snap, std::string_view uid, std::string_view* node_name) {
+  if (uid.empty()) return nullptr;
+  auto in_node = [&](const std::string& name, const Node& node) -> const Entry* {
+    for (const Entry& e : node.entries) {
+      if (e.state == EntryState::kHold && e.pod_uid == uid) {
+        if (node_name != nullptr) *node_name = name;
+        return &e;
+      }
+    }
+    return nullptr;
+  };
+  if (const PlacementIndex* ix = IndexOf(snap)) {
+    if (ix->holds.empty()) return nullptr;
+    auto h = ix->holds.find(std::string(uid));
+    if (h == ix->holds.end()) return nullptr;
+    auto n = snap.nodes.find(h->second);
+    return n == snap.nodes.end() ? nullptr : in_node(n->first, n->second);
+  }
+  for (const auto& [name, node] : snap.nodes) {
+    if (const Entry* e = in_node(name, node)) return e;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Where `req`'s pod holds room (its hold, FindHold) on one of `names`: that
+// node's decision with the hold not counted (the holder's own room), else
+// nullopt.
+std::optional<std::pair<std::string_view, NodeDecision>> DecideOnOwnHold(const Snapshot& snap,
+                                                                         const std::vector<std::string_view>& names,
+                                                                         const VramRequest& req, const Policy& policy,
+                                                                         int64_t now_ms) {
+  std::string_view held_on;
+  const Entry* hold = FindHold(snap, req.uid, &held_on);
+  if (hold == nullptr) return std::nullopt;
+  auto name = std::find(names.begin(), names.end(), held_on);
+  if (name == names.end()) return std::nullopt;
+  Node without = *snap.Find(held_on);
+  std::erase_if(without.entries, [&](const Entry& e) { return e.pod_uid == req.uid; });
+  return std::make_pair(*name, DecideNode(&without, held_on, req, policy, now_ms));
+}
+
+}  // namespace
+
+FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names, const VramRequest& req,
+                    const Policy& policy, int64_t now_ms) {
+  FilterResult out = FilterCounted(snap, names, req, policy, now_ms);
+  if (req.uid.empty()) return out;
+  auto own = DecideOnOwnHold(snap, names, req, policy, now_ms);
+  if (!own || own->second.verdict != Verdict::kFits) return out;
+  // The node fits with the pod's own hold not counted: it fits.
+  auto drop = [&](auto* list) {
+    std::erase_if(*list, [&](const auto& f) { return f.first == own->first; });
+  };
+  drop(&out.failed);
+  drop(&out.unresolvable);
+  if (std::find(out.fits.begin(), out.fits.end(), own->first) == out.fits.end()) out.fits.push_back(own->first);
   return out;
 }
 
@@ -978,6 +1056,15 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
       }
     }
     out.push_back({names[i], score});
+  }
+  // The node where the pod holds room an eviction made for it (issue 32):
+  // the best score when it fits there, so that the room goes where it was made.
+  if (!req.uid.empty()) {
+    if (auto own = DecideOnOwnHold(snap, names, req, policy, now_ms); own && own->second.verdict == Verdict::kFits) {
+      for (HostScore& s : out) {
+        if (s.host == own->first) s.score = 10;
+      }
+    }
   }
   return out;
 }

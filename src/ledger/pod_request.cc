@@ -136,6 +136,7 @@ Result<VramRequest> ComputeVramRequest(const PodSpecView& pod) {
   req.total = total;
   req.model = pod.model;
   req.ns = pod.ns;
+  req.uid = pod.uid;
   req.priority = pod.priority;
   req.priority_class = pod.priority_class;
   req.victim = IsDesignatedVictim(pod);

@@ -80,7 +80,7 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
     return used > declared ? used - declared : 0;
   };
   for (const Entry& e : node.entries) {
-    if (!HoldsGpu(e, p->gpu)) continue;
+    if (!HoldsGpu(e, p->gpu) || e.state == EntryState::kHold) continue;  // a hold runs nothing
     ++holders;
     if (e.state == EntryState::kTerminating) {
       ++terminating;
@@ -307,6 +307,7 @@ GangSizes CountGangs(const Snapshot& snap) {
 }
 
 std::string EvictionExemption(const Entry& e, const GangSizes& gangs) {
+  if (e.state == EntryState::kHold) return "room held for a pending pod";
   if (e.owner_kind.empty() && !e.evictable && !e.victim) return "bare pod";
   if (!e.gang.empty()) {
     auto it = gangs.find(GangOf(e));
@@ -314,6 +315,24 @@ std::string EvictionExemption(const Entry& e, const GangSizes& gangs) {
     if (n > 1) return "rank of gang " + e.gang + " (" + std::to_string(n) + " live pods)";
   }
   return "";
+}
+
+std::optional<Entry> RoomMadeFor(const Node& node, const std::vector<std::string>& victims, const PendingPod& pod,
+                                 const Policy& policy, int64_t now_ms) {
+  Node trial = node;
+  for (const std::string& uid : victims) RemoveFromNode(&trial, uid);
+  std::erase_if(trial.entries, [&](const Entry& e) { return e.pod_uid == pod.uid; });  // an older hold of its own
+  const NodeDecision d = DecideNode(&trial, node.name, pod.demand, policy, now_ms);
+  if (d.verdict != Verdict::kFits) return std::nullopt;
+  Entry hold;
+  hold.pod_uid = pod.uid;
+  hold.ns = pod.ns;
+  hold.name = pod.name;
+  hold.gpus = d.choice.gpus;
+  hold.per_gpu = pod.demand.per_gpu;
+  hold.priority = pod.demand.priority;
+  hold.state = EntryState::kHold;
+  return hold;
 }
 
 // ---- Idle tracking --------------------------------------------------------
@@ -602,6 +621,7 @@ std::vector<IdleEviction> PlanIdle(const Snapshot& snap, const IdleTracker& trac
     }
   }
   for (const PendingPod* p : order) {
+    if (FindHold(snap, p->uid) != nullptr) continue;  // room was made for it already: it waits for its hold
     std::vector<std::string> names = p->nodes;
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());

@@ -402,6 +402,9 @@ std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap,
   };
   for (const auto& [name, node] : snap.nodes) {
     for (const Entry& e : node.entries) {
+      // Room held for a pending pod (issue 32) is that pod's pending demand,
+      // counted below when it is pending: not twice.
+      if (e.state == EntryState::kHold) continue;
       const int64_t bytes = EntryBytes(e);
       if (bytes <= 0) continue;
       const int q = queue_of(e.ns);

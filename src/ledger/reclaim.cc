@@ -427,7 +427,7 @@ NodeTable BuildTable(const QueueSet& set, const Snapshot& snap, const TenancyPol
     const uint32_t begin = static_cast<uint32_t>(t.cands.size());
     for (const Entry& e : node.entries) {
       if (!pending_uids.empty() && pending_uids.contains(e.pod_uid)) holds->emplace(e.pod_uid, node.name);
-      if (e.state == EntryState::kReserved) continue;
+      if (e.state == EntryState::kReserved || e.state == EntryState::kHold) continue;
       const bool terminating = e.state == EntryState::kTerminating;
       if (!terminating && !IsPreemptible(e, policy)) continue;
       const int64_t bytes = EntryBytes(e);

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "vramd/ledger/quantity.h"
+
 namespace vramd::reconcile {
 namespace {
 
@@ -52,6 +54,31 @@ void EvictionBudget::GiveBack(const std::string& key, const std::string& claim) 
     // The claim stays: the key waits its cooldown for nothing (the safe side).
     spdlog::warn("eviction budget: giving back an unused claim on {} failed: {}", key, s.message());
   }
+}
+
+bool HoldRoom(store::LedgerStore* store, const ledger::Snapshot& snap, const std::string& node,
+              const std::vector<std::string>& victims, const ledger::PendingPod& pod, const ledger::Policy& policy,
+              int64_t hold_ms, int64_t now_ms) {
+  if (hold_ms <= 0) return false;
+  const ledger::Node* n = snap.Find(node);
+  std::optional<ledger::Entry> hold = n == nullptr ? std::nullopt : ledger::RoomMadeFor(*n, victims, pod, policy, now_ms);
+  if (!hold) {
+    spdlog::warn("evictor: no hold for {}/{} on {}: it would not fit there once its victims are gone", pod.ns,
+                 pod.name, node);
+    return false;
+  }
+  Result<store::LedgerStore::HoldOutcome> r = store->HoldRoom(node, victims, *hold, hold_ms);
+  if (!r.ok()) {
+    spdlog::warn("evictor: holding room for {}/{} on {} failed: {}", pod.ns, pod.name, node, r.status().message());
+    return false;
+  }
+  if (*r == store::LedgerStore::HoldOutcome::kHolderPlaced) return false;  // bound meanwhile: the room is its own
+  std::string gpus;
+  for (int g : hold->gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+  spdlog::info("evictor: {} on each of GPU(s) {} of {} held for {}/{} for {} ms{}", ledger::FormatBytes(hold->per_gpu),
+               gpus, node, pod.ns, pod.name, hold_ms,
+               *r == store::LedgerStore::HoldOutcome::kPending ? " once its victims are gone" : "");
+  return true;
 }
 
 Evictor::Evictor(kube::KubeClient* kube, metrics::Registry* registry, std::function<bool()> may_act)

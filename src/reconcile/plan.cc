@@ -30,6 +30,7 @@ const char* ReleaseCauseName(ReleaseCause c) {
     case ReleaseCause::kTerminalPhase: return "terminal_phase";
     case ReleaseCause::kStaleReservation: return "stale_reservation";
     case ReleaseCause::kWrongNode: return "wrong_node";
+    case ReleaseCause::kHoldEnded: return "hold_ended";
   }
   return "?";
 }
@@ -108,6 +109,16 @@ std::vector<int> PickGpus(const ledger::Node& node, int count, int64_t now_ms) {
 
 }  // namespace
 
+std::string HoldEnds(const ledger::Entry& hold, const kube::PodInfo* pod, bool bind_in_flight, int64_t now_ms) {
+  if (bind_in_flight) return "";  // its bind is replacing it now
+  if (pod == nullptr) return "the pod it was held for is gone";
+  if (Terminal(*pod)) return "the pod it was held for reached " + pod->phase;
+  if (pod->deleting) return "the pod it was held for is being deleted";
+  if (!pod->node_name.empty()) return "the pod it was held for is bound to " + pod->node_name;
+  if (now_ms >= hold.hold_until_ms) return "the hold expired";
+  return "";
+}
+
 bool AnyPodAwaitingBind(const std::vector<kube::PodInfo>& pods) {
   for (const kube::PodInfo& p : pods) {
     if (!p.node_name.empty() || Terminal(p)) continue;
@@ -124,10 +135,12 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
   by_uid.reserve(pods.size());
   for (const kube::PodInfo& p : pods) by_uid.emplace(p.uid, &p);
 
-  // Where each pod holds an entry now.
+  // Where each pod holds an entry now (room held for it is not its entry).
   std::unordered_map<std::string, std::pair<const ledger::Node*, const ledger::Entry*>> held;
   for (const auto& [name, node] : snap.nodes) {
-    for (const ledger::Entry& e : node.entries) held[e.pod_uid] = {&node, &e};
+    for (const ledger::Entry& e : node.entries) {
+      if (e.state != ledger::EntryState::kHold) held[e.pod_uid] = {&node, &e};
+    }
   }
 
   // 1. Ledger entries against the cluster.
@@ -138,6 +151,17 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
       const int64_t age = opts.now_ms - e.created_ms;
       const bool flying = in_flight.count(e.pod_uid) > 0;
       Action a{ActionKind::kRelease, name, e, ReleaseCause::kNone, ""};
+      if (e.state == ledger::EntryState::kHold) {
+        // Room an eviction made for a pending pod (issue 32): kept while the
+        // pod waits for it and the hold lasts; the pod's own bind replaces it.
+        const std::string why = HoldEnds(e, it == by_uid.end() ? nullptr : it->second, flying, opts.now_ms);
+        if (why.empty()) continue;
+        a.cause = ReleaseCause::kHoldEnded;
+        a.reason = why;
+        ++r.holds_ended;
+        r.actions.push_back(a);
+        continue;
+      }
       if (it == by_uid.end()) {
         // Unknown pod. A bind may be in flight, or the watch may not have
         // delivered a brand-new pod yet: entries younger than the grace

@@ -46,6 +46,7 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
   s.usage_change_bytes = cfg.idle_usage_change_bytes;
   s.interval_ms = cfg.watchdog_interval_ms;
   s.cooldown_ms = cfg.watchdog_cooldown_ms;
+  s.hold_ms = cfg.eviction_hold_ms;
   s.max_per_minute = cfg.watchdog_max_actions_per_minute;
   s.pending_max_age_ms = cfg.idle_pending_max_age_ms;
   s.pressure_reports = cfg.watchdog_pressure_reports;
@@ -294,6 +295,7 @@ Result<ProtectionStats> Protection::RunOnce() {
       if (e.idle_ttl_ms > 0) ttl_of[e.pod_uid] = e.idle_ttl_ms;
     }
   }
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> made_room;  // (pod, node) -> evicted
   for (const ledger::IdleEviction& e : plan) {
     const std::string key = "idle:" + e.pod_uid;
     const std::optional<std::string> claim = idle_budget_.Take(key, now);
@@ -314,8 +316,16 @@ Result<ProtectionStats> Protection::RunOnce() {
     const ActionResult r = evictor_->Act(a, *s_.idle);
     if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
       ++stats.idle_actions;
+      if (r == ActionResult::kEvicted && !e.for_uid.empty()) made_room[{e.for_uid, e.node}].push_back(e.pod_uid);
     } else {
       idle_budget_.GiveBack(key, *claim);
+    }
+  }
+  // The room is the waiting pod's: held for it (issue 32).
+  for (const auto& [at, evicted] : made_room) {
+    auto p = std::find_if(pending.begin(), pending.end(), [&](const ledger::PendingPod& x) { return x.uid == at.first; });
+    if (p != pending.end() && HoldRoom(store_, snap, at.second, evicted, *p, s_.placement, s_.hold_ms, now)) {
+      ++stats.holds;
     }
   }
   return stats;

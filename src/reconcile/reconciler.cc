@@ -28,7 +28,7 @@ Reconciler::Reconciler(const config::Config& cfg, store::LedgerStore* store, kub
   released_ = &registry->AddCounter("vramd_reconcile_released_total", "Ledger entries freed by reconcile, by cause.",
                                     {"cause"});
   for (ReleaseCause c : {ReleaseCause::kPodGone, ReleaseCause::kTerminalPhase, ReleaseCause::kStaleReservation,
-                         ReleaseCause::kWrongNode}) {
+                         ReleaseCause::kWrongNode, ReleaseCause::kHoldEnded}) {
     released_->With({ReleaseCauseName(c)});
   }
   errors_ = &registry->AddCounter("vramd_reconcile_errors_total", "Reconcile passes or actions that failed.");
@@ -181,7 +181,8 @@ Result<PassStats> Reconciler::RunOnce() {
         s = store_->SetEntryState(a.node, a.entry.pod_uid, ledger::EntryState::kTerminating);
         break;
       case ActionKind::kRelease: {
-        Result<bool> r = store_->Release(a.node, a.entry.pod_uid);
+        Result<bool> r = a.cause == ReleaseCause::kHoldEnded ? store_->ReleaseHold(a.node, a.entry.pod_uid)
+                                                             : store_->Release(a.node, a.entry.pod_uid);
         s = r.status();
         if (r.ok() && *r) {
           freed_nodes.insert(a.node);

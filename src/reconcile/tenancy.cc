@@ -40,6 +40,7 @@ TenancySettings TenancySettingsFrom(const config::Config& cfg, const ledger::Pol
   s.placement = placement;
   s.interval_ms = cfg.queues_interval_ms;
   s.cooldown_ms = cfg.queues_reclaim_cooldown_ms;
+  s.hold_ms = cfg.eviction_hold_ms;
   s.max_per_minute = cfg.queues_max_reclaims_per_minute;
   s.pending_max_age_ms = cfg.idle_pending_max_age_ms;
   return s;
@@ -244,25 +245,29 @@ void Tenancy::Nudge(const ledger::Snapshot& snap, const std::vector<ledger::Pend
   // and will not look again for up to a minute. One node label change moves
   // every parked pod back to its active queue: at most one per pass, and not
   // again for the same pod within kNudgeSpacingMs.
-  if (kube_ == nullptr || fits_on.empty()) return;
+  // A pod holding room an eviction made (issue 32) is nudged to it the same way.
+  if (kube_ == nullptr) return;
   const int64_t now = clock_->NowMs();
   std::erase_if(nudged_, [&](const auto& kv) { return now - kv.second >= kNudgeSpacingMs; });
   for (const ledger::PendingPod& p : pending) {
-    auto it = fits_on.find(p.uid);
-    if (it == fits_on.end() || now - p.refused_ms < kNudgeAfterMs || nudged_.contains(p.uid)) continue;
+    std::string_view node;
+    if (auto it = fits_on.find(p.uid); it != fits_on.end()) node = it->second;
+    else if (ledger::FindHold(snap, p.uid, &node) == nullptr) continue;
+    if (now - p.refused_ms < kNudgeAfterMs || nudged_.contains(p.uid)) continue;
     // PlanReclaim counts terminating pods as gone; kube-scheduler sees them
-    // until they are: nudge only for room that is there now.
-    if (ledger::DecideNode(snap.Find(it->second), it->second, p.demand, s_.placement, now).verdict !=
-        ledger::Verdict::kFits) {
-      continue;
-    }
-    Status s = kube_->PatchNodeLabels(it->second, {{kFreedLabel, std::to_string(now)}});
+    // until they are: nudge only for room that is there now (its own hold
+    // not counted against it: Filter with its UID).
+    ledger::VramRequest demand = p.demand;
+    demand.uid = p.uid;
+    if (ledger::Filter(snap, {node}, demand, s_.placement, now).fits.empty()) continue;
+    const std::string name(node);
+    Status s = kube_->PatchNodeLabels(name, {{kFreedLabel, std::to_string(now)}});
     if (!s.ok()) {
-      spdlog::warn("queues: nudging kube-scheduler through node {} failed: {}", it->second, s.message());
+      spdlog::warn("queues: nudging kube-scheduler through node {} failed: {}", name, s.message());
       return;
     }
     spdlog::info("queues: {}/{} fits on {} but still waits; asked kube-scheduler to retry parked pods", p.ns, p.name,
-                 it->second);
+                 name);
     nudged_[p.uid] = now;
     ++stats->nudges;
     return;
@@ -285,6 +290,8 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
   for (const auto& [uid, why] : why_not) spdlog::debug("reclaim: no plan for pod {}: {}", uid, why);
   Nudge(snap, pending, fits_on, stats);
   const ActionMode mode = *s_.reclaim;
+  std::unordered_map<std::string_view, const ledger::PendingPod*> pending_by_uid;
+  for (const ledger::PendingPod& p : pending) pending_by_uid.emplace(p.uid, &p);
   for (const ledger::ReclaimPlan& plan : plans) {
     const std::string key = "reclaim:" + plan.pending_uid;
     // A plan that evicts nothing keeps its claim: it waits its cooldown too.
@@ -294,6 +301,7 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
     }
     reclaims_->With({ledger::ReclaimKindName(plan.kind), ActionModeName(mode)}).Inc();
     int acted = 0;
+    std::vector<std::string> evicted;
     for (const ledger::ReclaimVictim& v : plan.victims) {
       EvictionAction a;
       a.ns = v.ns;
@@ -309,6 +317,14 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
         ++stats->evictions;
         if (acted++ > 0) budget_.Record(key, now);  // the budget counts evictions; the claim the first
+        if (r == ActionResult::kEvicted) evicted.push_back(v.uid);
+      }
+    }
+    // The room is the pending pod's: held for it (issue 32), so that neither
+    // a victim's replacement nor anyone else takes it first.
+    if (!evicted.empty()) {
+      if (auto p = pending_by_uid.find(plan.pending_uid); p != pending_by_uid.end()) {
+        if (HoldRoom(store_, snap, plan.node, evicted, *p->second, s_.placement, s_.hold_ms, now)) ++stats->holds;
       }
     }
   }

@@ -72,6 +72,9 @@ std::string EntryFieldProblem(const Entry& e) {
   if (e.owner_kind.size() > ledger::kMaxOwnerField || e.owner_uid.size() > ledger::kMaxOwnerField) {
     return "\"owner_kind\" or \"owner_uid\" is longer than " + std::to_string(ledger::kMaxOwnerField) + " bytes";
   }
+  if (e.hold_until_ms < 0 || e.hold_until_ms > kMaxEntryTimeMs) {
+    return "\"hold_until_ms\" is not a time from 0 to the year 9999";
+  }
   if (e.gang.size() > ledger::kMaxGangKey) {
     return "\"gang\" is longer than " + std::to_string(ledger::kMaxGangKey) + " bytes";
   }
@@ -123,6 +126,7 @@ std::string EncodeEntry(const Entry& e, bool omit_created) {
     out += ",\"gang\":";
     AppendJsonString(e.gang, &out);
   }
+  if (e.hold_until_ms != 0) AppendInt(&out, ",\"hold_until_ms\":", e.hold_until_ms);
   out += ",\"created_ms\":";
   if (!omit_created) {
     out += std::to_string(e.created_ms);
@@ -196,11 +200,13 @@ bool EntryDecoder::Decode(std::string_view text, Entry* e, std::string* why) {
       if (type != od::json_type::null && v.get_bool().get(*out) != simdjson::SUCCESS) {
         return Fail("\"" + std::string(key) + "\" is not true or false", why);
       }
-    } else if (key == "used" || key == "used_ts_ms" || key == "last_active_ms" || key == "idle_ttl_ms") {
+    } else if (key == "used" || key == "used_ts_ms" || key == "last_active_ms" || key == "idle_ttl_ms" ||
+               key == "hold_until_ms") {
       int64_t* out = key == "used"             ? &e->used
                      : key == "used_ts_ms"     ? &e->used_ts_ms
                      : key == "last_active_ms" ? &e->last_active_ms
-                                               : &e->idle_ttl_ms;
+                     : key == "idle_ttl_ms"    ? &e->idle_ttl_ms
+                                               : &e->hold_until_ms;
       if (!Int(v, out)) return Fail("\"" + std::string(key) + "\" is not an integer", why);
     }
     // Unknown fields are skipped (written by a newer version).

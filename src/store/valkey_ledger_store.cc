@@ -174,11 +174,18 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<bool> Release(const std::string& node, const std::string& pod_uid) override {
+    return RunRelease(node, pod_uid, /*only_hold=*/false);
+  }
+  Result<bool> ReleaseHold(const std::string& node, const std::string& pod_uid) override {
+    return RunRelease(node, pod_uid, /*only_hold=*/true);
+  }
+  Result<bool> RunRelease(const std::string& node, const std::string& pod_uid, bool only_hold) {
     SnapshotCache::WriteMark mark(&snapshots_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("release without a pod UID");
-    auto r = client_->Eval(release_, {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes},
-                           {pod_uid, node});
+    auto r = client_->Eval(release_, {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes,
+                                      keys_.Node(node, "roomfor")},
+                           {pod_uid, node, only_hold ? "1" : "0", keys_.prefix});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("release", *r);
     return r->integer > 0;
@@ -213,6 +220,37 @@ class ValkeyLedgerStore final : public LedgerStore {
                          " is not replicated: " + r->replication.message());
     }
     return Status::Ok();
+  }
+
+  Result<HoldOutcome> HoldRoom(const std::string& node, const std::vector<std::string>& victims, const Entry& hold,
+                               int64_t ttl_ms) override {
+    SnapshotCache::WriteMark mark(&snapshots_);
+    if (Status s = CheckNodeName(node); !s.ok()) return s;
+    if (Status s = CheckEntry(hold, /*reserve=*/false); !s.ok()) return s;
+    if (hold.state != ledger::EntryState::kHold) return InvalidArgument("a hold must be in state hold");
+    if (ttl_ms <= 0) return InvalidArgument("a hold needs a positive length");
+    for (const std::string& v : victims) {
+      if (v.empty() || v.find('\n') != std::string::npos) return InvalidArgument("a victim's UID is empty or holds a newline");
+    }
+    if (hold.pod_uid.find('\n') != std::string::npos) return InvalidArgument("the holder's UID holds a newline");
+    Entry e = hold;
+    e.hold_until_ms = 0;  // the scripts append it on the server's clock
+    std::vector<std::string> args{keys_.prefix, node, hold.pod_uid, EncodeEntry(e, /*omit_created=*/true),
+                                  std::to_string(ttl_ms)};
+    args.insert(args.end(), victims.begin(), victims.end());
+    auto r = client_->EvalReplicated(hold_room_, {keys_.nodes, keys_.Node(node, "alloc"), keys_.pods, keys_.epoch,
+                                                  keys_.changes, keys_.Node(node, "roomfor")},
+                                     args);
+    if (!r.ok()) return r.status();
+    if (r->reply.type != Reply::Type::kInteger) return ScriptError("hold-room", r->reply);
+    if (r->reply.integer < 0) return NotFound("node " + node + " is not in the ledger");
+    if (r->reply.integer >= 1 && !r->replication.ok()) {
+      return Unavailable("the hold for pod " + hold.pod_uid + " on node " + node +
+                         " is not replicated: " + r->replication.message());
+    }
+    return r->reply.integer == 2 ? HoldOutcome::kPending
+           : r->reply.integer == 1 ? HoldOutcome::kHeld
+                                   : HoldOutcome::kHolderPlaced;
   }
 
   Result<bool> RefreshEntry(const std::string& node, const Entry& entry) override {
@@ -278,7 +316,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     auto r = client_->Eval(remove_node_,
                            {keys_.nodes, keys_.Node(node, "cap"), keys_.Node(node, "alloc"),
                             keys_.Node(node, "used"), keys_.Node(node, "models"), keys_.pods,
-                            keys_.epoch, keys_.changes, keys_.reported},
+                            keys_.epoch, keys_.changes, keys_.reported, keys_.Node(node, "roomfor")},
                            {node});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("remove-node", *r);
@@ -559,8 +597,10 @@ class ValkeyLedgerStore final : public LedgerStore {
     std::string msg = "the reservation of " + pod + " on node " + node +
                       " is not replicated: " + replication.message();
     if (ours) {
-      auto undo = client_->Eval(
-          release_, {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes}, {uid, node});
+      auto undo = client_->Eval(release_,
+                                {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes,
+                                 keys_.Node(node, "roomfor")},
+                                {uid, node, "0", keys_.prefix});
       if (!undo.ok() || undo->type != Reply::Type::kInteger) {
         msg += " (releasing it failed too: " +
                (undo.ok() ? ScriptError("release", *undo).message() : undo.status().message()) + ")";
@@ -655,11 +695,12 @@ class ValkeyLedgerStore final : public LedgerStore {
   const LedgerKeys keys_;
 
   const Script reserve_{WriteScript(lua::kFit, lua::kReserve)};
-  const Script release_{WriteScript(lua::kRelease)};
+  const Script release_{WriteScript(lua::kHoldFn, lua::kRelease)};
   const Script set_state_{WriteScript(lua::kSetStateFn, lua::kSetState)};
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
   const Script put_entry_{WriteScript(lua::kPutEntry)};
   const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
+  const Script hold_room_{WriteScript(lua::kHoldFn, lua::kHoldRoom)};
   const Script budget_take_{std::string(lua::kBudgetTake)};
   const Script budget_give_back_{std::string(lua::kBudgetGiveBack)};
   const Script budget_record_{std::string(lua::kBudgetRecord)};

@@ -789,6 +789,93 @@ TEST_F(ValkeyStoreTest, TheEvictionBudgetKeepsCooldownsAndTheMinuteForEveryRepli
   EXPECT_TRUE(Raw({"ZSCORE", recent, "ancient"}).is_nil());
 }
 
+// Issue 32: room an eviction made is held for the pod it was made for, from
+// the moment it is free (the release of the last victim turns it into the
+// hold in the same step): spent for every other pod, the holder's own.
+TEST_F(ValkeyStoreTest, RoomAnEvictionMadeIsHeldForItsPodFromTheMomentItIsFree) {
+  Capacity("n1", {{0, 16 * kGi, ""}});
+  ledger::Entry victim = MakeEntry("victim", {0}, 12 * kGi);
+  victim.state = ledger::EntryState::kBound;
+  ledger::Entry other = MakeEntry("other", {0}, 2 * kGi);
+  other.state = ledger::EntryState::kBound;
+  ASSERT_TRUE(store_->PutEntry("n1", victim).ok());
+  ASSERT_TRUE(store_->PutEntry("n1", other).ok());
+  ledger::Entry hold = MakeEntry("waiting", {0}, 12 * kGi);
+  hold.state = ledger::EntryState::kHold;
+  auto held = [&](const std::string& node, const std::string& uid) -> std::optional<ledger::Entry> {
+    const ledger::SnapshotPtr snap = Fresh();
+    const ledger::Node* n = snap->Find(node);
+    if (n == nullptr) return std::nullopt;
+    for (const ledger::Entry& e : n->entries) {
+      if (e.pod_uid == uid) return e;
+    }
+    return std::nullopt;
+  };
+  // The victim still terminates (its VRAM kept): the hold waits for it.
+  Result<LedgerStore::HoldOutcome> r = store_->HoldRoom("n1", {"victim"}, hold, 60'000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, LedgerStore::HoldOutcome::kPending);
+  EXPECT_FALSE(held("n1", "waiting").has_value());
+  ASSERT_TRUE(store_->SetEntryState("n1", "victim", ledger::EntryState::kTerminating).ok());
+  // The victim goes: its room becomes the hold at once.
+  ASSERT_TRUE(*store_->Release("n1", "victim"));
+  std::optional<ledger::Entry> h = held("n1", "waiting");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->state, ledger::EntryState::kHold);
+  EXPECT_EQ(h->per_gpu, 12 * kGi);
+  EXPECT_EQ(h->hold_until_ms - h->created_ms, 60'000);
+  EXPECT_EQ(Raw({"EXISTS", NodeKey("n1", "roomfor")}).integer, 0);
+  // Spent for any other pod: 3Gi would fit the 14Gi the victim left free.
+  Result<ReserveOutcome> x = store_->Reserve(Req("n1", MakeEntry("replacement", {0}, 3 * kGi)));
+  EXPECT_EQ(x.status().code(), Code::kInsufficient) << x.status().ToString();
+  // Only a hold is released as one: a reservation or bound entry stays.
+  EXPECT_FALSE(*store_->ReleaseHold("n1", "other"));
+  // The holder's own: reserved in its place.
+  x = store_->Reserve(Req("n1", MakeEntry("waiting", {0}, 12 * kGi)));
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(*x, ReserveOutcome::kReserved);
+  EXPECT_EQ(held("n1", "waiting")->state, ledger::EntryState::kReserved);
+  // A pod placed already gets no hold.
+  EXPECT_EQ(*store_->HoldRoom("n1", {}, hold, 60'000), LedgerStore::HoldOutcome::kHolderPlaced);
+  EXPECT_FALSE(*store_->ReleaseHold("n1", "waiting"));
+  EXPECT_EQ(held("n1", "waiting")->state, ledger::EntryState::kReserved);
+
+  // Two victims: the hold waits for both; a hold elsewhere is replaced, and
+  // the holder's bind on another node takes its hold along (moved).
+  Capacity("n2", {{0, 16 * kGi, ""}});
+  for (const char* uid : {"a", "b"}) {
+    ledger::Entry e = MakeEntry(uid, {0}, 8 * kGi);
+    e.state = ledger::EntryState::kTerminating;
+    ASSERT_TRUE(store_->PutEntry("n2", e).ok());
+  }
+  ledger::Entry q = MakeEntry("q", {0}, 1 * kGi);
+  q.state = ledger::EntryState::kHold;
+  EXPECT_EQ(*store_->HoldRoom("n2", {"a", "b"}, q, 60'000), LedgerStore::HoldOutcome::kPending);
+  ASSERT_TRUE(*store_->Release("n2", "a"));
+  EXPECT_FALSE(held("n2", "q").has_value());
+  ASSERT_TRUE(*store_->Release("n2", "b"));
+  ASSERT_TRUE(held("n2", "q").has_value());
+  EXPECT_EQ(*store_->HoldRoom("n1", {}, q, 60'000), LedgerStore::HoldOutcome::kHeld);
+  EXPECT_FALSE(held("n2", "q").has_value());
+  ASSERT_TRUE(held("n1", "q").has_value());
+  x = store_->Reserve(Req("n2", MakeEntry("q", {0}, 1 * kGi)));
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(*x, ReserveOutcome::kMoved);
+  EXPECT_FALSE(held("n1", "q").has_value());
+  EXPECT_EQ(held("n2", "q")->state, ledger::EntryState::kReserved);
+  // A hold ends as reconcile ends it; a pending record leaves with its node.
+  ASSERT_TRUE(store_->HoldRoom("n1", {}, q, 60'000).ok());
+  ledger::Entry c = MakeEntry("c", {0}, kGi);
+  ASSERT_TRUE(store_->PutEntry("n2", c).ok());
+  ledger::Entry z = MakeEntry("z", {0}, kGi);
+  z.state = ledger::EntryState::kHold;
+  EXPECT_EQ(*store_->HoldRoom("n2", {"c"}, z, 60'000), LedgerStore::HoldOutcome::kPending);
+  EXPECT_EQ(Raw({"EXISTS", NodeKey("n2", "roomfor")}).integer, 1);
+  ASSERT_TRUE(store_->RemoveNode("n2").ok());
+  EXPECT_EQ(Raw({"EXISTS", NodeKey("n2", "roomfor")}).integer, 0);
+  EXPECT_EQ(store_->HoldRoom("n2", {}, z, 60'000).status().code(), Code::kNotFound);
+}
+
 TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
   Capacity("n1", {{0, 10 * kGi, ""}});
   ASSERT_TRUE(store_->Reserve(Req("n1", MakeEntry("uid-1", {0}, kGi))).ok());

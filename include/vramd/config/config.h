@@ -92,6 +92,7 @@ struct Config {
   int watchdog_max_actions_per_minute = 10;   // over all GPUs and pods
   int64_t watchdog_min_over_budget_bytes = 512LL << 20;  // a pod is over budget only by more than this
   int watchdog_pressure_reports = 3;          // act only on pressure seen in this many consecutive reports
+  int eviction_hold_ms = 180'000;             // room an eviction made for a pending pod is held for it (0: no holds)
   std::string idle_mode = "dry-run";
   std::string idle_policy = "on-demand";      // on-demand | always
   int64_t idle_usage_change_bytes = 256LL << 20;  // a usage change above this is activity

@@ -15,7 +15,12 @@ namespace vramd::ledger {
 //  kReserved:    written by bind before the Binding exists.
 //  kBound:       the pod is bound to the node (seen by bind success or reconcile).
 //  kTerminating: the pod has a deletionTimestamp; its VRAM stays held (phantom rule).
-enum class EntryState { kReserved, kBound, kTerminating };
+//  kHold:        room an eviction made, held for the pending pod `pod_uid` until
+//                `hold_until_ms` (issue 32): spent for every other pod; the
+//                holder's own bind takes it (reserve.lua), reconcile ends it
+//                when the holder binds elsewhere, ends or the hold expires.
+//                Never a victim, never a pod's memory (no phantom rule).
+enum class EntryState { kReserved, kBound, kTerminating, kHold };
 const char* EntryStateName(EntryState s);
 bool ParseEntryState(std::string_view s, EntryState* out);
 
@@ -61,6 +66,7 @@ struct Entry {
   bool evictable = false;        // vramd.io/evictable: "true"
   std::string gang;              // GangKey (pod_request.h): the pods that must go
                                  // together, "" = none
+  int64_t hold_until_ms = 0;     // kHold: when the hold ends (server ms); else 0
   bool operator==(const Entry&) const = default;
 };
 

@@ -94,8 +94,16 @@ struct FilterResult {
 // gets the same text, whose figure is the best over these nodes, so that
 // kube-scheduler's event stays a few lines at any cluster size; DecideNode
 // gives one node's detailed reason.
+// Room held for another pod (EntryState::kHold, issue 32) counts as spent
+// like any entry; the pod's own hold (req.uid) does not: the node where it
+// holds room is decided without it (DecideNode on the node less the hold).
 FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
                     const VramRequest& req, const Policy& policy, int64_t now_ms);
+
+// The hold of pod `uid` (EntryState::kHold) and its node's name (into
+// `node_name` when not null), or null: through the snapshot's index when it
+// has one (O(1)), else a scan.
+const Entry* FindHold(const Snapshot& snap, std::string_view uid, std::string_view* node_name = nullptr);
 
 struct HostScore {
   std::string_view host;
@@ -103,7 +111,8 @@ struct HostScore {
 };
 
 // Scores candidate nodes 0..10 (MaxExtenderPriority). Nodes where the pod does
-// not fit score 0. See placement.cc for the formulas.
+// not fit score 0. See placement.cc for the formulas. The node where the pod
+// holds room (req.uid's hold) scores 10 when it fits there without the hold.
 std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::string_view>& names,
                                   const VramRequest& req, const Policy& policy, int64_t now_ms);
 

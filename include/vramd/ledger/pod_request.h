@@ -97,6 +97,7 @@ struct VramRequest {
   int64_t peak_per_gpu = 0;  // ceil(peak / gpu_count), >= per_gpu
   std::string model;
   std::string ns;              // the pod's namespace
+  std::string uid;             // the pod's metadata.uid (its own hold is not counted against it)
   int32_t priority = 0;        // spec.priority
   std::string priority_class;  // spec.priorityClassName, may be empty
   bool victim = false;         // IsDesignatedVictim with the default classes

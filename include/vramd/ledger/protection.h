@@ -193,6 +193,7 @@ std::string GangOf(const Entry& e);
 // Why reclaim, priority preemption and idle eviction never take this pod, or
 // "" when they may (one rule for all three; the watchdog answers pressure and
 // has its own, IsProtected):
+//  - "room held for a pending pod": a hold (EntryState::kHold) runs nothing;
 //  - "bare pod": no controller (owner_kind empty: a pod nothing recreates,
 //    or an entry written before vramd recorded owners, until reconcile
 //    refreshes it) and no opt-in (vramd.io/evictable "true", or a designated
@@ -262,6 +263,14 @@ struct PendingPod {
   std::vector<std::string> nodes;  // nodes where vramd refused it for room (filter), may be many
   int64_t refused_ms = 0;
 };
+
+// The hold (EntryState::kHold, issue 32) for the room evicting `victims`
+// (pod UIDs) on `node` makes for `pod`: the GPUs and bytes per GPU it would
+// take there once they are gone (their entries and their share of the
+// usage reports removed; DecideNode's choice), with pod_uid, ns and name the
+// pod's. nullopt when it would not fit there even then. Pure.
+std::optional<Entry> RoomMadeFor(const Node& node, const std::vector<std::string>& victims, const PendingPod& pod,
+                                 const Policy& policy, int64_t now_ms);
 
 struct IdleEviction {
   std::string node, pod_uid, ns, name;

@@ -10,8 +10,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vramd/kube/kube_client.h"
+#include "vramd/ledger/protection.h"
 #include "vramd/metrics/registry.h"
 #include "vramd/store/ledger_store.h"
 
@@ -79,6 +81,16 @@ class EvictionBudget {
   int64_t cooldown_ms_;
   int max_per_minute_;
 };
+
+// Holds the room an enforced action made for a pending pod (issue 32):
+// ledger::RoomMadeFor on `node` of `snap` without `victims`, given to
+// LedgerStore::HoldRoom for `hold_ms` (0: holds off): held from the moment
+// the last victim's entry is released. Logged; a hold that cannot be
+// computed or written is only a warning (the room is then anyone's, as
+// before holds existed). Returns whether a hold was written or waits.
+bool HoldRoom(store::LedgerStore* store, const ledger::Snapshot& snap, const std::string& node,
+              const std::vector<std::string>& victims, const ledger::PendingPod& pod, const ledger::Policy& policy,
+              int64_t hold_ms, int64_t now_ms);
 
 class Evictor {
  public:

@@ -32,6 +32,7 @@ enum class ReleaseCause {
   kTerminalPhase,     // Succeeded or Failed
   kStaleReservation,  // reserved at bind, never showed up bound within the grace period
   kWrongNode,         // the pod is bound elsewhere
+  kHoldEnded,         // a hold (EntryState::kHold) whose pod bound, ended, or whose time is up
 };
 const char* ReleaseCauseName(ReleaseCause c);
 
@@ -91,7 +92,14 @@ struct PlanResult {
   int gone = 0;
   int terminal = 0;
   int refreshed = 0;  // kRefresh actions
+  int holds_ended = 0;  // holds released (kHoldEnded)
 };
+
+// Why a hold (EntryState::kHold) ends now, or "" while it lasts: it ends
+// when its pod is gone (`pod` null), terminal, deleting or bound (to any
+// node: the bind of its own node replaces the hold itself), or at
+// hold_until_ms; never while the pod's bind is in flight. Pure.
+std::string HoldEnds(const ledger::Entry& hold, const kube::PodInfo* pod, bool bind_in_flight, int64_t now_ms);
 
 // `pods` are all pods vramd knows of (any phase); only those that request
 // VRAM (spec) matter. `in_flight` holds UIDs whose bind is in progress on

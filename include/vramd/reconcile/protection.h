@@ -38,6 +38,7 @@ struct ProtectionStats {
   int waiting_pods = 0;      // pods refused for VRAM and still pending
   int gated = 0;             // actions held back by a cooldown or the rate limit
   int persisting = 0;        // GPUs with a victim whose pressure has not yet persisted pressure_reports reports
+  int holds = 0;             // holds written for the pods idle eviction made room for
 };
 
 // The pure parts of the configuration, parsed once (config.h validated them).
@@ -53,6 +54,7 @@ struct ProtectionSettings {
   int max_per_minute = 10;
   int64_t pending_max_age_ms = 120'000;
   int pressure_reports = 3;  // the watchdog acts once pressure persisted this many reports (PressureStreaks)
+  int64_t hold_ms = 180'000;  // eviction.hold_ms: room idle eviction made is held for its pod (HoldRoom)
 };
 ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledger::Policy& placement);
 

@@ -41,6 +41,7 @@ struct TenancySettings {
   int max_per_minute = 30;
   int64_t pending_max_age_ms = 120'000;  // idle.pending_max_age_ms: how long a refusal means "waiting"
   size_t max_plans_per_pass = 16;
+  int64_t hold_ms = 180'000;  // eviction.hold_ms: room a reclaim made is held for its pod (HoldRoom)
 };
 TenancySettings TenancySettingsFrom(const config::Config& cfg, const ledger::Policy& placement);
 
@@ -52,6 +53,7 @@ struct TenancyStats {
   int plans = 0;             // reclaim / priority plans the core proposed
   int evictions = 0;         // victims recorded (dry-run) or evicted
   int gated = 0;             // plans held back by the cooldown or the rate
+  int holds = 0;             // holds written for the pods plans made room for
   int status_patches = 0;    // VramQueue status subresources written
   int status_errors = 0;
   int nudges = 0;            // node label changes asking kube-scheduler to retry parked pods

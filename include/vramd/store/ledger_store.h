@@ -157,8 +157,12 @@ class LedgerStore {
   virtual Result<ReserveOutcome> Reserve(const ReserveRequest& req) = 0;
 
   // Removes the pod's entry from `node`. Returns whether an entry was removed
-  // (false is not an error: release is idempotent).
+  // (false is not an error: release is idempotent). The last victim entry of
+  // a pending hold (HoldRoom) turns into that hold in the same step.
   virtual Result<bool> Release(const std::string& node, const std::string& pod_uid) = 0;
+  // Release, only while the entry is a hold (EntryState::kHold): a holder's
+  // reservation that replaced its hold meanwhile stays.
+  virtual Result<bool> ReleaseHold(const std::string& node, const std::string& pod_uid) = 0;
 
   // Changes the state of an existing entry (kNotFound when there is none).
   virtual Status SetEntryState(const std::string& node, const std::string& pod_uid,
@@ -177,6 +181,23 @@ class LedgerStore {
   // pod on another node is removed; the node is added to the node set. A
   // created_ms <= 0 is replaced by the server's time.
   virtual Status PutEntry(const std::string& node, const ledger::Entry& entry) = 0;
+
+  // Holds the room evicting `victims` (pod UIDs, on `node`) makes for the
+  // pending pod `hold.pod_uid` (issue 32): `hold` in state kHold, the GPUs
+  // and bytes per GPU the pod would take there. While some victim's entry is
+  // still on the node (terminating: the phantom rule keeps its VRAM), the
+  // hold waits with it (kPending); the release of the last of them writes
+  // the hold in the same step (Release), so the room goes from the victims
+  // to the pod and the ledger is never over-committed by a hold. With no
+  // victim entry left it is written at once (kHeld). It ends ttl_ms after it
+  // is written (hold_until_ms, the server's clock) unless the pod binds
+  // first (Reserve replaces it) or reconcile ends it. A hold of the pod on
+  // another node is replaced. kHolderPlaced, writing nothing, when the pod
+  // holds an entry that is not a hold (bound or binding); kNotFound when the
+  // node is not in the ledger.
+  enum class HoldOutcome { kPending, kHeld, kHolderPlaced };
+  virtual Result<HoldOutcome> HoldRoom(const std::string& node, const std::vector<std::string>& victims,
+                                       const ledger::Entry& hold, int64_t ttl_ms) = 0;
 
   // Sets a node's GPUs (replaces the capacity hash; adds the node to the set).
   // Writing the same capacities again changes nothing (the epoch stays).

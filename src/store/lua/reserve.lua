@@ -17,6 +17,9 @@
 -- Returns {'reserved', epoch, cap, alloc, used, models} (the new epoch as
 --         '%d' and the node's four hashes after the write, HGETALL replies)
 --       | {'moved', from} | {'held'} | {'conflict', node, state}
+--         ('held': the pod holds an entry here already, not a hold; a hold
+--         of the pod, here or on another node, is replaced: 'reserved' or
+--         'moved')
 --       | {'no_node'} | {'no_gpu', idx} | {'bad_cap', idx, raw}
 --       | {'insufficient', {{idx, cap, alloc, used, used_known}, ...}}: the
 --         GPUs without room and their vectors as the rule saw them (used = A
@@ -44,12 +47,22 @@ local function mark_in_flight()
   local ttl = tonumber(ARGV[9]) or 0
   if ttl > 0 then redis.call('HSET', KEYS[9], uid, string.format('%d', now + ttl)) end
 end
-if redis.call('HEXISTS', KEYS[3], uid) == 1 then
-  -- Rewritten so that a WAIT after this answer also covers the entry (an
-  -- earlier attempt may have written it without replicas acknowledging).
-  redis.call('HSET', KEYS[6], uid, node)
-  mark_in_flight()
-  return {'held'}
+-- A hold of this pod (state 'hold', issue 32) is room an eviction made for
+-- it: not counted against it here, replaced by the reservation; one on
+-- another node is removed as a reservation there would be (moved).
+local own_hold = nil
+local mine = redis.call('HGET', KEYS[3], uid)
+if mine then
+  local ok, e = pcall(cjson.decode, mine)
+  if ok and type(e) == 'table' and e.state == 'hold' and type(e.gpus) == 'table' then
+    own_hold = e
+  else
+    -- Rewritten so that a WAIT after this answer also covers the entry (an
+    -- earlier attempt may have written it without replicas acknowledging).
+    redis.call('HSET', KEYS[6], uid, node)
+    mark_in_flight()
+    return {'held'}
+  end
 end
 local moved_from, other = false, redis.call('HGET', KEYS[6], uid)
 if other and other ~= node then
@@ -59,7 +72,7 @@ if other and other ~= node then
     local ok, e = pcall(cjson.decode, raw)
     local st = 'unreadable'
     if ok and type(e) == 'table' and type(e.state) == 'string' then st = e.state end
-    if st ~= 'reserved' then return {'conflict', other, st} end
+    if st ~= 'reserved' and st ~= 'hold' then return {'conflict', other, st} end
     moved_from = okey
   end
 end
@@ -78,6 +91,18 @@ for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
         peak[gi] = (peak[gi] or 0) + ep
         cover[gi] = (cover[gi] or 0) + ec
       end
+    end
+  end
+end
+if own_hold then
+  local p = tonumber(own_hold.per_gpu) or 0
+  local ep, ec = fit_entry_peak(own_hold)
+  for _, g in ipairs(own_hold.gpus) do
+    local gi = tonumber(g)
+    if gi then
+      alloc[gi] = (alloc[gi] or 0) - p
+      peak[gi] = (peak[gi] or 0) - ep
+      cover[gi] = (cover[gi] or 0) - ec
     end
   end
 end

@@ -52,10 +52,28 @@ class FakeLedgerStore : public store::LedgerStore {
     if (it == snap_.nodes.end()) return NotFound("node " + req.node + " is not in the ledger");
     ledger::Node& n = it->second;
     for (const auto& e : n.entries) {
-      if (e.pod_uid == req.entry.pod_uid) {
+      if (e.pod_uid == req.entry.pod_uid && e.state != ledger::EntryState::kHold) {
         if (req.in_flight_ttl_ms > 0) in_flight.insert(req.entry.pod_uid);
         return store::ReserveOutcome::kAlreadyHeld;
       }
+    }
+    // The pod's own hold (any node) is not counted against it; put back
+    // unless the reservation is written (reserve.lua replaces it).
+    struct HoldAside {
+      FakeLedgerStore* s;
+      std::vector<std::pair<std::string, ledger::Entry>> held;
+      bool keep_out = false;
+      ~HoldAside() NO_THREAD_SAFETY_ANALYSIS {  // under mu_, held by Reserve
+        if (!keep_out) {
+          for (auto& [node, e] : held) s->snap_.nodes[node].entries.push_back(e);
+        }
+      }
+    } aside{this, {}};
+    for (auto& [name, nn] : snap_.nodes) {
+      for (const ledger::Entry& e : nn.entries) {
+        if (e.pod_uid == req.entry.pod_uid) aside.held.emplace_back(name, e);
+      }
+      std::erase_if(nn.entries, [&](const ledger::Entry& e) { return e.pod_uid == req.entry.pod_uid; });
     }
     // The fit rule, the peak rule and their reasons are the ledger's (fit.h),
     // checked in the reserve script's order.
@@ -86,6 +104,7 @@ class FakeLedgerStore : public store::LedgerStore {
     ledger::Entry e = req.entry;
     e.created_ms = now_ms;
     n.entries.push_back(e);
+    aside.keep_out = true;
     ++snap_.epoch;
     ++reserves;
     if (req.in_flight_ttl_ms > 0) in_flight.insert(req.entry.pod_uid);
@@ -100,8 +119,26 @@ class FakeLedgerStore : public store::LedgerStore {
     auto& es = it->second.entries;
     size_t before = es.size();
     std::erase_if(es, [&](const ledger::Entry& e) { return e.pod_uid == uid; });
-    if (es.size() != before) ++snap_.epoch, ++releases;
-    return es.size() != before;
+    const bool removed = es.size() != before;
+    if (removed) ++snap_.epoch, ++releases;
+    if (removed) TransferRoomLocked(node, uid);
+    return removed;
+  }
+
+  Result<bool> ReleaseHold(const std::string& node, const std::string& uid) override {
+    {
+      MutexLock l(&mu_);
+      if (unavailable) return Unavailable("fake store down");
+      auto it = snap_.nodes.find(node);
+      if (it == snap_.nodes.end()) return false;
+      const auto& es = it->second.entries;
+      if (std::none_of(es.begin(), es.end(), [&](const ledger::Entry& e) {
+            return e.pod_uid == uid && e.state == ledger::EntryState::kHold;
+          })) {
+        return false;
+      }
+    }
+    return Release(node, uid);
   }
 
   Status SetEntryState(const std::string& node, const std::string& uid, ledger::EntryState st) override {
@@ -138,6 +175,58 @@ class FakeLedgerStore : public store::LedgerStore {
     es.push_back(entry);
     ++snap_.epoch;
     return Status::Ok();
+  }
+
+  // HoldRoom and the release of a victim as hold_room.lua and release.lua
+  // do them, on the caller's clock (now_ms).
+  Result<HoldOutcome> HoldRoom(const std::string& node, const std::vector<std::string>& victims,
+                               const ledger::Entry& hold, int64_t ttl_ms) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    if (snap_.nodes.count(node) == 0) return NotFound("node " + node + " is not in the ledger");
+    if (HolderPlacedLocked(hold.pod_uid)) return HoldOutcome::kHolderPlaced;
+    int waiting = 0;
+    for (const std::string& v : victims) {
+      const auto& es = snap_.nodes[node].entries;
+      if (std::any_of(es.begin(), es.end(), [&](const ledger::Entry& e) { return e.pod_uid == v; })) {
+        room_for_[node][v] = {hold, ttl_ms};
+        ++waiting;
+      }
+    }
+    if (waiting > 0) return HoldOutcome::kPending;
+    WriteHoldLocked(node, hold, ttl_ms);
+    return HoldOutcome::kHeld;
+  }
+  bool HolderPlacedLocked(const std::string& uid) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [name, n] : snap_.nodes) {
+      for (const ledger::Entry& e : n.entries) {
+        if (e.pod_uid == uid && e.state != ledger::EntryState::kHold) return true;
+      }
+    }
+    return false;
+  }
+  void WriteHoldLocked(const std::string& node, const ledger::Entry& hold, int64_t ttl_ms) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& [name, n] : snap_.nodes) {
+      std::erase_if(n.entries, [&](const ledger::Entry& e) { return e.pod_uid == hold.pod_uid; });
+    }
+    ledger::Entry e = hold;
+    e.created_ms = now_ms;
+    e.hold_until_ms = now_ms + ttl_ms;
+    snap_.nodes[node].entries.push_back(e);
+    ++snap_.epoch;
+  }
+  // After `uid`'s entry left `node`: its pending hold, when it was the last victim.
+  void TransferRoomLocked(const std::string& node, const std::string& uid) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto n = room_for_.find(node);
+    if (n == room_for_.end()) return;
+    auto r = n->second.find(uid);
+    if (r == n->second.end()) return;
+    const auto [hold, ttl] = r->second;
+    n->second.erase(r);
+    for (const auto& [v, rec] : n->second) {
+      if (rec.first.pod_uid == hold.pod_uid) return;  // another victim still holds it
+    }
+    if (!HolderPlacedLocked(hold.pod_uid)) WriteHoldLocked(node, hold, ttl);
   }
 
   Status SetCapacity(const std::string& node, const std::vector<store::GpuCapacity>& gpus) override {
@@ -409,6 +498,8 @@ class FakeLedgerStore : public store::LedgerStore {
   std::map<std::string, std::pair<int64_t, std::string>> budget_until_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, int64_t>> budget_recent_ GUARDED_BY(mu_);
   uint64_t budget_seq_ GUARDED_BY(mu_) = 0;
+  // Pending holds (HoldRoom): node -> victim uid -> (hold, ttl).
+  std::map<std::string, std::map<std::string, std::pair<ledger::Entry, int64_t>>> room_for_ GUARDED_BY(mu_);
 };
 
 }  // namespace vramd::testing

@@ -271,6 +271,51 @@ TEST(Filter, ThousandsOfNodesGiveOneTextPerGroup) {
   }
 }
 
+// Issue 32: room held for a pod (EntryState::kHold) is spent for every other
+// pod and free for its holder (req.uid), which scores the node highest;
+// with and without the index, and after the hold moves (incremental reindex).
+TEST(Filter, RoomHeldForAPodIsSpentForOthersAndFreeForIt) {
+  for (bool indexed : {false, true}) {
+    SCOPED_TRACE(indexed ? "indexed" : "scanned");
+    Snapshot s;
+    s.nodes["held"] = MakeNode("held", {24 * kGi});
+    s.nodes["other"] = MakeNode("other", {24 * kGi});
+    Hold(s.nodes["held"], "busy", {0}, 8 * kGi);
+    Hold(s.nodes["held"], "waiting", {0}, 16 * kGi);
+    s.nodes["held"].entries.back().state = EntryState::kHold;
+    Hold(s.nodes["other"], "big", {0}, 20 * kGi);
+    if (indexed) IndexSnapshot(&s);
+    VramRequest someone = Want(16 * kGi);
+    someone.uid = "replacement";
+    VramRequest holder = Want(16 * kGi);
+    holder.uid = "waiting";
+    const std::vector<std::string_view> both{"held", "other"};
+    EXPECT_TRUE(Filter(s, both, someone, Policy{}, kNow).fits.empty());
+    FilterResult mine = Filter(s, both, holder, Policy{}, kNow);
+    EXPECT_EQ(mine.fits, (std::vector<std::string_view>{"held"}));
+    ASSERT_EQ(mine.failed.size(), 1u);
+    EXPECT_EQ(mine.failed[0].first, "other");
+    std::string_view on;
+    ASSERT_NE(FindHold(s, "waiting", &on), nullptr);
+    EXPECT_EQ(on, "held");
+    EXPECT_EQ(FindHold(s, "busy"), nullptr);  // not a hold
+    // The holder scores its node highest (binpack would prefer neither).
+    std::vector<HostScore> scores = Prioritize(s, both, holder, Policy{}, kNow);
+    EXPECT_EQ(scores[0].score, 10);
+    // The hold moves to "other" (its pod's room made there instead).
+    Node& o = s.nodes["other"];
+    Drop(s.nodes["held"], "waiting");
+    Drop(o, "big");
+    Hold(o, "waiting", {0}, 16 * kGi);
+    o.entries.back().state = EntryState::kHold;
+    if (indexed) ReindexSnapshot(&s, s.index, {"held", "other"}, /*nodes_moved=*/false);
+    ASSERT_NE(FindHold(s, "waiting", &on), nullptr);
+    EXPECT_EQ(on, "other");
+    EXPECT_EQ(Filter(s, both, someone, Policy{}, kNow).fits, (std::vector<std::string_view>{"held"}));
+    EXPECT_EQ(Filter(s, both, holder, Policy{}, kNow).fits, (std::vector<std::string_view>{"held", "other"}));
+  }
+}
+
 // A group's figure is the best over the call's nodes for multi-GPU pods
 // too, and usage above allocation is its own group (what to look at
 // differs: a leak or a runaway pod, not the reservations).

@@ -1348,6 +1348,73 @@ TEST(PlanIdle, ATerminatingPodsRoomIsOnItsWay) {
   }
 }
 
+// Issue 32: room held for a pod (EntryState::kHold) is spent for everyone
+// else, its holder gets no further evictions while it lasts, and a hold is
+// never a victim.
+Entry Hold(const std::string& for_uid, int64_t per_gpu) {
+  Entry e = Pod(for_uid, per_gpu);
+  e.state = EntryState::kHold;
+  e.owner_kind.clear();
+  return e;
+}
+
+TEST(PlanIdle, APodHoldingRoomGetsNoMoreEvictionsAndAHoldIsNeverAVictim) {
+  struct Case {
+    const char* name;
+    std::vector<Entry> entries;  // on n1 (80Gi)
+    std::vector<std::string> want;
+  };
+  const Case cases[] = {
+      // 10Gi free; evicting a makes the 20Gi p needs.
+      {"NoHold_AGoesForP", {Pod("busy", 40 * kGi), Hold("q", 20 * kGi), IdlePod("a", 10 * kGi)}, {"a for p"}},
+      {"PHoldsRoom_NothingMore", {Pod("busy", 40 * kGi), Hold("p", 20 * kGi), IdlePod("a", 10 * kGi)}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Snapshot snap = Snap({MakeNode("n1", Unreported({80 * kGi}), c.entries)});
+    const IdleTracker tracker = TrackerFor(snap, {{"a", 60}});
+    std::vector<std::string> got;
+    for (const IdleEviction& e :
+         PlanIdle(snap, tracker, {Waiting("p", 20 * kGi, {"n1"})}, IdleMode::kOnDemand, Policy{}, kNow)) {
+      got.push_back(e.pod_uid + " for " + e.for_uid);
+    }
+    EXPECT_EQ(got, c.want);
+  }
+  const GangSizes none;
+  EXPECT_EQ(EvictionExemption(Hold("p", kGi), none), "room held for a pending pod");
+}
+
+// RoomMadeFor: the GPUs and bytes the pod takes once its victims are gone.
+TEST(RoomMadeFor, Table) {
+  // Two 40Gi GPUs: GPU 0 holds v (30Gi) and w (5Gi), GPU 1 x (20Gi).
+  Entry x = Pod("x", 20 * kGi, 0, {1});
+  const Node node = MakeNode("n1", Unreported({40 * kGi, 40 * kGi}), {Pod("v", 30 * kGi), Pod("w", 5 * kGi), x});
+  struct Case {
+    const char* name;
+    std::vector<std::string> victims;
+    int64_t per_gpu;
+    int gpus;
+    std::optional<std::vector<int>> want;
+  };
+  const Case cases[] = {
+      {"VGone_GPU0", {"v"}, 30 * kGi, 1, std::vector<int>{0}},
+      {"VGone_BothGPUs", {"v"}, 20 * kGi, 2, std::vector<int>{0, 1}},
+      {"XGone_TheMostFree", {"x"}, 20 * kGi, 1, std::vector<int>{1}},
+      {"StillNoRoom", {"w"}, 30 * kGi, 1, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    PendingPod p = Waiting("p", c.per_gpu, {"n1"}, 1, c.gpus);
+    std::optional<Entry> hold = RoomMadeFor(node, c.victims, p, Policy{}, kNow);
+    ASSERT_EQ(hold.has_value(), c.want.has_value());
+    if (!hold) continue;
+    EXPECT_EQ(hold->gpus, *c.want);
+    EXPECT_EQ(hold->per_gpu, c.per_gpu);
+    EXPECT_EQ(hold->pod_uid, "p");
+    EXPECT_EQ(hold->state, EntryState::kHold);
+  }
+}
+
 TEST(PlanIdle, ModeNames) {
   IdleMode m = IdleMode::kAlways;
   ASSERT_TRUE(ParseIdleMode("on-demand", &m));

@@ -37,6 +37,13 @@ kube::PodInfo P(const std::string& uid, const std::string& node, const char* vra
   return p;
 }
 
+// Room held for pod `uid` (issue 32), ending `left_ms` from now.
+ledger::Entry H(const std::string& uid, int64_t left_ms) {
+  ledger::Entry e = E(uid, {0}, 8 * kGi, ledger::EntryState::kHold, 1000);
+  e.hold_until_ms = kNow + left_ms;
+  return e;
+}
+
 kube::PodInfo Annotated(kube::PodInfo p, const std::string& gpus, int64_t per_gpu) {
   p.annotations["vramd.io/gpus"] = gpus;
   p.annotations["vramd.io/vram-per-gpu"] = std::to_string(per_gpu);
@@ -150,7 +157,19 @@ INSTANTIATE_TEST_SUITE_P(
                  {"mark-bound n1 a"}},
         PlanCase{"EntryOnWrongNodeMovesToTheRightOne", Snap({E("a", {0}, 8 * kGi, EntryState::kReserved, 1000)}),
                  {Annotated(P("a", "n2", "8Gi"), "0", 8 * kGi)}, {},
-                 {"release n1 a wrong_node", "readd n2 a gpus=0 per_gpu=8Gi"}}),
+                 {"release n1 a wrong_node", "readd n2 a gpus=0 per_gpu=8Gi"}},
+        // Issue 32: room held for a pending pod lasts while the pod waits
+        // for it and the hold has time left; it is never the pod's memory
+        // (no phantom rule) and never counts as the pod's own entry.
+        PlanCase{"HoldOfAWaitingPodLasts", Snap({H("w", 1000)}), {P("w", "", "8Gi", "Pending")}, {}, {}},
+        PlanCase{"HoldExpires", Snap({H("w", 0)}), {P("w", "", "8Gi", "Pending")}, {}, {"release n1 w hold_ended"}},
+        PlanCase{"HoldOfAGonePodEnds", Snap({H("w", 60'000)}), {}, {}, {"release n1 w hold_ended"}},
+        PlanCase{"HoldOfADeletedPodEnds", Snap({H("w", 60'000)}), {P("w", "", "8Gi", "Pending", true)}, {},
+                 {"release n1 w hold_ended"}},
+        PlanCase{"HoldOfAPodBoundElsewhereEnds", Snap({H("w", 60'000)}),
+                 {Annotated(P("w", "n2", "8Gi"), "0", 8 * kGi)}, {},
+                 {"release n1 w hold_ended", "readd n2 w gpus=0 per_gpu=8Gi"}},
+        PlanCase{"HoldOfAPodBindingNowLasts", Snap({H("w", 0)}), {P("w", "", "8Gi", "Pending")}, {"w"}, {}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Plan, PhantomBytesArePerNodeAndCountersAdd) {

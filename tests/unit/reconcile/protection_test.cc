@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "fakes/fake_clock.h"
@@ -444,6 +445,38 @@ TEST_F(ProtectionTest, AnIdleModelIsEvictedOnlyForAPodRefusedForVram) {
   EXPECT_EQ(ev[0].message, "evicted idle pod: idle for 1m1s (idle-ttl 1m); makes room for default/model-new on idle");
   ASSERT_EQ(EventsOf("model-new", "VramdMadeRoom").size(), 1u);
   EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_actions_total{mode=\"enforce\",reason=\"idle\"}"), "1");
+
+  // Issue 32: the room is model-new's. Held from the moment model-old's
+  // entry goes (reconcile, once the pod is really gone): a replacement of
+  // model-old (or anyone) finds it spent, model-new finds it free.
+  EXPECT_EQ(r->holds, 1);
+  auto hold_of_new = [&]() -> std::optional<ledger::Entry> {
+    ledger::SnapshotPtr snap = *store.Snapshot();
+    for (const ledger::Entry& e : snap->Find("idle")->entries) {
+      if (e.pod_uid == kNew) return e;
+    }
+    return std::nullopt;
+  };
+  EXPECT_FALSE(hold_of_new().has_value());  // model-old still terminates: its VRAM is still its own
+  ASSERT_TRUE(*store.Release("idle", kOld));
+  std::optional<ledger::Entry> hold = hold_of_new();
+  ASSERT_TRUE(hold.has_value());
+  EXPECT_EQ(hold->state, ledger::EntryState::kHold);
+  EXPECT_EQ(hold->per_gpu, 8 * kGi);
+  EXPECT_EQ(hold->hold_until_ms - hold->created_ms, cfg.eviction_hold_ms);
+  Report("idle", {});  // the agent: model-old's processes are gone
+  ledger::SnapshotPtr snap = *store.Snapshot();
+  ledger::VramRequest replacement{.total = 12 * kGi, .gpu_count = 1, .per_gpu = 12 * kGi, .peak_per_gpu = 12 * kGi};
+  replacement.uid = "replacement-of-model-old";
+  EXPECT_TRUE(ledger::Filter(*snap, {"idle"}, replacement, ledger::Policy{}, clock.NowMs()).fits.empty());
+  ledger::VramRequest waiting{.total = 8 * kGi, .gpu_count = 1, .per_gpu = 8 * kGi, .peak_per_gpu = 8 * kGi};
+  waiting.uid = kNew;
+  EXPECT_EQ(ledger::Filter(*snap, {"idle"}, waiting, ledger::Policy{}, clock.NowMs()).fits.size(), 1u);
+  // And no second eviction for model-new while its hold lasts.
+  clock.Advance(1000);
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_candidates, 0);
 }
 
 TEST_F(ProtectionTest, LockActivityKeepsAPodActiveAndAnUnreadableSignalSkipsIdleEviction) {
