@@ -10,7 +10,11 @@ Two nodes with one 16Gi GPU each (32Gi). Queue team-a deserves 16Gi, team-b
 8Gi, equal weights. Team B borrows the idle VRAM while team A is quiet (four
 8Gi pods: all of it); team A then submits two 8Gi pods. Fair shares become
 16Gi each, so vramd reclaims two of team B's pods (its youngest) and team A's
-pods bind. Throughout the run one sampler lists the API server's pods every
+pods bind. Team B runs as a ReplicaSet: the test, playing its controller,
+creates a replacement of each evicted pod right after vramd freed the
+victim's VRAM (issue 32): the room is held for team A's pod, so the
+replacements stay pending and are never evicted in turn (watched 20 s; with
+eviction.hold_ms 0 both replacements bind and are evicted next). Throughout the run one sampler lists the API server's pods every
 50 ms and checks that no GPU is over-committed where a kubelet would see it:
 the VRAM pods bound to a node (terminating ones included, until they are
 gone) never promise a GPU, by their vramd.io/gpus and vramd.io/vram-per-gpu
@@ -251,11 +255,29 @@ class Tenants(SharedTestbed):
                     violations.append(f"team-b below its fair share: {b}")
                 time.sleep(0.05)
 
+        replacements = []
+
+        def in_ledger(name):
+            return any(p["name"] == name for n in ledger_nodes(self.vramd).values() for p in n["pods"])
+
         def play_kubelet():
+            # The kubelet ends an evicted pod at once; its ReplicaSet (played
+            # here too: no controller-manager) creates a replacement, here
+            # at the worst moment: right after vramd freed the victim's VRAM,
+            # when the new pod goes straight to kube-scheduler while team A's
+            # pod waits parked. Issue 32: the room was made for team A: the
+            # replacement must not take it (the hold), and reclaim must not
+            # evict it next.
             while not stop.is_set():
                 for p in tb.list_pods(namespace="team-b"):
                     if "deletionTimestamp" in p["metadata"]:
-                        tb.delete_pod(p["metadata"]["name"], grace=0, namespace="team-b")
+                        name = p["metadata"]["name"]
+                        tb.delete_pod(name, grace=0, namespace="team-b")
+                        if not name.endswith("-r"):
+                            tb.wait_for(lambda n=name: not in_ledger(n), 20, interval=0.05,
+                                        message=f"vramd to free {name}'s VRAM")
+                            self.create("team-b", name + "-r", "8Gi", owner=rs)
+                            replacements.append(name + "-r")
                 time.sleep(0.1)
 
         threads = [threading.Thread(target=f, daemon=True) for f in (sample, sample_api_server, play_kubelet)]
@@ -275,7 +297,19 @@ class Tenants(SharedTestbed):
                                     for ns in ("team-a", "team-b") for p in tb.list_pods(namespace=ns)])
                     raise
             took = time.monotonic() - start
-            time.sleep(1)  # a few more samples after the binds
+            # The replacements stay pending and nothing more is reclaimed:
+            # watched for 20 s (reclaim's cooldown here is 3 s, its pass 0.5 s).
+            watch_until = time.monotonic() + 20
+            while time.monotonic() < watch_until:
+                taken = {}
+                for r in replacements:
+                    pod = tb.get_pod(r, namespace="team-b")
+                    if pod is None or pod["spec"].get("nodeName"):
+                        taken[r] = pod["spec"]["nodeName"] if pod else "bound, then evicted and gone"
+                self.assertEqual(taken, {}, "a replacement took the room made for team A")
+                self.assertEqual(metric_value(self.vramd, "vramd_queue_reclaims_total",
+                                              {"kind": "reclaim", "mode": "enforce"}), 2)
+                time.sleep(0.5)
         finally:
             stop.set()
             for t in threads:
@@ -289,8 +323,15 @@ class Tenants(SharedTestbed):
         self.assertEqual(most, capacity)
         self.assertGreater(samples[0], 20)
         self.assertEqual(violations, [])
-        # Team B's two youngest pods went; the two oldest run on.
-        left = sorted(p["metadata"]["name"] for p in tb.list_pods(namespace="team-b"))
+        # Team B's two youngest pods went; the two oldest run on; their
+        # replacements wait (never bound, never evicted).
+        self.assertEqual(sorted(replacements), ["b-3-r", "b-4-r"])
+        for r in replacements:
+            self.assertNotIn("nodeName", tb.get_pod(r, namespace="team-b")["spec"], r)
+            self.assertEqual(tb.pod_events(r, namespace="team-b", reason="VramdEvicted"), [], r)
+            tb.delete_pod(r, grace=0, namespace="team-b")
+        left = sorted(p["metadata"]["name"] for p in tb.list_pods(namespace="team-b")
+                      if p["metadata"]["name"] not in replacements)
         placed = {n: sorted(p["name"] for p in node["pods"]) for n, node in ledger_nodes(self.vramd).items()}
         events = {n: tb.pod_events(n, namespace="team-b", reason="VramdEvicted") for n in ("b-1", "b-2", "b-3", "b-4")}
         self.assertEqual(left, ["b-1", "b-2"], (placed, events))

@@ -223,6 +223,49 @@ TEST_F(TenancyPass, RoomStillHeldByATerminatingPodIsNeitherReclaimedAgainNorNudg
   EXPECT_EQ(kube.CallCount("label-node n2"), 1u);
 }
 
+// Issue 32: an enforced reclaim holds the room it makes for its pod. It
+// becomes the pod's hold when the victim's entry goes (the phantom rule kept
+// it until then), a replacement of the victim finds it spent, the pod gets no
+// second victim and is nudged to its room.
+TEST_F(TenancyPass, AnEnforcedReclaimHoldsTheRoomForItsPodAndNudgesItThere) {
+  TenancySettings s;
+  s.reclaim = ActionMode::kEnforce;
+  s.cooldown_ms = 1'000;
+  s.hold_ms = 60'000;
+  tenancy = std::make_unique<Tenancy>(s, [this] { return specs; }, &store, &kube, nullptr, &evictor, &clock,
+                                      &registry);
+  tenancy->Refresh();
+  kube.AddPod("team-b", "b2", "b2", "16Gi");
+  TeamAWaits();
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->evictions, 1);
+  EXPECT_TRUE(kube.pods["team-b/b2"].deleting);
+  EXPECT_EQ(r->holds, 1);
+  // b2 terminates, then is gone: the room is a1's from that moment.
+  ASSERT_TRUE(store.SetEntryState("n2", "b2", ledger::EntryState::kTerminating).ok());
+  ASSERT_TRUE(*store.Release("n2", "b2"));
+  ledger::SnapshotPtr snap = *store.Snapshot();
+  std::string_view on;
+  const ledger::Entry* hold = ledger::FindHold(*snap, "a1", &on);
+  ASSERT_NE(hold, nullptr);
+  EXPECT_EQ(on, "n2");
+  EXPECT_EQ(hold->per_gpu, 16 * kGi);
+  ledger::VramRequest replacement;
+  replacement.total = replacement.per_gpu = replacement.peak_per_gpu = 16 * kGi;
+  replacement.uid = "b2-replacement";
+  EXPECT_TRUE(ledger::Filter(*snap, {"n2"}, replacement, ledger::Policy{}, clock.NowMs()).fits.empty());
+  // No second victim for a1 (after the cooldown too); a1 is nudged to n2.
+  clock.Advance(5'000);
+  r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->plans, 0);
+  EXPECT_EQ(r->evictions, 0);
+  EXPECT_EQ(r->nudges, 1);
+  EXPECT_EQ(kube.CallCount("label-node n2"), 1u);
+  EXPECT_EQ(kube.CallCount("evict "), 1u);
+}
+
 TEST_F(TenancyPass, NoQueueObjectsChangeNothing) {
   specs.clear();
   tenancy->Refresh();
