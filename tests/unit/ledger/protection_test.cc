@@ -1361,17 +1361,23 @@ Entry Hold(const std::string& for_uid, int64_t per_gpu) {
 TEST(PlanIdle, APodHoldingRoomGetsNoMoreEvictionsAndAHoldIsNeverAVictim) {
   struct Case {
     const char* name;
-    std::vector<Entry> entries;  // on n1 (80Gi)
+    std::vector<Entry> n1;  // 80Gi, where p was refused
+    std::vector<Entry> n2;  // 80Gi, where a reclaim made room
     std::vector<std::string> want;
   };
   const Case cases[] = {
-      // 10Gi free; evicting a makes the 20Gi p needs.
-      {"NoHold_AGoesForP", {Pod("busy", 40 * kGi), Hold("q", 20 * kGi), IdlePod("a", 10 * kGi)}, {"a for p"}},
-      {"PHoldsRoom_NothingMore", {Pod("busy", 40 * kGi), Hold("p", 20 * kGi), IdlePod("a", 10 * kGi)}, {}},
+      // 10Gi free on n1; evicting a makes the 20Gi p needs.
+      {"NoHold_AGoesForP", {Pod("busy", 40 * kGi), Hold("q", 20 * kGi), IdlePod("a", 10 * kGi)}, {}, {"a for p"}},
+      {"AHoldOfAnotherPodElsewhere_AGoesForP", {Pod("busy", 60 * kGi), IdlePod("a", 10 * kGi)},
+       {Hold("q", 20 * kGi)}, {"a for p"}},
+      {"PHoldsRoomHere_NothingMore", {Pod("busy", 40 * kGi), Hold("p", 20 * kGi), IdlePod("a", 10 * kGi)}, {}, {}},
+      {"PHoldsRoomElsewhere_NothingMore", {Pod("busy", 60 * kGi), IdlePod("a", 10 * kGi)}, {Hold("p", 20 * kGi)},
+       {}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const Snapshot snap = Snap({MakeNode("n1", Unreported({80 * kGi}), c.entries)});
+    const Snapshot snap =
+        Snap({MakeNode("n1", Unreported({80 * kGi}), c.n1), MakeNode("n2", Unreported({80 * kGi}), c.n2)});
     const IdleTracker tracker = TrackerFor(snap, {{"a", 60}});
     std::vector<std::string> got;
     for (const IdleEviction& e :
