@@ -72,6 +72,8 @@ std::string PodName(std::string_view ns, std::string_view name) {
 }
 
 // ---- The queues' figures ------------------------------------------------
+// (FairShareRefusal, WithinDeserved and CrossQueueRefusal below are the
+// reclaim rule.)
 
 // The queues' allocated and non-preemptible bytes as plans change them (a
 // parent's include its children's); fair shares, deserved quotas and limits
@@ -101,6 +103,7 @@ class QueueBook {
   int64_t Deserved(int q) const { return st_[static_cast<size_t>(q)].deserved; }
   const std::optional<int64_t>& Limit(int q) const { return st_[static_cast<size_t>(q)].limit; }
   bool Over(int q) const { return q >= 0 && Allocated(q) > FairShare(q); }
+  bool OverDeserved(int q) const { return q >= 0 && Allocated(q) > Deserved(q); }
 
   // A pod of `bytes` joins (bytes > 0) or leaves (bytes < 0) queue q and its parent.
   void Add(int q, int64_t bytes, bool nonpreemptible) {
@@ -149,14 +152,14 @@ std::string AboveFairShare(const QueueBook& book, int x, int64_t after, std::str
   return s;
 }
 
-// The reclaim rule, one place: why evicting pods of queue v (another queue
+// The fair-share rule: why evicting pods of queue v (another queue
 // than the pod's q) breaks it once the pod of `pod_bytes` joined q and
 // `gone` (those pods among them) left; "" when it keeps it:
 //  - v and v's parent stay at or above their fair shares;
 //  - q stays within its fair share;
 //  - when v is of another department than q, q's department stays within its
 //    fair share too.
-std::string CrossQueueRefusal(const QueueBook& book, int q, int v, int64_t pod_bytes, std::span<const Leaving> gone) {
+std::string FairShareRefusal(const QueueBook& book, int q, int v, int64_t pod_bytes, std::span<const Leaving> gone) {
   for (int x = v, depth = 0; x >= 0 && depth < 2; x = book.Parent(x), ++depth) {
     const int64_t after = AllocAfter(book, x, q, pod_bytes, gone);
     if (after < book.FairShare(x)) {
@@ -181,6 +184,39 @@ std::string CrossQueueRefusal(const QueueBook& book, int q, int v, int64_t pod_b
     }
   }
   return "";
+}
+
+// The deserved rule (issue 32), KAI's reclaim by deserved quota: a queue that
+// stays within its deserved quota once the pod joined may take from a queue
+// that stays at or above its own deserved quota once `gone` left, even when
+// that queue then falls below its (over-quota) fair share: lumpy pods never
+// starve a queue below what it deserves. Each level (the queue and its
+// department) outside the department both share. The order of shares is
+// kept (Kueue's LessThanOrEqualToFinalShare with share = allocated /
+// deserved): after the transfer q's share is at most 1 and v's at least 1.
+// No cycle follows: v, at or above its deserved quota, can take back only by
+// the fair-share rule, which never takes q (within its deserved, so within
+// its fair share) below its fair share.
+bool WithinDeserved(const QueueBook& book, int q, int v, int64_t pod_bytes, std::span<const Leaving> gone) {
+  if (q < 0 || v < 0) return false;
+  for (int x = q, depth = 0; x >= 0 && depth < 2; x = book.Parent(x), ++depth) {
+    if (book.Holds(x, v)) continue;  // a department both queues share: the transfer stays inside it
+    if (AllocAfter(book, x, q, pod_bytes, gone) > book.Deserved(x)) return false;
+  }
+  for (int x = v, depth = 0; x >= 0 && depth < 2; x = book.Parent(x), ++depth) {
+    if (book.Holds(x, q)) continue;
+    if (AllocAfter(book, x, q, pod_bytes, gone) < book.Deserved(x)) return false;
+  }
+  return true;
+}
+
+// The reclaim rule: the fair-share rule (FairShareRefusal), or else the
+// deserved rule (WithinDeserved). "" when it holds, else the fair-share
+// rule's reason.
+std::string CrossQueueRefusal(const QueueBook& book, int q, int v, int64_t pod_bytes, std::span<const Leaving> gone) {
+  std::string why = FairShareRefusal(book, q, v, pod_bytes, gone);
+  if (why.empty() || WithinDeserved(book, q, v, pod_bytes, gone)) return "";
+  return why;
 }
 
 // The admission rule over the figures (the rule of AdmitToQueue, which reads
@@ -538,7 +574,9 @@ class Planner {
   bool Eligible(const Cand& c, const Pending& pod, ReclaimKind kind) const {
     if (c.taken) return false;
     if (kind == ReclaimKind::kPriority) return c.queue == pod.queue && c.e->priority < pod.p->demand.priority;
-    return c.queue != pod.queue && book_.Over(c.queue);
+    // Over its fair share (the fair-share rule) or its deserved quota (the
+    // deserved rule); the set's figures decide (SetRefusal).
+    return c.queue != pod.queue && (book_.Over(c.queue) || book_.OverDeserved(c.queue));
   }
 
   // The queues and bytes of `set` (into gone_).
@@ -895,7 +933,7 @@ std::vector<ReclaimPlan> PlanReclaim(const QueueSet& set, std::span<const QueueS
 
     const std::string& qname = set.queues[static_cast<size_t>(pod.queue)].spec.name;
     const int64_t after = AddSat(book.Allocated(pod.queue), p.demand.total);
-    const bool entitled = after <= book.FairShare(pod.queue);
+    const bool entitled = after <= book.FairShare(pod.queue) || after <= book.Deserved(pod.queue);
     std::string reclaim_text;
     if (entitled) {
       const Search s = planner.Find(pod, ReclaimKind::kReclaim, nodes);

@@ -408,6 +408,49 @@ class Tenants(SharedTestbed):
                                       {"kind": "reclaim", "mode": "enforce"}) or 0, reclaims_before)
         tb.delete_pod("r-1", grace=0, namespace="research")
 
+    def test_5_a_gang_goes_whole_or_not_at_all(self):
+        """Issue 32: queue `train` holds a GPU with a three-pod gang (a Job's
+        ranks, labelled batch.kubernetes.io/job-name) and one single pod of
+        the same size, the single pod the oldest. An entitled pod of queue
+        `infer` waits for one pod's room: reclaim evicts the single pod (it
+        would take the youngest, a rank, if gangs were not kept whole) and
+        never one rank of the gang."""
+        tb = self.tb
+        tb.create_node("g-1", labels=gfd("g"))
+        tb.wait_for(lambda: "g-1" in ledger_nodes(self.vramd), 20, message="vramd to learn g-1")
+        for ns in ("train", "infer"):
+            tb.create_namespace(ns)
+        create_queue(tb, "train", "0", namespaces=["train"])
+        create_queue(tb, "infer", "8Gi", namespaces=["infer"])
+        tb.wait_for(lambda: {"train", "infer"} <= set(self.queues()), 20, message="vramd to learn the queues")
+        rs = self.replicaset("train", "single")
+        self.create("train", "single", "4Gi", pool="g", owner=rs)
+        tb.wait_pod_bound("single", namespace="train")
+        job = {"apiVersion": "batch/v1", "kind": "Job", "controller": True, "name": "ddp",
+               "uid": "00000000-0000-4000-8000-00000000dd00"}
+        for rank in range(3):
+            prev = parse_rfc3339(tb.get_pod("single" if rank == 0 else f"ddp-{rank - 1}",
+                                            namespace="train")["metadata"]["creationTimestamp"])
+            tb.wait_for(lambda p=prev: tb.api.server_time() > p, 5, interval=0.05,
+                        message="the API server's clock past the previous pod's creation second")
+            pod = tb.pod_manifest(f"ddp-{rank}", "4Gi", namespace="train", extra_spec={"nodeSelector": {"pool": "g"}},
+                                  labels={"batch.kubernetes.io/job-name": "ddp"})
+            pod["metadata"]["ownerReferences"] = [job]
+            tb.api.post("/api/v1/namespaces/train/pods", pod)
+            tb.wait_pod_bound(f"ddp-{rank}", namespace="train")
+        self.create("infer", "serve", "4Gi", pool="g")
+        tb.wait_for(lambda: any("deletionTimestamp" in p["metadata"] for p in tb.list_pods(namespace="train")), 30,
+                    message="reclaim to evict one of train's pods for infer/serve")
+        going = sorted(p["metadata"]["name"] for p in tb.list_pods(namespace="train")
+                       if "deletionTimestamp" in p["metadata"])
+        self.assertEqual(going, ["single"], "reclaim took a rank of the gang")
+        tb.delete_pod("single", grace=0, namespace="train")
+        tb.wait_pod_bound("serve", timeout=RECLAIM_BOUND_S, namespace="infer")
+        for rank in range(3):
+            pod = tb.get_pod(f"ddp-{rank}", namespace="train")
+            self.assertNotIn("deletionTimestamp", pod["metadata"], f"ddp-{rank}")
+            self.assertEqual(tb.pod_events(f"ddp-{rank}", namespace="train", reason="VramdEvicted"), [])
+
 
 if __name__ == "__main__":
     import unittest

@@ -174,8 +174,10 @@ TEST_F(QueueExtender, PreemptDropsANodeWhoseVictimsTheQueuesProtect) {
   };
   // One team-b pod for team-a's 8Gi: team-b stays at its fair share.
   EXPECT_TRUE(preempt(Pod("team-a", "a1", "8Gi"), "n1", {"b2"}).contains("n1"));
-  // Both: team-b would fall to 8Gi, below its fair share of 16Gi.
-  EXPECT_FALSE(preempt(Pod("team-a", "a1", "16Gi"), "n1", {"b1", "b2"}).contains("n1"));
+  // Both: team-b falls to 8Gi, below its fair share of 16Gi but not below
+  // its deserved 4Gi, and team-a stays within its deserved 16Gi: the
+  // deserved rule (issue 32) allows it.
+  EXPECT_TRUE(preempt(Pod("team-a", "a1", "16Gi"), "n1", {"b1", "b2"}).contains("n1"));
   // Inside team-b: a priority-90 pod may take priority-0 b1, never priority-95 b3.
   EXPECT_TRUE(preempt(Pod("team-b", "b4", "8Gi", 90), "n1", {"b1"}).contains("n1"));
   EXPECT_FALSE(preempt(Pod("team-b", "b4", "16Gi", 90), "n2", {"b3"}).contains("n2"));

@@ -209,6 +209,12 @@ std::vector<Q> TwoTeams(int64_t fair_a = 160, int64_t fair_b = 0) {
   return {Q{"team-a", {"a"}, 160, fair_a}, Q{"team-b", {"b"}, 0, fair_b}};
 }
 
+// The same with team A deserving nothing: only the fair-share rule can
+// entitle it (the deserved rule, WithinDeserved, never applies).
+std::vector<Q> TwoTeamsFairShareOnly(int64_t fair_a, int64_t fair_b) {
+  return {Q{"team-a", {"a"}, 0, fair_a}, Q{"team-b", {"b"}, 0, fair_b}};
+}
+
 std::vector<PlanCase> PlanCases() {
   std::vector<PlanCase> cases;
 
@@ -397,7 +403,7 @@ std::vector<PlanCase> PlanCases() {
   // taking b2 as well would leave it below its share.
   cases.push_back(PlanCase{
       "BytesAlreadyLeavingDoNotCountTowardsAQueuesShare",
-      TwoTeams(160, 40),
+      TwoTeamsFairShareOnly(160, 40),
       {MakeNode("n1", {80}, {Terminating(Pod("b1", "b", 40, {0})), Pod("b2", "b", 40, {0})})},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {},
@@ -461,7 +467,7 @@ std::vector<PlanCase> PlanCases() {
   // tell, and the queue rule refuses the victim.
   cases.push_back(PlanCase{
       "QueueRuleIsTheReasonWhenRoomWouldBeMade",
-      TwoTeams(160, 40),
+      TwoTeamsFairShareOnly(160, 40),
       {Reported(MakeNode("n1", {80}, {Pod("b1", "b", 40, {0}), Pod("x1", "b", 10, {0}, 100)}), {{"b1", 60}})},
       {Waiting("a1", "a", 30)},
       {},
@@ -620,26 +626,62 @@ std::vector<PlanCase> PlanCases() {
   // B at its share (the first plan's victim counted).
   cases.push_back(PlanCase{
       "QueueFiguresCarryAcrossPlans",
-      TwoTeams(160, 40),
+      TwoTeamsFairShareOnly(160, 40),
       {MakeNode("n1", {80},
                 {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
       {{"a2",
-        "no preemptible pod of a queue above its fair share may be evicted; within queue team-a: no "
-        "lower-priority preemptible pod may be evicted"}},
+        "evicting b/b2: it would take queue team-b below its fair share (0 left < fair share 40Gi); within queue "
+        "team-a: no lower-priority preemptible pod may be evicted"}},
   });
 
   // A's fair share 40Gi: its second pod, once the first joined, is not entitled.
   cases.push_back(PlanCase{
       "ThePendingPodJoinsItsQueue",
-      TwoTeams(40, 0),
+      TwoTeamsFairShareOnly(40, 0),
       {MakeNode("n1", {80},
                 {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
       {{"a2",
         "queue team-a would go above its fair share (40Gi allocated + 40Gi requested > fair share 40Gi); within "
+        "queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+
+  // Issue 32, the deserved rule (KAI's reclaim by deserved quota): team A,
+  // within its deserved 40Gi once a1 joins, takes from team B (deserved 0),
+  // though B then falls below its fair share of 60Gi; B keeping its own
+  // deserved quota, or A going beyond its own, leaves the fair-share rule to
+  // decide (and it refuses).
+  cases.push_back(PlanCase{
+      "WithinItsDeservedAQueueTakesBelowTheVictimsFairShare",
+      {Q{"team-a", {"a"}, 40, 40}, Q{"team-b", {"b"}, 0, 60}},
+      {MakeNode("n1", {80},
+                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {Waiting("a1", "a", 40)},
+      {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
+  });
+  cases.push_back(PlanCase{
+      "TheVictimKeepsItsDeservedQuota",
+      {Q{"team-a", {"a"}, 40, 40}, Q{"team-b", {"b"}, 60, 60}},
+      {MakeNode("n1", {80},
+                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {Waiting("a1", "a", 40)},
+      {},
+      {{"a1",
+        "evicting b/b1: it would take queue team-b below its fair share (40Gi left < fair share 60Gi); within "
+        "queue team-a: no lower-priority preemptible pod may be evicted"}},
+  });
+  cases.push_back(PlanCase{
+      "BeyondItsDeservedTheFairShareRuleDecides",
+      {Q{"team-a", {"a"}, 20, 40}, Q{"team-b", {"b"}, 0, 60}},
+      {MakeNode("n1", {80},
+                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {Waiting("a1", "a", 40)},
+      {},
+      {{"a1",
+        "evicting b/b1: it would take queue team-b below its fair share (40Gi left < fair share 60Gi); within "
         "queue team-a: no lower-priority preemptible pod may be evicted"}},
   });
 
@@ -1039,7 +1081,7 @@ std::vector<PreemptCase> PreemptCases() {
                   ""},
       PreemptCase{
           "CrossQueueBelowFairShare",
-          {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 100}},
+          {Q{"team-a", {"a"}, 0, 160}, Q{"team-b", {"b"}, 40, 100}},
           held,
           {"b1", "b2"},
           "a",
@@ -1075,13 +1117,31 @@ std::vector<PreemptCase> PreemptCases() {
                   ""},
       PreemptCase{
           "TwoVictimsTakeTheQueueBelow",
-          {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 120}},
+          {Q{"team-a", {"a"}, 0, 160}, Q{"team-b", {"b"}, 40, 120}},
           held,
           {"b1", "b2"},
           "a",
           50,
           40,
           "pod b/b1 may not go: it would take queue team-b below its fair share (80Gi left < fair share 120Gi)"},
+      // Issue 32, the deserved rule: A stays within its deserved 160Gi, B at
+      // or above its deserved 40Gi though below its fair share 120Gi.
+      PreemptCase{"WithinItsDeservedBelowTheVictimsFairShare",
+                  {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 40, 120}},
+                  held,
+                  {"b1", "b2"},
+                  "a",
+                  50,
+                  40,
+                  ""},
+      PreemptCase{"NeverBelowTheVictimsDeserved",
+                  {Q{"team-a", {"a"}, 160, 160}, Q{"team-b", {"b"}, 100, 120}},
+                  held,
+                  {"b1", "b2"},
+                  "a",
+                  50,
+                  40,
+                  "pod b/b1 may not go: it would take queue team-b below its fair share (80Gi left < fair share 120Gi)"},
       // Departments: a victim of another department needs the pod's
       // department within its share, and the victim's at or above its own.
       PreemptCase{"CrossDepartmentThePodsDepartmentWouldGoAbove",
