@@ -479,6 +479,14 @@ Response Extender::Preempt(std::string_view body) {
     if (set != nullptr && !set->empty()) tenancy = opts_.tenancy.view();
   }
   nlohmann::json kept = nlohmann::json::object();
+  // Room vramd's own eviction made for this pod is held for it (issue 32):
+  // it waits for that room; more victims anywhere would be a second
+  // eviction for one pod. Every node is dropped.
+  std::string_view held_on;
+  if (req->wants_vram() && ledger::FindHold(**snap, req->uid, &held_on) != nullptr) {
+    spdlog::debug("preempt: pod {}/{} holds room on {} already: no victims", args.pod.ns, args.pod.name, held_on);
+    victims = nlohmann::json::object();
+  }
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();
     if (!v.is_object() || !v.contains("Pods") || !v["Pods"].is_array() || v["Pods"].empty()) continue;

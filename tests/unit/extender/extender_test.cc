@@ -269,6 +269,40 @@ TEST_F(StandaloneExtender, PreemptCountsTheVictimsMeasuredUsageAsFreed) {
   EXPECT_TRUE(f["NodeNames"].empty()) << f.dump();
 }
 
+// Issue 32: a pod that holds room vramd's own eviction made for it gets no
+// victims from kube-scheduler's preemption (one eviction per pod), and a
+// bind takes its own hold (filter does not count it against the pod).
+TEST_F(StandaloneExtender, APodHoldingRoomGetsNoPreemptionVictimsAndBindsIntoItsHold) {
+  ASSERT_EQ(ext.Filter(FilterBody("v1", "40Gi", {"big"})).status, 200);
+  ASSERT_EQ(json::parse(ext.Bind(BindBody("v1", "big")).body)["Error"], "");
+  ledger::Entry hold;
+  hold.pod_uid = "u2";
+  hold.ns = "default";
+  hold.name = "u2";
+  hold.gpus = {0};
+  hold.per_gpu = 40 * kGi;
+  hold.state = ledger::EntryState::kHold;
+  ASSERT_EQ(*store.HoldRoom("big", {}, hold, 60'000), store::LedgerStore::HoldOutcome::kHeld);
+  json body = json::parse(FilterBody("u2", "40Gi", {}));
+  body.erase("NodeNames");
+  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}}};
+  Response r = ext.Preempt(body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["NodeNameToMetaVictims"].empty()) << r.body;
+  // Anyone else may still preempt there.
+  body = json::parse(FilterBody("u3", "40Gi", {}));
+  body.erase("NodeNames");
+  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}}};
+  r = ext.Preempt(body.dump());
+  EXPECT_TRUE(json::parse(r.body)["NodeNameToMetaVictims"].contains("big")) << r.body;
+  // The room is spent for u3 and free for u2, whose bind takes its hold.
+  EXPECT_TRUE(json::parse(ext.Filter(FilterBody("u3", "40Gi", {"big"})).body)["NodeNames"].empty());
+  EXPECT_EQ(json::parse(ext.Filter(FilterBody("u2", "40Gi", {"big"})).body)["NodeNames"], json::array({"big"}));
+  ASSERT_EQ(json::parse(ext.Bind(BindBody("u2", "big")).body)["Error"], "");
+  ledger::SnapshotPtr snap = *store.Snapshot();
+  EXPECT_EQ(ledger::FindHold(*snap, "u2"), nullptr);
+}
+
 class KubeExtender : public ::testing::Test {
  protected:
   void SetUp() override {
