@@ -232,15 +232,15 @@ class RestClient final : public KubeClient, public SecretClient {
   }
 
   Result<EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
-                                std::string* api_message) override {
+                                std::string* api_message, bool dry_run) override {
     if (api_message != nullptr) api_message->clear();
-    const std::string what = "evict pod " + ns + "/" + name;
+    const std::string what = std::string(dry_run ? "dry-run evict" : "evict") + " pod " + ns + "/" + name;
     bool v1beta1 = eviction_v1beta1_.load();
-    Result<HttpReply> r = PostEviction(ns, name, uid, v1beta1, what);
+    Result<HttpReply> r = PostEviction(ns, name, uid, v1beta1, dry_run, what);
     if (!r.ok()) return r.status();
     if (EvictionVersionUnserved(*r, v1beta1)) {
       v1beta1 = !v1beta1;
-      r = PostEviction(ns, name, uid, v1beta1, what);
+      r = PostEviction(ns, name, uid, v1beta1, dry_run, what);
       if (!r.ok()) return r.status();
       if (!EvictionVersionUnserved(*r, v1beta1)) {
         spdlog::info("kube client: the API server does not accept {} Evictions; using {}",
@@ -334,13 +334,14 @@ class RestClient final : public KubeClient, public SecretClient {
 
   // POSTs one Eviction of `ns/name` in the given policy version.
   Result<HttpReply> PostEviction(const std::string& ns, const std::string& name, const std::string& uid,
-                                 bool v1beta1, const std::string& what) {
+                                 bool v1beta1, bool dry_run, const std::string& what) {
     json body = {
         {"apiVersion", EvictionApiVersion(v1beta1)},
         {"kind", "Eviction"},
         {"metadata", {{"name", name}, {"namespace", ns}}},
     };
-    if (!uid.empty()) body["deleteOptions"] = {{"preconditions", {{"uid", uid}}}};
+    if (!uid.empty()) body["deleteOptions"]["preconditions"] = {{"uid", uid}};
+    if (dry_run) body["deleteOptions"]["dryRun"] = json::array({"All"});
     return Send(Method::kPost, PodPath(ns, name) + "/eviction", Dump(body), "application/json", what);
   }
 

@@ -144,6 +144,28 @@ ActionResult Evictor::Act(const EvictionAction& a, ActionMode mode) {
   return result;
 }
 
+int Evictor::Precheck(const std::vector<EvictionAction>& actions, ActionMode mode) {
+  if (mode == ActionMode::kDryRun || actions.size() < 2) return kPrecheckPassed;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const EvictionAction& a = actions[i];
+    std::string api_message;
+    Result<kube::EvictOutcome> r = kube_->EvictPod(a.ns, a.name, a.uid, &api_message, /*dry_run=*/true);
+    if (!r.ok()) {
+      spdlog::warn("evictor: dry-run eviction of {}/{} ({}{}) failed, the action of {} pods waits: {}", a.ns, a.name,
+                   a.reason, Where(a), actions.size(), r.status().ToString());
+      failures_->With({a.reason, "error"}).Inc();
+      return kPrecheckFailed;
+    }
+    if (*r == kube::EvictOutcome::kBlocked) {
+      spdlog::warn("evictor: {}/{} ({}{}) would be refused: none of the {} pods of the action is evicted: {}", a.ns,
+                   a.name, a.reason, Where(a), actions.size(), api_message);
+      failures_->With({a.reason, "blocked"}).Inc();
+      return static_cast<int>(i);
+    }
+  }
+  return kPrecheckPassed;
+}
+
 void Evictor::PostEvent(const std::string& ns, const std::string& name, const std::string& uid, const char* type,
                         const char* reason, const std::string& message) {
   kube::PodInfo pod;

@@ -207,6 +207,7 @@ Result<ProtectionStats> Protection::RunOnce() {
       for (std::vector<size_t> set = ledger::CoverDeficit(p.candidates, p.deficit, done); !set.empty();
            set = ledger::CoverDeficit(p.candidates, p.deficit - freed, done)) {
         bool refused = false;
+        std::vector<EvictionAction> actions;
         for (size_t i : set) {
           const ledger::WatchdogVictim& v = p.candidates[i];
           EvictionAction a;
@@ -217,6 +218,20 @@ Result<ProtectionStats> Protection::RunOnce() {
           a.gpu = p.gpu;
           a.reason = "pressure";
           a.detail = WatchdogDetail(p, &v);
+          actions.push_back(std::move(a));
+        }
+        // An action of several pods goes whole: a pod a budget would refuse
+        // is known before any of them goes, and the next set covers without it.
+        const int pre = evictor_->Precheck(actions, *s_.watchdog);
+        if (pre == Evictor::kPrecheckFailed) break;
+        if (pre >= 0) {
+          done.insert(p.candidates[set[static_cast<size_t>(pre)]].pod_uid);
+          continue;
+        }
+        for (size_t k = 0; k < set.size(); ++k) {
+          const size_t i = set[k];
+          const ledger::WatchdogVictim& v = p.candidates[i];
+          const EvictionAction& a = actions[k];
           const ActionResult r = evictor_->Act(a, *s_.watchdog);
           done.insert(v.pod_uid);
           if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
@@ -296,29 +311,56 @@ Result<ProtectionStats> Protection::RunOnce() {
     }
   }
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> made_room;  // (pod, node) -> evicted
-  for (const ledger::IdleEviction& e : plan) {
-    const std::string key = "idle:" + e.pod_uid;
-    const std::optional<std::string> claim = idle_budget_.Take(key, now);
-    if (!claim) {
-      ++stats.gated;
+  // The evictions made for one waiting pod are one action and go whole:
+  // every pod's budget claimed and its eviction pre-checked (Precheck) before
+  // any goes; kAlways evictions (no waiting pod) go one by one.
+  std::vector<std::vector<size_t>> actions_of;
+  std::map<std::string, size_t> action_for;  // waiting pod -> its action in actions_of
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].for_uid.empty()) {
+      actions_of.push_back({i});
       continue;
     }
-    EvictionAction a;
-    a.ns = e.ns;
-    a.name = e.name;
-    a.uid = e.pod_uid;
-    a.node = e.node;
-    a.reason = "idle";
-    a.detail = IdleDetail(e, ttl_of[e.pod_uid]);
-    a.for_ns = e.for_ns;
-    a.for_name = e.for_name;
-    a.for_uid = e.for_uid;
-    const ActionResult r = evictor_->Act(a, *s_.idle);
-    if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
-      ++stats.idle_actions;
-      if (r == ActionResult::kEvicted && !e.for_uid.empty()) made_room[{e.for_uid, e.node}].push_back(e.pod_uid);
-    } else {
-      idle_budget_.GiveBack(key, *claim);
+    auto [it, added] = action_for.emplace(plan[i].for_uid, actions_of.size());
+    if (added) actions_of.emplace_back();
+    actions_of[it->second].push_back(i);
+  }
+  for (const std::vector<size_t>& members : actions_of) {
+    std::vector<std::pair<std::string, std::string>> claims;  // (key, claim)
+    std::vector<EvictionAction> actions;
+    for (size_t i : members) {
+      const ledger::IdleEviction& e = plan[i];
+      const std::string key = "idle:" + e.pod_uid;
+      std::optional<std::string> claim = idle_budget_.Take(key, now);
+      if (!claim) break;
+      claims.emplace_back(key, std::move(*claim));
+      EvictionAction a;
+      a.ns = e.ns;
+      a.name = e.name;
+      a.uid = e.pod_uid;
+      a.node = e.node;
+      a.reason = "idle";
+      a.detail = IdleDetail(e, ttl_of[e.pod_uid]);
+      a.for_ns = e.for_ns;
+      a.for_name = e.for_name;
+      a.for_uid = e.for_uid;
+      actions.push_back(std::move(a));
+    }
+    const bool gated = claims.size() < members.size();
+    if (gated || evictor_->Precheck(actions, *s_.idle) != Evictor::kPrecheckPassed) {
+      ++(gated ? stats.gated : stats.blocked);
+      for (const auto& [key, claim] : claims) idle_budget_.GiveBack(key, claim);
+      continue;
+    }
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const EvictionAction& a = actions[k];
+      const ActionResult r = evictor_->Act(a, *s_.idle);
+      if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
+        ++stats.idle_actions;
+        if (r == ActionResult::kEvicted && !a.for_uid.empty()) made_room[{a.for_uid, a.node}].push_back(a.uid);
+      } else {
+        idle_budget_.GiveBack(claims[k].first, claims[k].second);
+      }
     }
   }
   // The room is the waiting pod's: held for it (issue 32).

@@ -299,9 +299,7 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       ++stats->gated;
       continue;
     }
-    reclaims_->With({ledger::ReclaimKindName(plan.kind), ActionModeName(mode)}).Inc();
-    int acted = 0;
-    std::vector<std::string> evicted;
+    std::vector<EvictionAction> actions;
     for (const ledger::ReclaimVictim& v : plan.victims) {
       EvictionAction a;
       a.ns = v.ns;
@@ -313,11 +311,23 @@ void Tenancy::Reclaim(const ledger::TenancyView& view, const ledger::Snapshot& s
       a.for_ns = plan.pending_ns;
       a.for_name = plan.pending_name;
       a.for_uid = plan.pending_uid;
+      actions.push_back(std::move(a));
+    }
+    // A plan goes whole (issue 32): with a victim a PodDisruptionBudget
+    // would keep, none goes (the claim stays: the plan waits its cooldown).
+    if (evictor_->Precheck(actions, mode) != Evictor::kPrecheckPassed) {
+      ++stats->blocked;
+      continue;
+    }
+    reclaims_->With({ledger::ReclaimKindName(plan.kind), ActionModeName(mode)}).Inc();
+    int acted = 0;
+    std::vector<std::string> evicted;
+    for (const EvictionAction& a : actions) {
       const ActionResult r = evictor_->Act(a, mode);
       if (r == ActionResult::kRecorded || r == ActionResult::kEvicted) {
         ++stats->evictions;
         if (acted++ > 0) budget_.Record(key, now);  // the budget counts evictions; the claim the first
-        if (r == ActionResult::kEvicted) evicted.push_back(v.uid);
+        if (r == ActionResult::kEvicted) evicted.push_back(a.uid);
       }
     }
     // The room is the pending pod's: held for it (issue 32), so that neither

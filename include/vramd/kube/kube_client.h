@@ -147,9 +147,12 @@ class KubeClient {
   // tells); 404, or 409 about the UID precondition -> kGone; anything else an
   // error as below. `api_message`, when not null, receives the API server's
   // message for kBlocked and kGone (with the causes it lists, e.g. which
-  // budget), "" otherwise.
+  // budget), "" otherwise. `dry_run`: the same request with
+  // deleteOptions.dryRun ["All"] (honoured by the eviction subresource since
+  // Kubernetes 1.15): the API server checks it, PodDisruptionBudgets
+  // included, and evicts nothing; kEvicted then means "would be evicted".
   virtual Result<EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
-                                        std::string* api_message = nullptr) = 0;
+                                        std::string* api_message = nullptr, bool dry_run = false) = 0;
 
   // Watches from resource_version (empty: from now, starting with synthetic
   // ADDED events for every existing object); calls `on_event` per event, on the

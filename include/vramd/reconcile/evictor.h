@@ -117,6 +117,17 @@ class Evictor {
   // Thread-safe (no state besides the counters).
   ActionResult Act(const EvictionAction& action, ActionMode mode);
 
+  // Whether an action of several pods may go whole (issue 32): in enforce,
+  // each pod's eviction is asked of the API server with dryRun (its
+  // PodDisruptionBudgets checked, nothing evicted). Returns the index of the
+  // first pod that would be refused (kBlocked; logged and counted as
+  // why="blocked"), kPrecheckFailed when the API cannot tell (the action
+  // waits a pass), or kPrecheckPassed. One action, or dry-run mode: passed
+  // without a call (the eviction itself is the check).
+  static constexpr int kPrecheckPassed = -1;
+  static constexpr int kPrecheckFailed = -2;
+  int Precheck(const std::vector<EvictionAction>& actions, ActionMode mode);
+
  private:
   void PostEvent(const std::string& ns, const std::string& name, const std::string& uid, const char* type,
                  const char* reason, const std::string& message);

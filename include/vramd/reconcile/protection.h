@@ -39,6 +39,7 @@ struct ProtectionStats {
   int gated = 0;             // actions held back by a cooldown or the rate limit
   int persisting = 0;        // GPUs with a victim whose pressure has not yet persisted pressure_reports reports
   int holds = 0;             // holds written for the pods idle eviction made room for
+  int blocked = 0;           // idle actions of several pods dropped whole: one would be refused (Precheck)
 };
 
 // The pure parts of the configuration, parsed once (config.h validated them).

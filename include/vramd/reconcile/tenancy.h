@@ -54,6 +54,7 @@ struct TenancyStats {
   int evictions = 0;         // victims recorded (dry-run) or evicted
   int gated = 0;             // plans held back by the cooldown or the rate
   int holds = 0;             // holds written for the pods plans made room for
+  int blocked = 0;           // plans of several victims dropped whole: one would be refused (Precheck)
   int status_patches = 0;    // VramQueue status subresources written
   int status_errors = 0;
   int nudges = 0;            // node label changes asking kube-scheduler to retry parked pods

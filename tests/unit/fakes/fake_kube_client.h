@@ -109,9 +109,9 @@ class FakeKubeClient : public kube::KubeClient {
     return fail_event;
   }
   Result<kube::EvictOutcome> EvictPod(const std::string& ns, const std::string& name, const std::string& uid,
-                                      std::string* api_message = nullptr) override {
+                                      std::string* api_message = nullptr, bool dry_run = false) override {
     std::lock_guard<std::mutex> l(mu_);
-    calls.push_back("evict " + ns + "/" + name);
+    calls.push_back((dry_run ? "dry-run-evict " : "evict ") + ns + "/" + name);
     if (api_message != nullptr) api_message->clear();
     if (!fail_evict.ok()) return fail_evict;
     auto it = pods.find(ns + "/" + name);
@@ -123,6 +123,7 @@ class FakeKubeClient : public kube::KubeClient {
       if (api_message != nullptr) *api_message = evict_blocked_message;
       return kube::EvictOutcome::kBlocked;
     }
+    if (dry_run) return kube::EvictOutcome::kEvicted;  // would be
     it->second.deleting = true;
     if (on_evicted) on_evicted();
     return kube::EvictOutcome::kEvicted;

@@ -462,6 +462,19 @@ TEST_F(EvictionTest, PostsAPolicyV1EvictionWithTheUidPrecondition) {
       "deleteOptions":{"preconditions":{"uid":"uid-7"}}})"));
 }
 
+// Issue 32: the pre-check of an action of several pods.
+TEST_F(EvictionTest, ADryRunEvictionSaysDryRunAllBesideThePrecondition) {
+  Serve();
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  Result<EvictOutcome> r = client->EvictPod("ml", "immich-ml", "uid-7", nullptr, /*dry_run=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, EvictOutcome::kEvicted);
+  EXPECT_EQ(json::parse(Last().body), json::parse(R"({"apiVersion":"policy/v1","kind":"Eviction",
+      "metadata":{"name":"immich-ml","namespace":"ml"},
+      "deleteOptions":{"preconditions":{"uid":"uid-7"},"dryRun":["All"]}})"));
+}
+
 TEST_F(EvictionTest, AnEmptyUidSendsNoPreconditionAnd200IsEvictedToo) {
   Serve([](const json&, httplib::Response& res) {
     res.status = 200;

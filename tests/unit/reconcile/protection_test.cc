@@ -297,6 +297,50 @@ TEST_F(ProtectionTest, AVictimBlockedByItsBudgetFallsThroughToTheNext) {
   EXPECT_EQ(EventsOf("llama-swap", "VramdEvicted").size(), 1u);
 }
 
+// Issue 32: the idle evictions made for one waiting pod are one action and
+// go whole. model-new needs both idle models gone; a PodDisruptionBudget
+// protects model-b: the pre-check (dry-run evictions) finds it before
+// model-a goes, and neither goes.
+TEST_F(ProtectionTest, IdleEvictionsForOnePodArePrecheckedAndGoWholeOrNotAtAll) {
+  cfg.idle_mode = "enforce";
+  const char* const kA = "00000000-0000-4000-8000-00000000000a";
+  const char* const kB = "00000000-0000-4000-8000-00000000000b";
+  Bound("idle", "model-a", kA, 8 * kGi, /*idle_ttl_ms=*/60'000);
+  Bound("idle", "model-b", kB, 8 * kGi, /*idle_ttl_ms=*/60'000);
+  kube.AddPod("default", "model-new", kNew, "12Gi");  // pending
+  Start();
+  Report("idle", {{kA, 7 * kGi}, {kB, 7 * kGi}});
+  ASSERT_TRUE(prot->RunOnce().ok());
+  clock.Advance(61'000);
+  Report("idle", {{kA, 7 * kGi}, {kB, 7 * kGi}});
+  store::Refusal ref;
+  ref.uid = kNew;
+  ref.ns = "default";
+  ref.name = "model-new";
+  ref.per_gpu = ref.peak_per_gpu = 12 * kGi;
+  ref.gpu_count = 1;
+  ref.nodes = {"idle"};
+  ASSERT_TRUE(store.RecordRefusals({ref}).ok());
+  kube.evict_blocked_pods = {"default/model-b"};
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_candidates, 2);
+  EXPECT_EQ(r->blocked, 1);
+  EXPECT_EQ(r->idle_actions, 0);
+  EXPECT_EQ(kube.CallCount("dry-run-evict default/model-"), 2u);
+  EXPECT_EQ(kube.CallCount("evict "), 0u);
+  EXPECT_FALSE(kube.pods["default/model-a"].deleting) << "model-a went without model-b: half an action";
+  // Without the budget, both go in the next pass (the claims were given back).
+  kube.evict_blocked_pods.clear();
+  clock.Advance(1000);
+  Report("idle", {{kA, 7 * kGi}, {kB, 7 * kGi}});
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->idle_actions, 2);
+  EXPECT_TRUE(kube.pods["default/model-a"].deleting);
+  EXPECT_TRUE(kube.pods["default/model-b"].deleting);
+}
+
 // Issue 32: a terminating pod's use is relief on its way until its
 // deletionTimestamp plus 30 s (the pod watch's copy); a pod stuck past that
 // no longer holds the watchdog back.

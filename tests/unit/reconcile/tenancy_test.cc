@@ -266,6 +266,36 @@ TEST_F(TenancyPass, AnEnforcedReclaimHoldsTheRoomForItsPodAndNudgesItThere) {
   EXPECT_EQ(kube.CallCount("evict "), 1u);
 }
 
+// Issue 32: a reclaim plan of several victims goes whole: one a
+// PodDisruptionBudget would keep is found by the dry-run pre-check before
+// any goes, and none goes.
+TEST_F(TenancyPass, APlanOfSeveralVictimsIsPrecheckedAndGoesWholeOrNotAtAll) {
+  TenancySettings s;
+  s.reclaim = ActionMode::kEnforce;
+  tenancy = std::make_unique<Tenancy>(s, [this] { return specs; }, &store, &kube, nullptr, &evictor, &clock,
+                                      &registry);
+  tenancy->Refresh();
+  // Team B's 16Gi on n1 as two 8Gi pods; team A's pod needs all of n1 (or n2).
+  ASSERT_TRUE(store.Release("n1", "b1").ok());
+  ASSERT_TRUE(store.PutEntry("n1", Bound("b1a", "team-b", 8 * kGi, clock.NowMs() - 60'000)).ok());
+  ASSERT_TRUE(store.PutEntry("n1", Bound("b1b", "team-b", 8 * kGi, clock.NowMs() - 50'000)).ok());
+  ASSERT_TRUE(store.Release("n2", "b2").ok());
+  ASSERT_TRUE(store.PutEntry("n2", Bound("b2a", "team-b", 8 * kGi, clock.NowMs() - 40'000)).ok());
+  ASSERT_TRUE(store.PutEntry("n2", Bound("b2b", "team-b", 8 * kGi, clock.NowMs() - 30'000)).ok());
+  for (const char* name : {"b1a", "b1b", "b2a", "b2b"}) kube.AddPod("team-b", name, name, "8Gi");
+  kube.evict_blocked_pods = {"team-b/b2a"};  // the plan's second victim: a budget keeps it
+  TeamAWaits();
+  Result<TenancyStats> r = tenancy->RunOnce();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->plans, 1);
+  EXPECT_EQ(r->blocked, 1);
+  EXPECT_EQ(r->evictions, 0);
+  EXPECT_EQ(kube.CallCount("dry-run-evict team-b/b2b"), 1u);
+  EXPECT_EQ(kube.CallCount("dry-run-evict team-b/b2a"), 1u);
+  EXPECT_EQ(kube.CallCount("evict "), 0u);
+  EXPECT_FALSE(kube.pods["team-b/b2b"].deleting) << "b2b went without b2a: half a plan";
+}
+
 TEST_F(TenancyPass, NoQueueObjectsChangeNothing) {
   specs.clear();
   tenancy->Refresh();
