@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "daemon/cli.h"
+#include "daemon/clock_sync.h"
 #include "daemon/collectors.h"
 #include "daemon/ensure_secrets.h"
 #include "daemon/leader_loops.h"
@@ -45,10 +46,15 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  SystemClock clock;
+  // Every decision compares times the store stamped: with the store's clock
+  // (issue 32), measured at start and every 10 s.
+  SystemClock system_clock;
+  OffsetClock clock(&system_clock);
   metrics::Registry registry;
   daemon::ExportProcessMetrics(&registry);
   std::shared_ptr<store::ValkeyClient> valkey = store::NewValkeyClient(daemon::ValkeyOptionsFrom(cfg, *secrets));
+  daemon::ClockSync clock_sync(valkey.get(), &clock, &registry, /*interval_ms=*/10'000);
+  clock_sync.Start();  // its first sample at once; this replica's own clock counts until then
   std::unique_ptr<store::LedgerStore> store = store::NewValkeyLedgerStore(valkey);
   if (cfg.valkey_epoch_watch) store->StartEpochWatch();
   std::unique_ptr<kube::KubeClient> kube;
@@ -117,6 +123,7 @@ int main(int argc, char** argv) {
   listeners.Stop();  // stop accepting, finish in-flight requests
   if (loops) loops->Stop();  // then the loops; the leader gives its lease up
   node_sync.Stop();
+  clock_sync.Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -134,6 +134,11 @@ Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, P
   idle_pods_ = &registry->AddGauge("vramd_idle_pods",
                                    "Pods with vramd.io/idle-ttl that are past it: idle and evictable (leader).");
   idle_pods_->With({});
+  persisting_ = &registry->AddGauge("vramd_watchdog_pressure_persisting",
+                                    "GPUs under pressure with a cause and a victim whose pressure has not yet "
+                                    "persisted watchdog.pressure_reports consecutive reports: the watchdog waits "
+                                    "(leader; the info log names the pod it would choose).");
+  persisting_->With({});
 }
 
 std::optional<Result<ProtectionStats>> Protection::MaybeRun() {
@@ -247,6 +252,7 @@ Result<ProtectionStats> Protection::RunOnce() {
       if (acted == 0) watchdog_budget_.GiveBack(key, *claim);
     }
   }
+  persisting_->With({}).Set(stats.persisting);
 
   if (!s_.idle) return stats;
   // Idle tracking: usage changes and GPU-lock activity of the pods that say

@@ -37,9 +37,11 @@ inline constexpr const char* kThreadLeader = "leader";
 inline constexpr const char* kThreadEpochWatch = "epoch_watch";
 inline constexpr const char* kThreadHttpListen = "http_listen";
 inline constexpr const char* kThreadTlsWatch = "tls_watch";
+inline constexpr const char* kThreadClockSync = "clock_sync";
 inline constexpr const char* kKnownThreads[] = {kThreadReconcile,  kThreadNodeSync,   kThreadPodWatch,
                                                 kThreadNodeWatch,  kThreadQueueWatch, kThreadLeader,
-                                                kThreadEpochWatch, kThreadHttpListen, kThreadTlsWatch};
+                                                kThreadEpochWatch, kThreadHttpListen, kThreadTlsWatch,
+                                                kThreadClockSync};
 
 // Adds vramd_thread_errors_total{thread} to `registry` (a collector): every
 // known thread has a series from the start, at 0; other names appear once

@@ -97,6 +97,7 @@ class Protection {
   metrics::Family<metrics::Gauge>* pressure_;      // vramd_gpu_under_pressure{node,gpu}
   metrics::Family<metrics::Gauge>* waiting_;       // vramd_pods_waiting_for_vram
   metrics::Family<metrics::Gauge>* idle_pods_;     // vramd_idle_pods (past their TTL)
+  metrics::Family<metrics::Gauge>* persisting_;    // vramd_watchdog_pressure_persisting
   Mutex mu_;
   int64_t last_run_ms_ GUARDED_BY(mu_) = 0;
   ledger::IdleTracker tracker_ GUARDED_BY(mu_);

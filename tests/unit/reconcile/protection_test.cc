@@ -236,6 +236,7 @@ TEST_F(ProtectionTest, TheWatchdogActsOnlyOnPressureThatPersistedItsReports) {
       ProtectionStats st = pass(fresh, 15 * kGi);
       EXPECT_EQ(st.gpus_under_pressure, 1);
       EXPECT_EQ(st.persisting, 1);
+      EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_pressure_persisting"), "1");
       EXPECT_EQ(st.watchdog_actions, 0);
     }
   }
@@ -249,6 +250,7 @@ TEST_F(ProtectionTest, TheWatchdogActsOnlyOnPressureThatPersistedItsReports) {
   // The third consecutive report: evicted.
   ProtectionStats st = pass(true, 15 * kGi);
   EXPECT_EQ(st.persisting, 0);
+  EXPECT_EQ(testing::Sample(reg, "vramd_watchdog_pressure_persisting"), "0");
   EXPECT_EQ(st.watchdog_actions, 1);
   EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
 }
