@@ -215,6 +215,12 @@ std::vector<Q> TwoTeamsFairShareOnly(int64_t fair_a, int64_t fair_b) {
   return {Q{"team-a", {"a"}, 0, fair_a}, Q{"team-b", {"b"}, 0, fair_b}};
 }
 
+// n1 (one 80Gi GPU) full with two 40Gi team-b pods, b1 the younger.
+Node TeamBFillsN1() {
+  return MakeNode("n1", {80},
+                  {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)});
+}
+
 std::vector<PlanCase> PlanCases() {
   std::vector<PlanCase> cases;
 
@@ -616,8 +622,7 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "PendingPodsDoNotReuseVictimsOrRoom",
       TwoTeams(160, 0),
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}, WantPlan{"a2", ReclaimKind::kReclaim, "n1", {"b2"}}},
   });
@@ -627,8 +632,7 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "QueueFiguresCarryAcrossPlans",
       TwoTeamsFairShareOnly(160, 40),
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
       {{"a2",
@@ -640,8 +644,7 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "ThePendingPodJoinsItsQueue",
       TwoTeamsFairShareOnly(40, 0),
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
       {{"a2",
@@ -657,16 +660,14 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "WithinItsDeservedAQueueTakesBelowTheVictimsFairShare",
       {Q{"team-a", {"a"}, 40, 40}, Q{"team-b", {"b"}, 0, 60}},
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
   });
   cases.push_back(PlanCase{
       "TheVictimKeepsItsDeservedQuota",
       {Q{"team-a", {"a"}, 40, 40}, Q{"team-b", {"b"}, 60, 60}},
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40)},
       {},
       {{"a1",
@@ -676,8 +677,7 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "BeyondItsDeservedTheFairShareRuleDecides",
       {Q{"team-a", {"a"}, 20, 40}, Q{"team-b", {"b"}, 0, 60}},
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40)},
       {},
       {{"a1",
@@ -688,8 +688,7 @@ std::vector<PlanCase> PlanCases() {
   cases.push_back(PlanCase{
       "PlanLimit",
       TwoTeams(160, 0),
-      {MakeNode("n1", {80},
-                {Pod("b1", "b", 40, {0}, 10, kNow - 10 * kSec), Pod("b2", "b", 40, {0}, 10, kNow - 20 * kSec)})},
+      {TeamBFillsN1()},
       {Waiting("a1", "a", 40, 1, 50, kNow - 20 * kSec), Waiting("a2", "a", 40, 1, 50, kNow - 10 * kSec)},
       {WantPlan{"a1", ReclaimKind::kReclaim, "n1", {"b1"}}},
       {{"a2", "plan limit reached (1 per pass)"}},

@@ -98,6 +98,38 @@ class ProtectionTest : public ::testing::Test {
     ASSERT_TRUE(store.PushReport(node, r, true).ok());
   }
 
+  // immich-ml and llama-swap over their budgets on t4; one leader's pass
+  // evicts immich-ml (with `dies`, the leader's store is gone the moment the
+  // API accepted the eviction); then a new leader, with no memory of its
+  // own, runs a pass one second later under the same pressure. Call once per
+  // fresh store (each call starts from new entries and pods).
+  Result<ProtectionStats> NewLeaderPassAfterAnEviction(bool dies) {
+    cfg.watchdog_mode = "enforce";
+    cfg.watchdog_pressure_reports = 1;
+    Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+    Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+    Start();
+    ReportBothOverBudget();
+    if (dies) kube.on_evicted = [this] { store.unavailable = true; };
+    (void)prot->RunOnce();
+    kube.on_evicted = nullptr;
+    store.unavailable = false;
+    EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
+    prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
+                                        evictor.get(), lock_activity, &clock, &reg);
+    clock.Advance(1000);
+    ReportBothOverBudget();
+    (void)store.SetEntryState("t4", kImmich, ledger::EntryState::kTerminating);
+    return prot->RunOnce();
+  }
+  void ExpectNoSecondEviction(const Result<ProtectionStats>& r) {
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->gpus_under_pressure, 1);
+    EXPECT_EQ(r->gated, 1);
+    EXPECT_EQ(r->watchdog_actions, 0);
+    EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
+  }
+
   // immich-ml (3000Mi) uses 8Gi, llama-swap (5000Mi) 7.5Gi on t4's 16Gi: both
   // over their budgets, 0.5Gi free, 1Gi short of the 1.5Gi floor.
   void ReportBothOverBudget() { Report("t4", {{kImmich, 8 * kGi}, {kLlama, 7680 * kMi}}); }
@@ -371,59 +403,17 @@ TEST_F(ProtectionTest, ATerminatingPodsUseHoldsTheWatchdogBackUntilItsDeletionTi
   EXPECT_TRUE(kube.pods["default/immich-ml"].deleting);
 }
 
-// Issue 32: the budget lives in the store: a new leader one second after the
-// old one evicted sees the GPU's cooldown running and acts no more.
+// Issue 32: the budget lives in the store and is claimed before the
+// eviction: a new leader one second after the old one evicted immich-ml sees
+// the GPU's cooldown running and evicts nobody, also when the old leader died
+// right after the API accepted its eviction (its store gone with it: nothing
+// it would write later lands).
 TEST_F(ProtectionTest, ALeaderChangeKeepsTheCooldown) {
-  cfg.watchdog_mode = "enforce";
-  cfg.watchdog_pressure_reports = 1;
-  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
-  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
-  Start();
-  ReportBothOverBudget();
-  Result<ProtectionStats> r = prot->RunOnce();
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->watchdog_actions, 1);
-  ASSERT_TRUE(kube.pods["default/immich-ml"].deleting);
-  // The old leader is gone; the new one starts with no memory of its own.
-  prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
-                                      evictor.get(), lock_activity, &clock, &reg);
-  clock.Advance(1000);
-  ReportBothOverBudget();
-  ASSERT_TRUE(store.SetEntryState("t4", kImmich, ledger::EntryState::kTerminating).ok());
-  r = prot->RunOnce();
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->gpus_under_pressure, 1);
-  EXPECT_EQ(r->gated, 1);
-  EXPECT_EQ(r->watchdog_actions, 0);
-  EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
+  ExpectNoSecondEviction(NewLeaderPassAfterAnEviction(/*dies=*/false));
 }
 
-// Issue 32: the budget is claimed before the eviction, not recorded after it.
-// The leader dies right after the API accepted its eviction (its store gone
-// with it: nothing it would write later lands); the next leader, on the same
-// store, finds the GPU's cooldown running and evicts nobody.
 TEST_F(ProtectionTest, ALeaderThatDiesRightAfterItsEvictionLeavesTheCooldownBehind) {
-  cfg.watchdog_mode = "enforce";
-  cfg.watchdog_pressure_reports = 1;
-  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
-  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
-  Start();
-  ReportBothOverBudget();
-  kube.on_evicted = [this] { store.unavailable = true; };
-  (void)prot->RunOnce();
-  ASSERT_TRUE(kube.pods["default/immich-ml"].deleting);
-  kube.on_evicted = nullptr;
-  store.unavailable = false;
-  prot = std::make_unique<Protection>(ProtectionSettingsFrom(cfg, ledger::Policy{}), &store, watcher.get(),
-                                      evictor.get(), lock_activity, &clock, &reg);
-  clock.Advance(1000);
-  ReportBothOverBudget();
-  Result<ProtectionStats> r = prot->RunOnce();
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->gpus_under_pressure, 1);
-  EXPECT_EQ(r->gated, 1);
-  EXPECT_EQ(r->watchdog_actions, 0);
-  EXPECT_FALSE(kube.pods["default/llama-swap"].deleting);
+  ExpectNoSecondEviction(NewLeaderPassAfterAnEviction(/*dies=*/true));
 }
 
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
