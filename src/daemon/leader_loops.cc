@@ -28,11 +28,21 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
                     (void)locks->ReapLocksOfMissingPods(exists);
                   }),
       evictor_(kube, registry, [this] { return leader_.IsLeader(); }),
-      protection_(reconcile::ProtectionSettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy), store, &pod_watcher_,
-                  &evictor_, std::move(lock_activity), clock, registry),
+      protection_(
+          [&] {
+            reconcile::ProtectionSettings s = reconcile::ProtectionSettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy);
+            s.leader_identity = leader_.identity();  // the budget's fence in the store
+            return s;
+          }(),
+          store, &pod_watcher_, &evictor_, std::move(lock_activity), clock, registry),
       queues_enabled_(cfg.queues_enabled),
       queue_watcher_(kube, [this] { tenancy_.Refresh(); }, registry),
-      tenancy_(reconcile::TenancySettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy),
+      tenancy_(
+          [&] {
+            reconcile::TenancySettings s = reconcile::TenancySettingsFrom(cfg, ExtenderOptionsFrom(cfg).policy);
+            s.leader_identity = leader_.identity();
+            return s;
+          }(),
                [w = &queue_watcher_] { return w->Specs(); }, store, kube, &pod_watcher_, &evictor_, clock,
                registry) {
   node_sync->SetNodeSource([w = &node_watcher_] { return w->Nodes(); });

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   gpulock::LockService locks(lock_store, &registry, daemon::LockOptionsFrom(cfg));
   std::unique_ptr<daemon::LeaderLoops> loops;  // with Kubernetes only
   if (kube) {
-    loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, "leader"), store.get(),
+    loops = std::make_unique<daemon::LeaderLoops>(cfg, store::NewValkeyLease(valkey, store::kLeaderLeaseName), store.get(),
                                                   kube.get(), &node_sync, &locks,
                                                   [lock_store](const std::vector<std::string>& nodes) {
                                                     return lock_store->ReadActivity(nodes);

@@ -34,9 +34,11 @@ std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode) 
 }
 
 std::optional<std::string> EvictionBudget::Take(const std::string& key, int64_t now_ms) {
-  Result<std::string> r = store_->BudgetTake(key, max_per_minute_, cooldown_ms_, now_ms);
+  Result<std::string> r = store_->BudgetTake(key, max_per_minute_, cooldown_ms_, now_ms, leader_identity_);
   if (!r.ok()) {
-    spdlog::warn("eviction budget unreadable, {} left alone this pass: {}", key, r.status().message());
+    spdlog::warn("{}, {} left alone this pass: {}",
+                 r.status().code() == Code::kConflict ? "not the leader in the store" : "eviction budget unreadable",
+                 key, r.status().message());
     return std::nullopt;
   }
   if (r->empty()) return std::nullopt;

@@ -122,8 +122,8 @@ Protection::Protection(ProtectionSettings settings, store::LedgerStore* store, P
       lock_activity_(std::move(lock_activity)),
       clock_(clock),
       tracker_(s_.usage_change_bytes, s_.watchdog_policy.usage_max_age_ms),
-      watchdog_budget_(store, s_.cooldown_ms, s_.max_per_minute),
-      idle_budget_(store, s_.cooldown_ms, s_.max_per_minute) {
+      watchdog_budget_(store, s_.cooldown_ms, s_.max_per_minute, s_.leader_identity),
+      idle_budget_(store, s_.cooldown_ms, s_.max_per_minute, s_.leader_identity) {
   pressure_ = &registry->AddGauge("vramd_gpu_under_pressure",
                                   "1 while the GPU's physical free VRAM (total - observed used) is below the "
                                   "watchdog's floor (set by the leader).",
@@ -371,7 +371,8 @@ Result<ProtectionStats> Protection::RunOnce() {
   }
   // The room is the waiting pod's: held for it (issue 32).
   for (const auto& [at, evicted] : made_room) {
-    auto p = std::find_if(pending.begin(), pending.end(), [&](const ledger::PendingPod& x) { return x.uid == at.first; });
+    const std::string& for_uid = at.first;  // not the binding itself: clang 14 cannot capture one
+    auto p = std::find_if(pending.begin(), pending.end(), [&](const ledger::PendingPod& x) { return x.uid == for_uid; });
     if (p != pending.end() && HoldRoom(store_, snap, at.second, evicted, *p, s_.placement, s_.hold_ms, now)) {
       ++stats.holds;
     }

@@ -83,7 +83,7 @@ Tenancy::Tenancy(TenancySettings settings, std::function<std::vector<ledger::Que
       evictor_(evictor),
       clock_(clock),
       set_(std::make_shared<const ledger::QueueSet>()),
-      budget_(store, s_.cooldown_ms, s_.max_per_minute) {
+      budget_(store, s_.cooldown_ms, s_.max_per_minute, s_.leader_identity) {
   const std::vector<std::string> q = {"queue"};
   deserved_ = &registry->AddGauge("vramd_queue_deserved_bytes", "The queue's deserved VRAM quota (leader).", q);
   limit_ = &registry->AddGauge("vramd_queue_limit_bytes", "The queue's hard VRAM limit, when it has one (leader).", q);

@@ -12,6 +12,8 @@
 //                          wrote them before with "v" -> "2": "total:<idx>",
 //                          "uuid:<idx>", "outside:<idx>", "pod:<idx>:<uid>"
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
+//   P:{NODE}:roomfor hash  victim uid -> the hold waiting for its release
+//                          (lua/hold_fn.lua; issue 32)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
 //   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
 //   P:changes        zset  change log: node -> epoch of its last change
@@ -33,12 +35,17 @@
 //   P:refused        hash  pod uid -> filter refusal JSON (refusal_codec.h)
 //   P:refused:ts     zset  pod uid -> server ms of that refusal (the oldest go
 //                          first beyond kMaxRefusals)
+//   P:budget:recent  zset  the eviction budget's minute; P:budget:k:<key> its
+//                          cooldowns (lua/budget_*.lua); P:leader the leader
+//                          lease (lease.h), the budget's fence
 // Private to src/store.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "vramd/store/lease.h"
 
 namespace vramd::store {
 
@@ -69,6 +76,7 @@ struct LedgerKeys {
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";
   const std::string budget_recent = prefix + ":budget:recent";   // the eviction budget's minute (zset)
+  const std::string leader = prefix + ":" + kLeaderLeaseName;    // the leader lease (lease.h): the budget's fence
   std::string BudgetKey(const std::string& key) const { return prefix + ":budget:k:" + key; }
   const std::string refused = prefix + ":refused";
   const std::string refused_ts = prefix + ":refused:ts";

@@ -521,12 +521,15 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
-                                 int64_t /*now_ms*/) override {
-    std::string id = budget_id_prefix_ + std::to_string(budget_seq_.fetch_add(1));
-    auto r = client_->Eval(budget_take_, {keys_.budget_recent, keys_.BudgetKey(key)},
-                           {std::to_string(max_per_minute), std::to_string(std::max<int64_t>(0, cooldown_ms)), id});
+                                 int64_t /*now_ms*/, const std::string& leader_identity) override {
+    std::string id = (leader_identity.empty() ? std::string() : leader_identity + "/") + budget_id_prefix_ +
+                     std::to_string(budget_seq_.fetch_add(1));
+    auto r = client_->Eval(budget_take_, {keys_.budget_recent, keys_.BudgetKey(key), keys_.leader},
+                           {std::to_string(max_per_minute), std::to_string(std::max<int64_t>(0, cooldown_ms)), id,
+                            leader_identity});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("budget-take", *r);
+    if (r->integer < 0) return Conflict(leader_identity + " does not hold the leader lease in the store");
     return r->integer == 1 ? id : std::string();
   }
 

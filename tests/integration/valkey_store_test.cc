@@ -789,6 +789,25 @@ TEST_F(ValkeyStoreTest, TheEvictionBudgetKeepsCooldownsAndTheMinuteForEveryRepli
   EXPECT_TRUE(Raw({"ZSCORE", recent, "ancient"}).is_nil());
 }
 
+// Issue 32: the fence, atomic with the claim: a replica that does not hold
+// the leader lease in the store claims nothing, whatever it believes; the
+// claim records who made it.
+TEST_F(ValkeyStoreTest, AReplicaThatDoesNotHoldTheLeaderLeaseInTheStoreClaimsNothing) {
+  const std::string lease = Key("leader");
+  Raw({"SET", lease, "replica-b"});
+  Result<std::string> r = store_->BudgetTake("gpu:n1/0", 10, 60'000, 0, "replica-a");
+  EXPECT_EQ(r.status().code(), Code::kConflict) << r.status().ToString();
+  EXPECT_EQ(Raw({"EXISTS", Key("budget:k:gpu:n1/0")}).integer, 0);
+  EXPECT_EQ(Raw({"ZCARD", Key("budget:recent")}).integer, 0);
+  r = store_->BudgetTake("gpu:n1/0", 10, 60'000, 0, "replica-b");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rfind("replica-b/", 0), 0u) << *r;
+  EXPECT_EQ(Raw({"GET", Key("budget:k:gpu:n1/0")}).str, *r);
+  Raw({"DEL", lease});  // nobody holds it: nobody claims
+  EXPECT_EQ(store_->BudgetTake("gpu:n1/1", 10, 60'000, 0, "replica-b").status().code(), Code::kConflict);
+  EXPECT_TRUE(store_->BudgetTake("gpu:n1/1", 10, 60'000, 0).ok());  // no identity: no fence (standalone)
+}
+
 // Issue 32: room an eviction made is held for the pod it was made for, from
 // the moment it is free (the release of the last victim turns it into the
 // hold in the same step): spent for every other pod, the holder's own.

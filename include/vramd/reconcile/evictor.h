@@ -65,8 +65,14 @@ std::string EvictionEventMessage(const EvictionAction& action, ActionMode mode);
 // cooldown, and the next leader would evict again at once.
 class EvictionBudget {
  public:
-  EvictionBudget(store::LedgerStore* store, int64_t cooldown_ms, int max_per_minute)
-      : store_(store), cooldown_ms_(cooldown_ms), max_per_minute_(max_per_minute) {}
+  // `leader_identity` (empty: none) is checked against the leader lease in
+  // the store in the same step as each claim (LedgerStore::BudgetTake): the
+  // fence, atomic with the action's record, beside the Evictor's own check.
+  EvictionBudget(store::LedgerStore* store, int64_t cooldown_ms, int max_per_minute, std::string leader_identity = "")
+      : store_(store),
+        cooldown_ms_(cooldown_ms),
+        max_per_minute_(max_per_minute),
+        leader_identity_(std::move(leader_identity)) {}
   // The claim's id when one action on `key` may be made now (its cooldown
   // started, counted in the minute); nullopt while the key's cooldown runs,
   // the minute is full, or the store cannot say (logged: no action).
@@ -80,6 +86,7 @@ class EvictionBudget {
   store::LedgerStore* store_;
   int64_t cooldown_ms_;
   int max_per_minute_;
+  std::string leader_identity_;
 };
 
 // Holds the room an enforced action made for a pending pod (issue 32):

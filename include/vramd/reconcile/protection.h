@@ -56,6 +56,7 @@ struct ProtectionSettings {
   int64_t pending_max_age_ms = 120'000;
   int pressure_reports = 3;  // the watchdog acts once pressure persisted this many reports (PressureStreaks)
   int64_t hold_ms = 180'000;  // eviction.hold_ms: room idle eviction made is held for its pod (HoldRoom)
+  std::string leader_identity;  // the budget's fence (EvictionBudget): "" none
 };
 ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledger::Policy& placement);
 

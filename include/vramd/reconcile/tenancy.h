@@ -42,6 +42,7 @@ struct TenancySettings {
   int64_t pending_max_age_ms = 120'000;  // idle.pending_max_age_ms: how long a refusal means "waiting"
   size_t max_plans_per_pass = 16;
   int64_t hold_ms = 180'000;  // eviction.hold_ms: room a reclaim made is held for its pod (HoldRoom)
+  std::string leader_identity;  // the budget's fence (EvictionBudget): "" none
 };
 TenancySettings TenancySettingsFrom(const config::Config& cfg, const ledger::Policy& placement);
 

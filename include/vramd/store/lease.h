@@ -30,8 +30,12 @@ class Lease {
   virtual Result<std::string> Holder() = 0;
 };
 
-// The lease in the key client->prefix() + ":" + name (the leader's: "leader"),
-// one Lua script per change (src/store/lua/lease_*.lua).
+// The leader's lease name: its key is prefix + ":leader", which the eviction
+// budget's fence reads too (LedgerStore::BudgetTake).
+inline constexpr const char* kLeaderLeaseName = "leader";
+
+// The lease in the key client->prefix() + ":" + name (the leader's:
+// kLeaderLeaseName), one Lua script per change (src/store/lua/lease_*.lua).
 std::shared_ptr<Lease> NewValkeyLease(std::shared_ptr<ValkeyClient> client, const std::string& name);
 
 }  // namespace vramd::store

@@ -291,8 +291,12 @@ class LedgerStore {
   // of several). BudgetGiveBack returns a claim whose action did nothing: it
   // leaves the minute, and the key's cooldown ends if that claim still holds
   // it. An error leaves the caller acting on nothing (the budget unknown).
+  // `leader_identity` (empty: no fence) is the fence, checked in the same
+  // step: a replica whose identity does not hold the leader lease in the
+  // store (kLeaderLeaseName) claims nothing and gets kConflict; the claim's
+  // id starts with the identity (who acted is on record with the action).
   virtual Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
-                                         int64_t now_ms) = 0;
+                                         int64_t now_ms, const std::string& leader_identity = "") = 0;
   virtual Status BudgetRecord(const std::string& key, int64_t cooldown_ms, int64_t now_ms) = 0;
   virtual Status BudgetGiveBack(const std::string& key, const std::string& claim) = 0;
 

@@ -2,11 +2,18 @@
 -- shares, before the action is made, so that a replica killed between its
 -- eviction and any later write still leaves the cooldown behind.
 -- KEYS: 1 P:budget:recent (zset: action id -> server ms), 2 P:budget:k:<key>
--- (the claim id, set while the key's cooldown runs).
+-- (the claim id, set while the key's cooldown runs), 3 P:leader (the leader
+-- lease, lease_acquire.lua).
 -- ARGV: 1 max actions in any 60 s over the cluster (<= 0: none), 2 the key's
--- cooldown ms (0: none), 3 a unique action id (the claim).
+-- cooldown ms (0: none), 3 a unique action id (the claim: "<identity>/<n>"),
+-- 4 the claiming replica's identity ('' : no fence).
+-- The fence, in the same step as the claim: a replica that does not hold the
+-- leader lease in the store claims nothing (returns -1), however sure its
+-- own view of the lease is; the claim records who made it.
 -- Returns 1 taken (the cooldown runs, the action counts in the minute), 0 not
--- (the key's cooldown runs, or the minute is full): nothing written.
+-- (the key's cooldown runs, or the minute is full), -1 not the leader:
+-- nothing written.
+if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return -1 end
 -- Actions older than 60 s leave the zset here and in budget_record.lua.
 if tonumber(ARGV[1]) <= 0 then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end

@@ -320,10 +320,13 @@ class FakeLedgerStore : public store::LedgerStore {
   }
   Result<int64_t> LastReconciled() override { return reconciled_ms; }
   // The shared eviction budget on the caller's clock (`now_ms`).
-  Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms,
-                                 int64_t now) override {
+  Result<std::string> BudgetTake(const std::string& key, int max_per_minute, int64_t cooldown_ms, int64_t now,
+                                 const std::string& leader_identity = "") override {
     MutexLock l(&mu_);
     if (unavailable) return Unavailable("fake store down");
+    if (!leader_identity.empty() && !leader_holder.empty() && leader_identity != leader_holder) {
+      return Conflict(leader_identity + " does not hold the leader lease in the store");
+    }
     if (max_per_minute <= 0) return std::string();
     auto it = budget_until_.find(key);
     if (it != budget_until_.end() && now < it->second.first) return std::string();
@@ -355,6 +358,7 @@ class FakeLedgerStore : public store::LedgerStore {
 
   std::set<std::string> in_flight;
   int64_t reconciled_ms = 0;
+  std::string leader_holder;  // the leader lease's holder as BudgetTake's fence reads it ("": not checked)
 
   // The seal: sealed from the start (a test of the rebuild calls LoseStore).
   Result<store::SealState> ReadSeal() override {

@@ -416,6 +416,35 @@ TEST_F(ProtectionTest, ALeaderThatDiesRightAfterItsEvictionLeavesTheCooldownBehi
   ExpectNoSecondEviction(NewLeaderPassAfterAnEviction(/*dies=*/true));
 }
 
+// Issue 32: the fence in the store. This replica still believes it leads
+// (its Evictor's own check says yes), but another replica holds the leader
+// lease in the store: the claim is refused and nothing is evicted.
+TEST_F(ProtectionTest, AReplicaThatLostTheLeaseInTheStoreEvictsNothing) {
+  cfg.watchdog_mode = "enforce";
+  cfg.watchdog_pressure_reports = 1;
+  Bound("t4", "immich-ml", kImmich, 3000 * kMi);
+  Bound("t4", "llama-swap", kLlama, 5000 * kMi);
+  Start();
+  ProtectionSettings s = ProtectionSettingsFrom(cfg, ledger::Policy{});
+  s.leader_identity = "replica-a";
+  prot = std::make_unique<Protection>(s, &store, watcher.get(), evictor.get(), lock_activity, &clock, &reg);
+  store.leader_holder = "replica-b";
+  ReportBothOverBudget();
+  Result<ProtectionStats> r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gpus_under_pressure, 1);
+  EXPECT_EQ(r->gated, 1);
+  EXPECT_EQ(r->watchdog_actions, 0);
+  EXPECT_EQ(kube.CallCount("evict "), 0u);
+  // Holding it again, the same pass acts.
+  store.leader_holder = "replica-a";
+  clock.Advance(1000);
+  ReportBothOverBudget();
+  r = prot->RunOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->watchdog_actions, 1);
+}
+
 TEST_F(ProtectionTest, OffDoesNothingAndAnUnsealedLedgerDecidesNothing) {
   cfg.watchdog_mode = "off";
   cfg.idle_mode = "off";
