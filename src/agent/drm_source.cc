@@ -82,6 +82,14 @@ std::optional<DrmClient> ParseDrmFdinfo(std::string_view text) {
         c.client_id = *id;
         has_id = true;
       }
+    } else if ((key.starts_with("drm-engine-") && !key.starts_with("drm-engine-capacity-")) ||
+               key.starts_with("drm-cycles-")) {
+      // "<n> ns" (engine time) or "<n>" (cycles): only growth matters.
+      std::string_view number = value.substr(0, value.find(' '));
+      if (auto n = ParseDigits(number)) {
+        c.has_busy = true;
+        c.busy = c.busy > UINT64_MAX - *n ? UINT64_MAX : c.busy + *n;
+      }
     } else {
       int rank = key == "drm-resident-vram" ? 2 : key == "drm-memory-vram" ? 1 : key == "drm-total-vram" ? 0 : -1;
       if (rank > vram_rank) {
@@ -96,8 +104,17 @@ std::optional<DrmClient> ParseDrmFdinfo(std::string_view text) {
   return c;
 }
 
+DrmBusy BusyOf(const std::vector<std::pair<int, DrmClient>>& clients) {
+  DrmBusy out;
+  for (const auto& [pid, c] : clients) {
+    if (c.has_busy) out[{c.pdev, c.client_id}] = c.busy;
+  }
+  return out;
+}
+
 std::vector<GpuReading> CombineDrm(std::vector<DrmCard> cards,
-                                   const std::vector<std::pair<int, DrmClient>>& clients) {
+                                   const std::vector<std::pair<int, DrmClient>>& clients,
+                                   const DrmBusy* previous) {
   std::sort(cards.begin(), cards.end(), [](const DrmCard& a, const DrmCard& b) { return a.card < b.card; });
   std::vector<GpuReading> out;
   std::map<std::string_view, size_t> by_pdev;
@@ -108,23 +125,36 @@ std::vector<GpuReading> CombineDrm(std::vector<DrmCard> cards,
     g.name = c.name;
     g.total_bytes = c.total_bytes;
     g.used_bytes = c.used_bytes;
+    g.activity_known = previous != nullptr;
     by_pdev.emplace(c.pdev, out.size());
     out.push_back(std::move(g));
   }
   // Each (pdev, client id) once, for its lowest pid.
-  std::map<std::pair<std::string_view, uint64_t>, std::pair<int, int64_t>> owner;
+  std::map<std::pair<std::string_view, uint64_t>, std::pair<int, const DrmClient*>> owner;
   for (const auto& [pid, c] : clients) {
-    auto [it, fresh] = owner.try_emplace({c.pdev, c.client_id}, pid, c.vram_bytes);
-    if (!fresh && pid < it->second.first) it->second = {pid, c.vram_bytes};
+    auto [it, fresh] = owner.try_emplace({c.pdev, c.client_id}, pid, &c);
+    if (!fresh && pid < it->second.first) it->second = {pid, &c};
   }
-  std::vector<std::map<int, int64_t>> per_card(out.size());
+  struct Figure {
+    int64_t bytes = 0;
+    bool active = false;
+  };
+  std::vector<std::map<int, Figure>> per_card(out.size());
   for (const auto& [key, who] : owner) {
     auto card = by_pdev.find(key.first);
     if (card == by_pdev.end()) continue;
-    per_card[card->second][who.first] += who.second;
+    const DrmClient& c = *who.second;
+    Figure& f = per_card[card->second][who.first];
+    f.bytes += c.vram_bytes;
+    if (!c.has_busy) {
+      out[card->second].activity_known = false;  // this driver does not say
+    } else if (previous != nullptr) {
+      auto before = previous->find({c.pdev, c.client_id});
+      f.active = f.active || (before == previous->end() ? c.busy > 0 : c.busy > before->second);
+    }
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    for (const auto& [pid, bytes] : per_card[i]) out[i].processes.push_back({pid, bytes});
+    for (const auto& [pid, f] : per_card[i]) out[i].processes.push_back({pid, f.bytes, f.active});
   }
   return out;
 }
@@ -201,7 +231,8 @@ Result<std::vector<GpuReading>> DrmSource::Read() {
     }
     if (pid_denied && denied++ == 0) denied_pid = *pid;
   }
-  std::vector<GpuReading> out = CombineDrm(std::move(cards), clients);
+  std::vector<GpuReading> out = CombineDrm(std::move(cards), clients, busy_ ? &*busy_ : nullptr);
+  busy_ = BusyOf(clients);
   if (denied > 0) {
     // Some processes' DRM clients cannot be seen: the per-process figures of
     // every card are incomplete, so none is attributed (a pod whose process
@@ -212,6 +243,7 @@ Result<std::vector<GpuReading>> DrmSource::Read() {
     for (GpuReading& g : out) {
       g.processes.clear();
       g.processes_unavailable = why;
+      g.activity_known = false;
     }
     if (!fdinfo_denied_) {
       spdlog::warn("DRM: {}; per-process figures unavailable, per-pod usage is not reported", why);

@@ -15,6 +15,13 @@
 //       never calls it
 //   nvmlDeviceGetRunningProcessDetailList (R550+)       nvmlProcessDetailList_v1_t request,
 //       versioned, with nvmlProcessDetail_v1_t entries, 32 bytes
+//
+// Activity (issue 32: idle eviction counts it):
+//   nvmlDeviceGetProcessUtilization      nvmlProcessUtilizationSample_t entries, 32 bytes
+//       (pid @0, timeStamp @8 in CPU microseconds, smUtil @16, memUtil @20, encUtil @24,
+//       decUtil @28); samples newer than the lastSeenTimeStamp argument; the same
+//       count/buffer protocol as the process lists, NOT_FOUND when no sample is newer
+//   nvmlDeviceGetUtilizationRates        nvmlUtilization_t, 8 bytes (gpu @0, memory @4, percent)
 #pragma once
 
 #include <cstddef>
@@ -60,8 +67,24 @@ struct nvmlProcessDetailList_v1 {  // nvmlProcessDetailList_t
   nvmlProcessDetail_v1* procArray;
 };
 
+struct nvmlProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU time, microseconds
+  unsigned int smUtil;           // percent of the sample period, each
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+struct nvmlUtilization {  // nvmlUtilization_t
+  unsigned int gpu;        // percent of the last sample period a kernel ran
+  unsigned int memory;     // percent of it memory was read or written
+};
+
 static_assert(sizeof(nvmlMemory_v1) == 24 && sizeof(nvmlMemory_v2) == 40);
 static_assert(sizeof(nvmlProcessInfo_v1) == 16 && offsetof(nvmlProcessInfo_v1, usedGpuMemory) == 8);
 static_assert(sizeof(nvmlProcessInfo_v2) == 24 && offsetof(nvmlProcessInfo_v2, gpuInstanceId) == 16);
 static_assert(sizeof(nvmlProcessDetail_v1) == 32 && offsetof(nvmlProcessDetail_v1, usedGpuCcProtectedMemory) == 24);
 static_assert(sizeof(nvmlProcessDetailList_v1) == 24 && offsetof(nvmlProcessDetailList_v1, procArray) == 16);
+static_assert(sizeof(nvmlProcessUtilizationSample) == 32 && offsetof(nvmlProcessUtilizationSample, timeStamp) == 8 &&
+              offsetof(nvmlProcessUtilizationSample, smUtil) == 16 && offsetof(nvmlProcessUtilizationSample, decUtil) == 28);
+static_assert(sizeof(nvmlUtilization) == 8);

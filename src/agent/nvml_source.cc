@@ -18,6 +18,7 @@ namespace {
 
 constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kNotSupported = 3;
+constexpr nvmlReturn_t kNotFound = 6;
 constexpr nvmlReturn_t kInsufficientSize = 7;
 constexpr nvmlReturn_t kFunctionNotFound = 13;
 constexpr nvmlReturn_t kGpuIsLost = 15;
@@ -44,6 +45,9 @@ using ErrorStringFn = const char* (*)(nvmlReturn_t);
 // driver): the agent passes raw storage of the layout it chose.
 using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*);
 using DetailListFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessDetailList_v1*);
+using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample*, unsigned int*,
+                                              unsigned long long);
+using UtilizationRatesFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization*);
 
 // The two lists the agent reads per GPU.
 enum Kind : int { kCompute = 0, kGraphics = 1 };  // = nvmlProcessMode_t's compute and graphics
@@ -256,6 +260,8 @@ class NvmlSource final : public GpuSource {
     lists_.plain[kCompute] = Sym<ProcessesFn>("nvmlDeviceGetComputeRunningProcesses");
     lists_.plain[kGraphics] = Sym<ProcessesFn>("nvmlDeviceGetGraphicsRunningProcesses");
     lists_.error = [this](nvmlReturn_t r) { return Error(r); };
+    process_utilization_ = Sym<ProcessUtilizationFn>("nvmlDeviceGetProcessUtilization");
+    utilization_rates_ = Sym<UtilizationRatesFn>("nvmlDeviceGetUtilizationRates");
     std::string missing;
     if (!init_) missing += " nvmlInit";
     if (!shutdown_) missing += " nvmlShutdown";
@@ -352,8 +358,83 @@ class NvmlSource final : public GpuSource {
       spdlog::warn("NVML: GPU {} ({}) is in MIG mode: reported whole, per-instance usage is not supported",
                    g->index, g->uuid);
     }
-    if (lists_.available()) return ReadProcesses(d, g);
+    if (lists_.available()) {
+      if (std::string lost = ReadProcesses(d, g); !lost.empty()) return lost;
+    }
+    ReadActivity(d, g);
     return {};
+  }
+
+  // Issue 32: which of g's processes ran work since the last pass
+  // (nvmlDeviceGetProcessUtilization: samples newer than the last one seen
+  // on this GPU; a process with any utilization above 0 is active), and the
+  // GPU's own utilization. Anything that fails leaves activity unknown
+  // (logged when it starts and ends): no evidence is never "idle".
+  void ReadActivity(nvmlDevice_t d, GpuReading* g) {
+    if (utilization_rates_) {
+      nvmlUtilization u{};
+      if (utilization_rates_(d, &u) == kSuccess && u.gpu <= 100) g->utilization_percent = static_cast<int>(u.gpu);
+    }
+    if (!process_utilization_ || !g->processes_unavailable.empty()) return;
+    std::string problem = ReadProcessActivity(d, g);
+    std::string& last = activity_problems_[g->index];
+    if (!problem.empty() && last.empty()) {
+      spdlog::warn("NVML: GPU {}: per-process utilization unavailable ({}); its pods' activity is {}", g->index,
+                   problem,
+                   g->utilization_percent >= 0 ? "the GPU's own utilization" : "unknown (never taken for idleness)");
+    } else if (problem.empty() && !last.empty()) {
+      spdlog::info("NVML: GPU {}: per-process utilization is read again", g->index);
+    }
+    last = std::move(problem);
+  }
+
+  // Fills g->processes[].active and g->activity_known, or answers why not.
+  std::string ReadProcessActivity(nvmlDevice_t d, GpuReading* g) {
+    unsigned long long& last_seen = last_sample_us_[g->index];
+    if (utilization_buf_.empty()) utilization_buf_.resize(64);
+    for (int round = 0; round < 4; ++round) {
+      std::fill(utilization_buf_.begin(), utilization_buf_.end(), nvmlProcessUtilizationSample{});
+      const auto room = static_cast<unsigned int>(utilization_buf_.size());
+      unsigned int count = room;
+      nvmlReturn_t r = process_utilization_(d, utilization_buf_.data(), &count, last_seen);
+      if (r == kNotFound) {  // no sample newer than the last one seen: nothing ran
+        g->activity_known = true;
+        return {};
+      }
+      if (r == kInsufficientSize && count > 0) {
+        size_t want = std::max<size_t>(static_cast<size_t>(count) + count / 4 + 8, utilization_buf_.size() * 2);
+        utilization_buf_.resize(std::min<size_t>(want, 1 << 16));
+        continue;
+      }
+      if (r != kSuccess) return "nvmlDeviceGetProcessUtilization: " + Error(r);
+      if (count > room) {
+        return std::to_string(count) + " samples for room for " + std::to_string(room) + ": more samples than asked";
+      }
+      std::set<int> active;
+      unsigned long long newest = last_seen;
+      int bad = 0;
+      for (unsigned int i = 0; i < count; ++i) {
+        const nvmlProcessUtilizationSample& x = utilization_buf_[i];
+        // A sample read with the wrong layout carries timestamps as pids and
+        // utilizations far above 100: the whole answer is refused.
+        if (x.pid == 0 || x.pid > static_cast<unsigned int>(INT_MAX) || x.smUtil > 100 || x.memUtil > 100 ||
+            x.encUtil > 100 || x.decUtil > 100) {
+          ++bad;
+          continue;
+        }
+        newest = std::max(newest, x.timeStamp);
+        if (x.smUtil + x.memUtil + x.encUtil + x.decUtil > 0) active.insert(static_cast<int>(x.pid));
+      }
+      if (bad > 0) {
+        return std::to_string(bad) + " of " + std::to_string(count) +
+               " samples with a pid of 0 or above 2^31-1, or a utilization above 100";
+      }
+      last_seen = newest;
+      for (ProcessUsage& p : g->processes) p.active = active.count(p.pid) > 0;
+      g->activity_known = true;
+      return {};
+    }
+    return "nvmlDeviceGetProcessUtilization: the samples kept outgrowing the buffer";
   }
 
   // Fills g->processes from the compute and graphics lists, or says in
@@ -449,6 +530,11 @@ class NvmlSource final : public GpuSource {
     std::string problem;  // the last pass's, "" when the list was read and valid
   };
   ProcessLists lists_;
+  ProcessUtilizationFn process_utilization_ = nullptr;
+  UtilizationRatesFn utilization_rates_ = nullptr;
+  std::vector<nvmlProcessUtilizationSample> utilization_buf_;
+  std::map<int, unsigned long long> last_sample_us_;      // per GPU index: the newest sample seen
+  std::map<int, std::string> activity_problems_;          // per GPU index: "" when read
   std::map<std::pair<int, int>, ListState> list_state_;  // (GPU index, kind)
   std::map<int, std::string> gpu_problems_;
   std::set<int> mig_warned_;

@@ -27,7 +27,10 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
     out.mig = g.mig;
     out.processes_unavailable = g.processes_unavailable;
     out.invalid_process_lists = g.invalid_process_lists;
-    std::map<std::string_view, int64_t> by_pod;
+    out.utilization_percent = g.utilization_percent;
+    // Without per-process activity, a busy GPU makes each of its pods active.
+    const bool gpu_busy = !g.activity_known && g.utilization_percent > 0;
+    std::map<std::string_view, PodUsage> by_pod;
     int64_t outside = 0;
     for (const ProcessUsage& p : g.processes) {
       if (!g.processes_unavailable.empty()) break;
@@ -38,13 +41,17 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
       } else if (it->second == kNotAttributed) {
         continue;  // gone, or in two pods' cgroups: nobody's
       } else {
-        int64_t& sum = by_pod[it->second];
-        sum = add(sum, bytes);
+        PodUsage& pod = by_pod[it->second];
+        pod.used_bytes = add(pod.used_bytes, bytes);
+        pod.active = pod.active || gpu_busy || (g.activity_known && p.active);
       }
     }
     out.outside_pods_bytes = outside;
     out.pods.reserve(by_pod.size());
-    for (const auto& [uid, bytes] : by_pod) out.pods.push_back({std::string(uid), bytes});
+    for (auto& [uid, pod] : by_pod) {
+      pod.uid = std::string(uid);
+      out.pods.push_back(std::move(pod));
+    }
     r.gpus.push_back(std::move(out));
   }
   std::sort(r.gpus.begin(), r.gpus.end(), [](const GpuReport& a, const GpuReport& b) { return a.index < b.index; });
@@ -82,7 +89,8 @@ std::string ReportJson(const Report& report) {
         if (j > 0) s += ',';
         s += "{\"uid\":";
         AppendJsonString(g.pods[j].uid, &s);
-        s += ",\"used_bytes\":" + std::to_string(g.pods[j].used_bytes) + "}";
+        s += ",\"used_bytes\":" + std::to_string(g.pods[j].used_bytes);
+        s += g.pods[j].active ? ",\"active\":true}" : "}";
       }
       s += "]";
     } else {
@@ -90,6 +98,7 @@ std::string ReportJson(const Report& report) {
       AppendJsonString(g.processes_unavailable, &s);
     }
     if (g.invalid_process_lists > 0) s += ",\"invalid_process_lists\":" + std::to_string(g.invalid_process_lists);
+    if (g.utilization_percent >= 0) s += ",\"utilization_percent\":" + std::to_string(g.utilization_percent);
     s += "}";
   }
   s += "]}";

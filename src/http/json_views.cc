@@ -86,6 +86,7 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                         {"victim", e.victim},
                         {"used_per_gpu_bytes", e.used},
                         {"usage_reported_ms", e.used_ts_ms},
+                        {"active_in_report", e.busy},
                         {"last_active_ms", e.last_active_ms},
                         {"idle_ttl_ms", e.idle_ttl_ms},
                         {"owner_kind", e.owner_kind},

@@ -355,6 +355,8 @@ void IdleTracker::Observe(const Entry& e, int64_t lock_ms, int64_t now_ms) {
     const uint64_t a = static_cast<uint64_t>(e.used), b = static_cast<uint64_t>(o.ref_used);
     const uint64_t change = e.used > o.ref_used ? a - b : b - a;
     if (usage_change_bytes_ < 0 || change > static_cast<uint64_t>(usage_change_bytes_)) active = now_ms;
+    // The agent saw the pod's processes run work (utilization, engine time).
+    if (e.busy) active = now_ms;
   }
   if (lock_ms > 0 && lock_ms > o.last_active_ms) active = std::max(active, lock_ms);
   if (active == 0) return;

@@ -20,7 +20,7 @@ ledger::Gpu* FindGpu(ledger::Node* node, int index) {
   return it != node->gpus.end() && it->index == index ? &*it : nullptr;
 }
 
-// Entries' used / used_ts_ms and GPUs' untracked bytes from the per-pod
+// Entries' used / used_ts_ms / busy and GPUs' untracked bytes from the per-pod
 // figures of a version-2 report made at `ts`.
 void FillPodUsage(ledger::Node* node, int64_t ts) {
   const auto figure = [](const ledger::Gpu& g, std::string_view uid) -> const ledger::PodUsage* {
@@ -41,10 +41,14 @@ void FillPodUsage(ledger::Node* node, int64_t ts) {
     if (!known) continue;
     e.used = 0;
     e.used_ts_ms = ts;
+    e.busy = false;
     for (int idx : e.gpus) {
       const ledger::Gpu* g = FindGpu(node, idx);
       const ledger::PodUsage* p = g != nullptr ? figure(*g, e.pod_uid) : nullptr;
-      if (p != nullptr) e.used = std::max(e.used, p->used);
+      if (p != nullptr) {
+        e.used = std::max(e.used, p->used);
+        e.busy = e.busy || p->active;
+      }
     }
   }
   std::sort(uids.begin(), uids.end());
@@ -105,7 +109,10 @@ std::string PackGpuUsage(const ledger::GpuUsage& g) {
   std::string out;
   out.reserve(48 + g.uuid.size() + g.pods.size() * 50);
   out.append(std::to_string(g.total)).append(",").append(std::to_string(g.outside_pods)).append(",").append(g.uuid);
-  for (const ledger::PodUsage& p : g.pods) out.append(",").append(p.uid).append("=").append(std::to_string(p.used));
+  for (const ledger::PodUsage& p : g.pods) {
+    out.append(",").append(p.uid).append("=").append(std::to_string(p.used));
+    if (p.active) out.append(";a");
+  }
   if (g.invalid_process_lists > 0) out.append(",!n=").append(std::to_string(g.invalid_process_lists));
   if (!g.processes_unavailable.empty()) out.append(",!u=").append(EscapeReason(g.processes_unavailable));
   return out;
@@ -134,7 +141,12 @@ bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g) {
       const size_t eq = p.find('=');
       if (eq == 0 || eq == std::string_view::npos) return false;
       ledger::PodUsage u{std::string(p.substr(0, eq)), 0};
-      if (!ParseInt64(p.substr(eq + 1), &u.used) || u.used < 0) return false;
+      std::string_view figure = p.substr(eq + 1);
+      if (figure.ends_with(";a")) {
+        u.active = true;
+        figure.remove_suffix(2);
+      }
+      if (!ParseInt64(figure, &u.used) || u.used < 0) return false;
       g->pods.push_back(std::move(u));
     }
     if (comma == std::string_view::npos) return part >= 2;

@@ -267,6 +267,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     Entry text = entry;
     text.used = 0;
     text.used_ts_ms = 0;
+    text.busy = false;
     auto r = client_->Eval(refresh_entry_, {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes},
                            {entry.pod_uid, EncodeEntry(text, /*omit_created=*/false), node,
                             ledger::EntryStateName(entry.state), std::to_string(entry.per_gpu), gpus,

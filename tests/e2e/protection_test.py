@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 sys.dont_write_bytecode = True
@@ -80,13 +81,15 @@ class Protected(SharedTestbed):
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status
 
-    def report(self, node, total, pods):
-        """Pushes a version-2 usage report (`pods` maps pod name -> bytes used)
-        now, and from then on every AGENT_INTERVAL_S as a node's agent does,
-        until the next report() for the node replaces it: the watchdog acts
-        only on pressure seen in consecutive reports
-        (watchdog.pressure_reports)."""
-        uids = [{"uid": self.tb.get_pod(name)["metadata"]["uid"], "used_bytes": used} for name, used in pods.items()]
+    def report(self, node, total, pods, active=()):
+        """Pushes a version-2 usage report (`pods` maps pod name -> bytes used;
+        the pods named in `active` ran work since the last report, as the
+        agent's utilization signal says) now, and from then on every
+        AGENT_INTERVAL_S as a node's agent does, until the next report() for
+        the node replaces it: the watchdog acts only on pressure seen in
+        consecutive reports (watchdog.pressure_reports)."""
+        uids = [{"uid": self.tb.get_pod(name)["metadata"]["uid"], "used_bytes": used,
+                 **({"active": True} if name in active else {})} for name, used in pods.items()]
         body = {"version": 2, "agent": "e2e", "source": "nvml",
                 "gpus": [{"index": 0, "uuid": f"GPU-{node}", "total_bytes": total,
                           "used_bytes": sum(pods.values()), "outside_pods_bytes": 0, "pods": uids}]}
@@ -107,6 +110,13 @@ class Protected(SharedTestbed):
                     self.push(node, cls._reports[node])
                 except OSError:
                     pass  # vramd restarting or gone at teardown: the next push tells
+
+    def passes_later(self, n):
+        """Waits for n more reconcile passes (each runs the watchdog and idle eviction)."""
+        start = metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"})
+        self.tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total",
+                                              {"result": "ok"}) >= start + n, 30,
+                         message=f"{n} more reconcile (and watchdog) passes")
 
     def events(self, pod, reason):
         return self.tb.pod_events(pod, reason=reason)
@@ -210,7 +220,7 @@ class Enforce(Protected):
     @classmethod
     def prepare(cls, tb):
         cls.start(tb, {"wd": (16384, "wd"), "guarded": (16384, "guarded"), "idle": (16384, "idle"),
-                       "silent": (16384, "silent")},
+                       "silent": (16384, "silent"), "busy": (16384, "busy")},
                   extra_config={"watchdog": {"mode": "enforce", "floor": "1.5Gi", "interval_ms": 500,
                                              "cooldown_ms": 300000, "max_actions_per_minute": 100}})
 
@@ -253,12 +263,7 @@ class Enforce(Protected):
                           "outside_pods_bytes": 0,
                           "pods": [{"uid": tb.get_pod("spiky")["metadata"]["uid"], "used_bytes": 15 * GI}]}]}
 
-        def passes_later(n):
-            start = metric_value(self.vramd, "vramd_reconcile_passes_total", {"result": "ok"})
-            tb.wait_for(lambda: metric_value(self.vramd, "vramd_reconcile_passes_total",
-                                             {"result": "ok"}) >= start + n, 30,
-                        message=f"{n} more reconcile (and watchdog) passes")
-
+        passes_later = self.passes_later
         actions = {"mode": "enforce", "reason": "pressure"}
         before = metric_value(self.vramd, "vramd_watchdog_actions_total", actions) or 0
         for _ in range(2):
@@ -311,6 +316,8 @@ class Enforce(Protected):
         # A bare pod (no controller here) opts in to idle eviction; and idle
         # needs evidence: its usage is reported, unchanged (unreported usage
         # would keep it active forever).
+        idle_actions = {"mode": "enforce", "reason": "idle"}
+        before = metric_value(self.vramd, "vramd_watchdog_actions_total", idle_actions) or 0
         self.bind_all("idle", [("model-old", "12Gi", {"annotations": {"vramd.io/idle-ttl": "2s",
                                                                          "vramd.io/evictable": "true"}})])
         self.report("idle", 16 * GI, {"model-old": 10 * GI})
@@ -324,8 +331,34 @@ class Enforce(Protected):
         self.assertIn("evicted idle pod: idle for", evicted[-1])
         self.assertIn("makes room for default/model-new on idle", evicted[-1])
         self.assertTrue(any("default/model-old" in m for m in self.events("model-new", "VramdMadeRoom")))
-        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total",
-                                      {"mode": "enforce", "reason": "idle"}), 1)
+        self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total", idle_actions), before + 1)
+
+
+    def test_a_model_that_runs_work_is_not_idle_however_flat_its_usage(self):
+        """Issue 32: the agent's utilization signal is activity. The model's
+        usage never changes, but each report says its processes ran work: a
+        pod waiting for its room waits, the model is not evicted, for three
+        times its TTL. Once the reports stop saying so, it is idle after its
+        TTL and evicted for the waiting pod."""
+        tb = self.tb
+        self.bind_all("busy", [("model-busy", "12Gi", {"annotations": {"vramd.io/idle-ttl": "2s",
+                                                                          "vramd.io/evictable": "true"}})])
+        self.report("busy", 16 * GI, {"model-busy": 10 * GI}, active={"model-busy"})
+        tb.create_pod("model-waits", "8Gi", extra_spec=on_pool("busy"))
+        tb.wait_for(lambda: self.events("model-waits", "FailedScheduling"), 30,
+                    message="model-waits refused for room")
+        deadline = time.monotonic() + 6  # three TTLs
+        while time.monotonic() < deadline:
+            self.passes_later(1)
+            self.assertNotIn("deletionTimestamp", tb.get_pod("model-busy")["metadata"])
+        self.assertEqual(self.events("model-busy", "VramdEvicted"), [])
+        self.assertFalse(tb.get_pod("model-waits")["spec"].get("nodeName"))
+        self.assertTrue(self.entry("busy", "model-busy")["active_in_report"])
+        self.report("busy", 16 * GI, {"model-busy": 10 * GI})  # the same figure, no work any more
+        self.play_kubelet("model-busy", timeout=60)
+        self.report("busy", 16 * GI, {})
+        self.assertEqual(tb.wait_pod_bound("model-waits", timeout=60), "busy")
+        self.assertIn("evicted idle pod: idle for", self.events("model-busy", "VramdEvicted")[-1])
 
 
 class Failover(Protected):

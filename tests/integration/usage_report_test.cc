@@ -136,6 +136,27 @@ TEST_F(UsageReportStoreTest, AReportLandsAndFillsEntriesAndUntrackedBytes) {
             (std::vector<ReportedGpu>{{0, 80 * kGi, "GPU-0000"}, {1, 80 * kGi, "GPU-1111"}}));
 }
 
+// Issue 32: the agent's activity evidence reaches the entries of every
+// replica's snapshot (Entry::busy: any of the pod's GPUs says it ran), and
+// the next report without it clears it.
+TEST_F(UsageReportStoreTest, APodsActivityReachesItsEntryAndClears) {
+  ASSERT_TRUE(store_->Snapshot().ok());
+  ledger::UsageReport r = Report();
+  r.gpus[1].pods[0].active = true;  // pod A ran on GPU 1 only
+  ASSERT_TRUE(store_->PushReport("n1", r, false).ok());
+  for (const ledger::SnapshotPtr& snap : {*store_->Snapshot(), Fresh()}) {
+    const ledger::Node* n = snap->Find("n1");
+    ASSERT_NE(n, nullptr);
+    EXPECT_TRUE(n->gpus[1].pods[0].active);
+    EXPECT_FALSE(n->gpus[0].pods[0].active);
+    for (const ledger::Entry& e : n->entries) EXPECT_EQ(e.busy, e.pod_uid == kUidA) << e.pod_uid;
+  }
+  ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
+  for (const ledger::SnapshotPtr& snap : {*store_->Snapshot(), Fresh()}) {
+    for (const ledger::Entry& e : snap->Find("n1")->entries) EXPECT_FALSE(e.busy) << e.pod_uid;
+  }
+}
+
 // Issue 31: the agent's reason for having no per-process figures, and its
 // count of refused process lists, reach every replica's snapshot; the next
 // report without them clears them.

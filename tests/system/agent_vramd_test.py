@@ -67,7 +67,9 @@ class AgentDrivesTheLedger(unittest.TestCase):
         write(os.path.join(proc, "300", "cgroup"), "0::/system.slice/nvidia-persistenced.service\n")
         cls.nvml_config = w.file("nvml.json", {"driver": cls.DRIVER, "gpus": [{
             "uuid": GPU_UUID, "name": "NVIDIA H100 80GB HBM3", "total": 100 * GI, "used": 72 * GI,
-            "compute": cls.COMPUTE, "graphics": [{"pid": 300, "used": 1 * GI}]}]})
+            "compute": cls.COMPUTE, "graphics": [{"pid": 300, "used": 1 * GI}],
+            # The pod's process runs work (a sample stamped at each call), the zombie's does not.
+            "samples": [{"pid": 100, "sm": 40}, {"pid": 200}], "utilization": 40}]})
         cls.agent_log = os.path.join(w.path, "agent.log")
         cls.agent_out = open(cls.agent_log, "ab")
         cls.agent = subprocess.Popen(
@@ -127,6 +129,12 @@ class AgentDrivesTheLedger(unittest.TestCase):
         entry = next(p for p in self.node()["pods"] if p["uid"] == POD)
         self.assertEqual(entry["used_per_gpu_bytes"], 20 * GI)
         self.assertGreater(entry["usage_reported_ms"], 0)
+
+    def test_the_pods_activity_lands_on_its_ledger_entry(self):
+        """Issue 32: NVML's per-process utilization, read by the agent through
+        the fake's byte layout, marks the pod active in vramd's ledger."""
+        entry = next(p for p in self.node()["pods"] if p["uid"] == POD)
+        self.assertIs(entry["active_in_report"], True, entry)
 
     def test_the_zombie_is_shown_as_untracked(self):
         g = self.gpu0()
@@ -238,6 +246,10 @@ class AnInvalidProcessListIsShownNotAttributed(AgentDrivesTheLedger):
     def test_the_pods_own_usage_lands_on_its_ledger_entry(self):
         entry = next(p for p in self.node()["pods"] if p["uid"] == POD)
         self.assertEqual(entry.get("used_per_gpu_bytes", 0), 0, entry)
+
+    def test_the_pods_activity_lands_on_its_ledger_entry(self):
+        entry = next(p for p in self.node()["pods"] if p["uid"] == POD)
+        self.assertIs(entry["active_in_report"], False, "no per-process figures: no activity either")
 
     def test_the_zombie_is_shown_as_untracked(self):
         g = self.gpu0()

@@ -7,6 +7,10 @@
 // drm-total-vram), values in bytes or with a KiB / MiB unit. A client (one
 // open of the device) can be shared by many fds and processes: it is counted
 // once, by (pdev, client id), for the lowest pid that holds it.
+// Activity (issue 32, for idle eviction): a client's busy time, the sum of
+// its drm-engine-<engine> nanoseconds (and drm-cycles-<engine>, the drivers
+// that count cycles); a client whose busy time grew since the source's
+// previous read ran work on the GPU.
 // Permission: /proc/PID/fd and fdinfo need PTRACE_MODE_READ (the process's
 // own user, or CAP_SYS_PTRACE). When the kernel denies them for any process,
 // whether it holds DRM fds cannot be known: every card's per-process figures
@@ -15,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,8 +37,13 @@ struct DrmClient {
   std::string pdev;      // PCI address, "0000:03:00.0"
   uint64_t client_id = 0;
   int64_t vram_bytes = 0;
+  bool has_busy = false;  // the file has drm-engine-* (or drm-cycles-*) keys
+  uint64_t busy = 0;      // their sum (saturating)
   bool operator==(const DrmClient&) const = default;
 };
+
+// Each client's busy time at one read, by (pdev, client id).
+using DrmBusy = std::map<std::pair<std::string, uint64_t>, uint64_t>;
 
 // The DRM client of one fdinfo file's text, or nullopt when the file is not
 // a DRM fd or lacks drm-pdev / drm-client-id (older kernels). A missing VRAM
@@ -58,9 +68,16 @@ struct DrmCard {
 
 // The readings: cards in card order (index 0, 1, …), each client counted
 // once and added to its (lowest) pid's usage on the card of its pdev;
-// clients of unknown pdevs are ignored. Pure.
+// clients of unknown pdevs are ignored. With `previous` (the busy times of
+// the last read; null on the first), a card's activity is known when each of
+// its clients has busy keys, and a pid is active when one of its clients'
+// busy time grew (or the client is new since then and has any). Pure.
 std::vector<GpuReading> CombineDrm(std::vector<DrmCard> cards,
-                                   const std::vector<std::pair<int, DrmClient>>& clients);
+                                   const std::vector<std::pair<int, DrmClient>>& clients,
+                                   const DrmBusy* previous = nullptr);
+
+// The busy times of `clients`, for the next CombineDrm.
+DrmBusy BusyOf(const std::vector<std::pair<int, DrmClient>>& clients);
 
 // The DRM source over a sysfs and a proc root ("/sys", "/proc").
 class DrmSource final : public GpuSource {
@@ -76,6 +93,7 @@ class DrmSource final : public GpuSource {
   std::string sys_root_;
   std::string proc_root_;
   bool fdinfo_denied_ = false;  // the last pass met a process it may not inspect (logged once)
+  std::optional<DrmBusy> busy_;  // the clients' busy times at the last read
 };
 
 }  // namespace vramd::agent

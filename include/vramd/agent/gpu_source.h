@@ -17,6 +17,10 @@ namespace vramd::agent {
 struct ProcessUsage {
   int pid = 0;
   int64_t used_bytes = 0;
+  // The process ran work on the GPU since the source's previous read (NVML:
+  // a utilization sample above 0; DRM: its client's engine time grew). Only
+  // meaningful when the reading's activity_known.
+  bool active = false;
   bool operator==(const ProcessUsage&) const = default;
 };
 
@@ -41,6 +45,13 @@ struct GpuReading {
   // Process lists of this read that failed validation (0, 1 or 2: compute,
   // graphics); the agent sums them into a counter per GPU.
   int invalid_process_lists = 0;
+  // Issue 32, evidence for idle eviction: whether `processes[].active` was
+  // read (NVML's per-process utilization samples, DRM's engine times), and
+  // the GPU's own utilization in percent (NVML), -1 when unknown. A pod is
+  // active on a GPU when one of its processes is, or, when per-process
+  // activity is unknown, when the GPU is busy at all (report.h).
+  bool activity_known = false;
+  int utilization_percent = -1;
   bool operator==(const GpuReading&) const = default;
 };
 

@@ -3,7 +3,9 @@
 // first with a fallback (nvmlInit_v2 → nvmlInit, …_v2 handles and counts,
 // nvmlDeviceGetMemoryInfo_v2 → nvmlDeviceGetMemoryInfo). Per GPU: index,
 // UUID, name, total and used (total − free) memory, MIG mode, and the
-// compute and graphics processes with their memory.
+// compute and graphics processes with their memory, and their activity
+// (nvmlDeviceGetProcessUtilization: each process with a utilization sample
+// above 0 since the last pass; nvmlDeviceGetUtilizationRates: the GPU's own).
 //
 // The process lists: one struct per entry point is not a given (the _v3
 // entry point writes 32-byte entries on R535-era drivers and 24-byte ones on

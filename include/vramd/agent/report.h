@@ -9,6 +9,11 @@
 // report never carries used > total. Pods are sorted by UID, GPUs by index.
 // A GPU whose per-process figures are unavailable (the reading says why)
 // carries no pods and no outside-pods figure, and says so.
+// Activity (issue 32): a pod is active on a GPU when one of its processes
+// ran work there since the last read (the reading's activity_known) or, when
+// the source has no per-process activity for the GPU, when the GPU's own
+// utilization is above 0 (every pod on a busy GPU is active: evidence
+// against idleness is taken generously, never for it).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@ namespace vramd::agent {
 struct PodUsage {
   std::string uid;
   int64_t used_bytes = 0;
+  bool active = false;
   bool operator==(const PodUsage&) const = default;
 };
 
@@ -38,6 +44,7 @@ struct GpuReport {
   std::vector<PodUsage> pods;
   std::string processes_unavailable;  // why there are no per-process figures; "" when there are
   int64_t invalid_process_lists = 0;  // process lists that failed validation (the agent: since it started)
+  int utilization_percent = -1;       // the GPU's own, -1 when unknown
   bool operator==(const GpuReport&) const = default;
 };
 
@@ -52,9 +59,11 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
 
 // The JSON body: {"version":2,"agent":…,"source":…,"gpus":[{"index":…,…}]};
 // "uuid" and "name" only when known; "outside_pods_bytes" and "pods" only
-// when the per-process figures are available, else "processes_unavailable":
+// when the per-process figures are available (a pod's "active": true when
+// it is), else "processes_unavailable":
 // "<why>"; "invalid_process_lists": N only when N > 0 (vramd shows both per
-// GPU: /v1/nodes, vramd_gpu_processes_unavailable, _invalid_process_lists).
+// GPU: /v1/nodes, vramd_gpu_processes_unavailable, _invalid_process_lists);
+// "utilization_percent" when known.
 std::string ReportJson(const Report& report);
 
 }  // namespace vramd::agent

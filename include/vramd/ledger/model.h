@@ -55,6 +55,8 @@ struct Entry {
                                  // old-format reports, which carry no per-pod figures)
   int64_t last_active_ms = 0;    // last sign of GPU activity (a GPU-lock call or
                                  // a change of usage); 0 = none seen since created_ms
+  bool busy = false;             // the report of used_ts_ms says the pod ran work on
+                                 // one of its GPUs (PodUsage::active); filled with `used`
   int64_t idle_ttl_ms = 0;       // vramd.io/idle-ttl: idle eviction after this long
                                  // without activity; 0 = never idle-evicted
   // Who recreates the pod (issue 32): its controller, metadata.ownerReferences
@@ -74,6 +76,7 @@ struct Entry {
 struct PodUsage {
   std::string uid;   // the pod's metadata.uid
   int64_t used = 0;  // bytes its processes hold on the GPU
+  bool active = false;  // its processes ran work on the GPU since the agent's last read (issue 32)
   bool operator==(const PodUsage&) const = default;
 };
 

@@ -220,9 +220,10 @@ class IdleTracker {
 
   // Per entry with idle_ttl_ms > 0 (others are ignored): a first sighting,
   // usage that is missing or stale (not UsageFresh(used_ts_ms, now_ms,
-  // usage_max_age_ms): no evidence is not idleness), a usage change of more
-  // than usage_change_bytes against the reference taken at the last
-  // activity, or a lock activity time (lock_ms, 0 = none) later than the
+  // usage_max_age_ms): no evidence is not idleness), a fresh report that
+  // says the pod ran work (Entry::busy: NVML utilization, DRM engine time),
+  // a usage change of more than usage_change_bytes against the reference
+  // taken at the last activity, or a lock activity time (lock_ms, 0 = none) later than the
   // last activity counts as activity. The activity time is now_ms
   // (first sighting, usage change) or lock_ms (lock), whichever is later; the
   // reference becomes the entry's current usage.

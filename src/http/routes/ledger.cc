@@ -140,6 +140,12 @@ Result<ledger::UsageReport> DecodeReportV2(const json& j) {
     if (auto mig = g.find("mig"); mig != g.end() && !mig->is_boolean() && !mig->is_null()) {
       return InvalidArgument(where + "mig must be true or false");
     }
+    if (auto util = g.find("utilization_percent"); util != g.end() && !util->is_null()) {
+      // Informational (the agent already folds it into its pods' "active").
+      if (!util->is_number_integer() || util->get<int64_t>() < 0 || util->get<int64_t>() > 100) {
+        return InvalidArgument(where + "utilization_percent must be a whole number from 0 to 100");
+      }
+    }
     Result<std::string> unavailable = OptString(g, "processes_unavailable", where, ledger::kMaxUnavailableReason);
     if (!unavailable.ok()) return unavailable.status();
     u.processes_unavailable = std::move(*unavailable);
@@ -166,7 +172,12 @@ Result<ledger::UsageReport> DecodeReportV2(const json& j) {
         const std::string& uid_text = uid->get_ref<const std::string&>();
         Result<int64_t> b = Bytes(*used, where + "used_bytes of pod " + uid_text.substr(0, 40));
         if (!b.ok()) return b.status();
-        u.pods.push_back({uid_text, *b});
+        bool active = false;
+        if (auto a = p.find("active"); a != p.end() && !a->is_null()) {
+          if (!a->is_boolean()) return InvalidArgument(where + "active of pod " + uid_text.substr(0, 40) + " must be true or false");
+          active = a->get<bool>();
+        }
+        u.pods.push_back({uid_text, *b, active});
       }
     }
     out.gpus.push_back(std::move(u));

@@ -9,7 +9,9 @@
 //              "compute":  [{"pid": 4242, "used": 1073741824}],
 //              "graphics": [{"pid": 4243, "used": 1048576}],
 //              "errors": {"nvmlDeviceGetUUID": 3, "nvmlDeviceGetMemoryInfo_v2": 25},
-//              "insufficient_rounds": 0, "count_beyond_buffer": false}]}
+//              "insufficient_rounds": 0, "count_beyond_buffer": false,
+//              "samples": [{"pid": 4242, "sm": 37, "mem": 5, "enc": 0, "dec": 0, "ts": 1700000000000000}],
+//              "utilization": 40}]}
 //
 // It does NOT include the agent's ABI header (src/agent/nvml_abi.h): it
 // writes every struct itself, at the byte offsets of NVML's public header,
@@ -44,8 +46,18 @@
 // Built twice: fake-nvml (every entry point, versioned ones included) and,
 // with FAKE_NVML_LEGACY, fake-nvml-legacy (the old unversioned ones only;
 // its default family is r470).
+// Activity: nvmlDeviceGetProcessUtilization serves "samples" as
+// nvmlProcessUtilizationSample_t entries (32 bytes: pid @0, timeStamp @8 in
+// CPU microseconds, smUtil @16, memUtil @20, encUtil @24, decUtil @28), only
+// those newer than its lastSeenTimeStamp argument (NVML_ERROR_NOT_FOUND when
+// none is), with the count/buffer protocol of the process lists. A sample
+// without "ts" is stamped with the time of the call (a process running now:
+// served on every pass); with one, it is served once. nvmlDeviceGetUtilizationRates
+// answers "utilization" (the GPU's percent, 0 by default) as nvmlUtilization_t
+// (gpu @0, memory @4). Both take "errors" like every entry point.
 // When $FAKE_NVML_CALL_LOG names a file, each call appends its name to it.
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -71,10 +83,12 @@ using nvmlDevice_t = nvmlDevice_st*;
 struct nvmlMemory_v1;
 struct nvmlMemory_v2;
 struct nvmlProcessDetailList_v1;
+struct nvmlProcessUtilizationSample;
+struct nvmlUtilization;
 
 namespace {
 
-constexpr nvmlReturn_t kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kInsufficientSize = 7,
+constexpr nvmlReturn_t kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotFound = 6, kInsufficientSize = 7,
                        kFunctionNotFound = 13, kGpuIsLost = 15, kArgumentVersionMismatch = 25, kUnknown = 999;
 
 // ---- Layouts (nvml.h, x86-64 / aarch64 LP64), written byte by byte. ----
@@ -123,7 +137,17 @@ struct Proc {
   unsigned int pid = 0;
   unsigned long long used = 0;
 };
+// One nvmlProcessUtilizationSample_t; ts 0: stamped at the call.
+struct Sample {
+  unsigned int pid = 0;
+  unsigned long long ts = 0;
+  unsigned int sm = 0, mem = 0, enc = 0, dec = 0;
+};
+constexpr size_t kSampleStride = 32;
+
 struct Gpu {
+  std::vector<Sample> samples;
+  unsigned int utilization = 0;
   std::string uuid, name;
   unsigned long long total = 0, used = 0;
   bool mig = false, lost = false;
@@ -217,6 +241,17 @@ void Load(bool force) {
     for (const auto& [k, v] : errors.items()) x.errors[k] = v.get<int>();
     x.insufficient_rounds = x.insufficient_left = g.value("insufficient_rounds", 0);
     x.count_beyond_buffer = g.value("count_beyond_buffer", false);
+    for (const auto& s : g.value("samples", nlohmann::json::array())) {
+      Sample y;
+      y.pid = static_cast<unsigned int>(s.value("pid", 0LL));
+      y.ts = s.value("ts", 0ULL);
+      y.sm = s.value("sm", 0U);
+      y.mem = s.value("mem", 0U);
+      y.enc = s.value("enc", 0U);
+      y.dec = s.value("dec", 0U);
+      x.samples.push_back(y);
+    }
+    x.utilization = g.value("utilization", 0U);
     gpus.push_back(std::move(x));
   }
 }
@@ -356,9 +391,57 @@ nvmlReturn_t Text(nvmlDevice_t d, const char* fn, bool uuid, char* out, unsigned
   return kSuccess;
 }
 
+unsigned long long NowMicros() {
+  struct timeval tv {};
+  ::gettimeofday(&tv, nullptr);
+  return static_cast<unsigned long long>(tv.tv_sec) * 1000000ULL + static_cast<unsigned long long>(tv.tv_usec);
+}
+
 }  // namespace
 
 NVML_EXPORT nvmlReturn_t nvmlInit() { return Init("nvmlInit"); }
+// Every driver family (unversioned since R270).
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample* out,
+                                                          unsigned int* count, unsigned long long last_seen) {
+  std::lock_guard<std::mutex> l(mu);
+  const char* fn = "nvmlDeviceGetProcessUtilization";
+  LogCall(fn);
+  Gpu* g = nullptr;
+  if (nvmlReturn_t r = Find(d, fn, &g); r != kSuccess) return r;
+  if (count == nullptr) return kInvalidArgument;
+  const unsigned long long now = NowMicros();
+  std::vector<Sample> newer;
+  for (Sample s : g->samples) {
+    if (s.ts == 0) s.ts = now;
+    if (s.ts > last_seen) newer.push_back(s);
+  }
+  if (newer.empty()) return kNotFound;
+  const unsigned int room = out == nullptr ? 0 : *count;
+  *count = static_cast<unsigned int>(newer.size());
+  if (room < newer.size()) return kInsufficientSize;
+  for (size_t i = 0; i < newer.size(); ++i) {
+    void* e = reinterpret_cast<unsigned char*>(out) + i * kSampleStride;
+    std::memset(e, 0, kSampleStride);
+    Put32(e, 0, newer[i].pid);
+    Put64(e, 8, newer[i].ts);
+    Put32(e, 16, newer[i].sm);
+    Put32(e, 20, newer[i].mem);
+    Put32(e, 24, newer[i].enc);
+    Put32(e, 28, newer[i].dec);
+  }
+  return kSuccess;
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization* out) {
+  std::lock_guard<std::mutex> l(mu);
+  const char* fn = "nvmlDeviceGetUtilizationRates";
+  LogCall(fn);
+  Gpu* g = nullptr;
+  if (nvmlReturn_t r = Find(d, fn, &g); r != kSuccess) return r;
+  if (out == nullptr) return kInvalidArgument;
+  Put32(out, 0, g->utilization);
+  Put32(out, 4, 0);
+  return kSuccess;
+}
 NVML_EXPORT nvmlReturn_t nvmlShutdown() {
   std::lock_guard<std::mutex> l(mu);
   LogCall("nvmlShutdown");

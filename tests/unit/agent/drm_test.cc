@@ -46,16 +46,20 @@ struct FdinfoCase {
 
 TEST(AgentDrm, FdinfoBlocks) {
   const FdinfoCase cases[] = {
-      {"amdgpu_legacy_memory_key", kAmdgpuLegacy, DrmClient{"amdgpu", "0000:03:00.0", 12, 145408 * KiB}},
-      {"resident_beats_legacy_and_total", kAmdgpuCurrent, DrmClient{"amdgpu", "0000:0c:00.0", 27, 16 * MiB}},
+      {"amdgpu_legacy_memory_key", kAmdgpuLegacy, DrmClient{"amdgpu", "0000:03:00.0", 12, 145408 * KiB, true, 22847298}},
+      {"resident_beats_legacy_and_total", kAmdgpuCurrent, DrmClient{"amdgpu", "0000:0c:00.0", 27, 16 * MiB, true, 0}},
       {"total_when_alone_and_regions_with_numbers_ignored", kTotalOnly, DrmClient{"xe", "0000:00:02.0", 5, 8192}},
-      {"no_vram_key_is_zero", kI915, DrmClient{"i915", "0000:00:02.0", 7, 0}},
+      {"no_vram_key_is_zero", kI915, DrmClient{"i915", "0000:00:02.0", 7, 0, true, 9288864}},
       {"no_client_id", kOldKernel, std::nullopt},
       {"not_a_drm_fd", kSocket, std::nullopt},
       {"empty", "", std::nullopt},
       {"bad_vram_unit_is_ignored",
        "drm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t1\ndrm-resident-vram:\t5 TiB\n",
        DrmClient{"amdgpu", "0000:03:00.0", 1, 0}},
+      {"engine_times_add_up_capacity_and_total_cycles_are_not_busy_time",
+       "drm-driver:\txe\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t2\ndrm-engine-capacity-vcs:\t2\n"
+       "drm-cycles-rcs:\t700\ndrm-total-cycles-rcs:\t99999999\ndrm-engine-ccs:\t300 ns\ndrm-engine-bcs:\tbad ns\n",
+       DrmClient{"xe", "0000:03:00.0", 2, 0, true, 1000}},
       {"bad_client_id", "drm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t-1\n", std::nullopt},
   };
   for (const FdinfoCase& c : cases) {
@@ -111,6 +115,38 @@ TEST(AgentDrm, CombineCountsASharedClientOnceForItsLowestPid) {
   EXPECT_EQ(got[1].processes, (std::vector<ProcessUsage>{{400, 10 * MiB}}));
 }
 
+// Issue 32: a client whose busy time grew since the last read ran work; the
+// first read knows nothing of activity; a new client with busy time ran
+// since; a card with a client whose driver gives no engine time has
+// unknown activity.
+TEST(AgentDrm, ActivityIsGrowthOfAClientsBusyTimeSinceTheLastRead) {
+  std::vector<DrmCard> cards = {{0, "0000:03:00.0", "", "", 24 * 1024 * MiB, 2048 * MiB},
+                                {1, "0000:0c:00.0", "", "", 8 * 1024 * MiB, 0}};
+  auto client = [](const char* pdev, uint64_t id, uint64_t busy, bool has = true) {
+    return DrmClient{"amdgpu", pdev, id, MiB, has, busy};
+  };
+  std::vector<std::pair<int, DrmClient>> before = {
+      {10, client("0000:03:00.0", 1, 5000)}, {11, client("0000:03:00.0", 2, 7000)},
+      {12, client("0000:0c:00.0", 3, 0, false)}};
+  std::vector<GpuReading> first = CombineDrm(cards, before);
+  EXPECT_FALSE(first[0].activity_known);
+  EXPECT_FALSE(first[1].activity_known);
+  EXPECT_EQ(first[0].processes, (std::vector<ProcessUsage>{{10, MiB, false}, {11, MiB, false}}));
+  const DrmBusy busy = BusyOf(before);
+  EXPECT_EQ(busy.size(), 2u);  // the client without engine keys has no busy time
+  std::vector<std::pair<int, DrmClient>> after = {
+      {10, client("0000:03:00.0", 1, 5000)},    // unchanged: idle
+      {11, client("0000:03:00.0", 2, 7001)},    // grew: ran
+      {13, client("0000:03:00.0", 4, 20)},      // new since, with busy time: ran
+      {14, client("0000:03:00.0", 5, 0)},       // new, none
+      {12, client("0000:0c:00.0", 3, 0, false)}};
+  std::vector<GpuReading> second = CombineDrm(cards, after, &busy);
+  EXPECT_TRUE(second[0].activity_known);
+  EXPECT_EQ(second[0].processes,
+            (std::vector<ProcessUsage>{{10, MiB, false}, {11, MiB, true}, {13, MiB, true}, {14, MiB, false}}));
+  EXPECT_FALSE(second[1].activity_known);
+}
+
 TEST(AgentDrm, SourceReadsAFakeSysAndProcTree) {
   testing::TempTree t;
   // sysfs: card0 (amdgpu, VRAM figures), card1 (no VRAM files: skipped),
@@ -144,7 +180,20 @@ TEST(AgentDrm, SourceReadsAFakeSysAndProcTree) {
   EXPECT_EQ(g.total_bytes, 25753026560);
   EXPECT_EQ(g.used_bytes, 1073741824);
   EXPECT_EQ(g.processes, (std::vector<ProcessUsage>{{42, 145408 * KiB}}));
+  EXPECT_FALSE(g.activity_known);  // a first read: no earlier busy time to compare
   EXPECT_EQ(DrmSource::ReadCards(t.Path("sys"))[0].pdev, "0000:03:00.0");
+  // The next read: the client's engine time grew, the process ran.
+  Result<std::vector<GpuReading>> same = source.Read();
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE((*same)[0].activity_known);
+  EXPECT_EQ((*same)[0].processes, (std::vector<ProcessUsage>{{42, 145408 * KiB, false}}));
+  std::string grown = kAmdgpuLegacy;
+  grown.replace(grown.find("22847298"), 8, "22847299");
+  t.Write("proc/42/fdinfo/5", grown);
+  t.Write("proc/42/fdinfo/6", grown);
+  Result<std::vector<GpuReading>> ran = source.Read();
+  ASSERT_TRUE(ran.ok());
+  EXPECT_EQ((*ran)[0].processes, (std::vector<ProcessUsage>{{42, 145408 * KiB, true}}));
 }
 
 // A process whose fds the agent may not inspect (another user's, without

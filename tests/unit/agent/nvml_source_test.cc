@@ -8,6 +8,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -503,6 +504,152 @@ TEST_F(NvmlSourceTest, ALibraryThatIsNotNvmlIsRefused) {
   EXPECT_EQ(s.status().code(), Code::kNotFound);
   EXPECT_NE(s.status().message().find("is not a usable NVML library: it lacks nvmlInit"), std::string::npos)
       << s.status().message();
+}
+
+
+// ---- Activity (issue 32): the evidence idle eviction counts -----------------
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A process with a utilization sample above 0 is active; one with only
+// zero samples, or none, is not; "no sample newer than the last one seen"
+// (NOT_FOUND) is known inactivity, not unknown.
+TEST_F(NvmlSourceTest, ProcessUtilizationSamplesMarkTheProcessesThatRan) {
+  json gpu = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", GiB}}, {{"pid", 13}, {"used", GiB}}});
+  gpu["samples"] = {{{"pid", 11}, {"sm", 37}}, {{"pid", 12}}, {{"pid", 13}, {"dec", 4}}};
+  gpu["utilization"] = 40;
+  json idle = H100("GPU-bbbb", {{{"pid", 21}, {"used", GiB}}});
+  Config({{"gpus", {gpu, idle}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  std::vector<GpuReading> got = Read(s.get());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].activity_known);
+  EXPECT_EQ(got[0].utilization_percent, 40);
+  EXPECT_EQ(got[0].processes, (std::vector<ProcessUsage>{{11, GiB, true}, {12, GiB, false}, {13, GiB, true}}));
+  EXPECT_TRUE(got[1].activity_known);  // NOT_FOUND: nothing ran
+  EXPECT_EQ(got[1].utilization_percent, 0);
+  EXPECT_EQ(got[1].processes, (std::vector<ProcessUsage>{{21, GiB, false}}));
+  EXPECT_NE(Calls().find("nvmlDeviceGetProcessUtilization"), std::string::npos);
+}
+
+// The agent asks only for samples newer than the last it saw: a sample of
+// the past counts once, a process running now (stamped at each call) every pass.
+TEST_F(NvmlSourceTest, ASampleCountsOnceAndARunningProcessEveryPass) {
+  json gpu = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}, {{"pid", 12}, {"used", GiB}}});
+  gpu["samples"] = {{{"pid", 11}, {"sm", 50}, {"ts", 1000}}, {{"pid", 12}, {"mem", 3}}};
+  Config({{"gpus", {gpu}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(Read(s.get())[0].processes, (std::vector<ProcessUsage>{{11, GiB, true}, {12, GiB, true}}));
+  EXPECT_EQ(Read(s.get())[0].processes, (std::vector<ProcessUsage>{{11, GiB, false}, {12, GiB, true}}));
+}
+
+// A driver or GPU without per-process utilization: activity unknown (the
+// report then takes the GPU's own utilization), logged once, read again
+// when it answers.
+TEST_F(NvmlSourceTest, PerProcessUtilizationRefusedLeavesActivityUnknown) {
+  LogCapture log;
+  json gpu = H100("GPU-aaaa", {{{"pid", 11}, {"used", GiB}}});
+  gpu["samples"] = {{{"pid", 11}, {"sm", 50}}};
+  gpu["utilization"] = 7;
+  gpu["errors"] = {{"nvmlDeviceGetProcessUtilization", 3}};
+  Config({{"gpus", {gpu}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  for (int pass = 0; pass < 3; ++pass) {
+    GpuReading g = Read(s.get())[0];
+    EXPECT_FALSE(g.activity_known);
+    EXPECT_EQ(g.utilization_percent, 7);
+    EXPECT_EQ(g.processes, (std::vector<ProcessUsage>{{11, GiB, false}}));
+  }
+  EXPECT_EQ(Occurrences(log.text(), "per-process utilization unavailable (nvmlDeviceGetProcessUtilization: Not Supported (3))"),
+            1u) << log.text();
+  gpu["errors"] = json::object();
+  gpu["utilization"] = 8;  // the file must change for the fake to reread it
+  Config({{"gpus", {gpu}}});
+  GpuReading g = Read(s.get())[0];
+  EXPECT_TRUE(g.activity_known);
+  EXPECT_TRUE(g.processes[0].active);
+  EXPECT_EQ(Occurrences(log.text(), "per-process utilization is read again"), 1u);
+  // Without the GPU's own figure either, nothing is known.
+  gpu["errors"] = {{"nvmlDeviceGetProcessUtilization", 3}, {"nvmlDeviceGetUtilizationRates", 3}};
+  Config({{"gpus", {gpu}}});
+  g = Read(s.get())[0];
+  EXPECT_FALSE(g.activity_known);
+  EXPECT_EQ(g.utilization_percent, -1);
+}
+
+// Samples read with a wrong layout would carry timestamps as pids and
+// utilizations far above 100: an answer with such a sample is refused whole.
+// Many samples are read whole through the count/buffer protocol.
+TEST_F(NvmlSourceTest, ImpossibleSamplesAreRefusedAndManyAreReadWhole) {
+  json procs = json::array(), samples = json::array();
+  for (int pid = 100; pid < 300; ++pid) {
+    procs.push_back({{"pid", pid}, {"used", MiB}});
+    samples.push_back({{"pid", pid}, {"sm", pid % 2}});
+  }
+  json gpu = H100("GPU-aaaa", procs);
+  gpu["samples"] = samples;
+  Config({{"gpus", {gpu}}});
+  std::unique_ptr<GpuSource> s = Open();
+  ASSERT_TRUE(s);
+  GpuReading g = Read(s.get())[0];
+  ASSERT_TRUE(g.activity_known);
+  ASSERT_EQ(g.processes.size(), 200u);
+  EXPECT_EQ(std::count_if(g.processes.begin(), g.processes.end(), [](const ProcessUsage& p) { return p.active; }),
+            100);
+  gpu["samples"] = {{{"pid", 100}, {"sm", 5}}, {{"pid", 101}, {"sm", 250}}};
+  Config({{"gpus", {gpu}}});
+  LogCapture log;
+  g = Read(s.get())[0];
+  EXPECT_FALSE(g.activity_known);
+  EXPECT_FALSE(g.processes[0].active);
+  EXPECT_EQ(Occurrences(log.text(), "1 of 2 samples with a pid of 0 or above 2^31-1, or a utilization above 100"), 1u) << log.text();
+}
+
+// The fake's sample layout, read byte by byte with no struct of the agent's.
+TEST_F(NvmlSourceTest, TheFakeWritesProcessUtilizationSamplesAtNvmlsOffsets) {
+  json gpu = H100("GPU-aaaa");
+  gpu["samples"] = {{{"pid", 4242}, {"ts", 123456789}, {"sm", 37}, {"mem", 5}, {"enc", 2}, {"dec", 1}}};
+  Config({{"gpus", {gpu}}});
+  void* lib = dlopen(VRAMD_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
+  auto handle = reinterpret_cast<int (*)(unsigned int, nvmlDevice_st**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto util = reinterpret_cast<int (*)(nvmlDevice_st*, void*, unsigned int*, unsigned long long)>(
+      dlsym(lib, "nvmlDeviceGetProcessUtilization"));
+  ASSERT_TRUE(init && shutdown && handle && util);
+  ASSERT_EQ(init(), 0);
+  nvmlDevice_st* d = nullptr;
+  ASSERT_EQ(handle(0, &d), 0);
+  unsigned int count = 0;
+  EXPECT_EQ(util(d, nullptr, &count, 0), 7);  // INSUFFICIENT_SIZE, with the count needed
+  EXPECT_EQ(count, 1u);
+  unsigned char buf[64] = {};
+  count = 2;
+  ASSERT_EQ(util(d, buf, &count, 0), 0);
+  ASSERT_EQ(count, 1u);
+  uint32_t u32[4];
+  uint64_t ts;
+  std::memcpy(&u32[0], buf, 4);
+  std::memcpy(&ts, buf + 8, 8);
+  EXPECT_EQ(u32[0], 4242u);
+  EXPECT_EQ(ts, 123456789u);
+  for (int i = 0; i < 4; ++i) std::memcpy(&u32[i], buf + 16 + 4 * i, 4);
+  EXPECT_EQ(u32[0], 37u);
+  EXPECT_EQ(u32[1], 5u);
+  EXPECT_EQ(u32[2], 2u);
+  EXPECT_EQ(u32[3], 1u);
+  count = 2;
+  EXPECT_EQ(util(d, buf, &count, 123456789), 6);  // NOT_FOUND: nothing newer
+  ASSERT_EQ(shutdown(), 0);
+  dlclose(lib);
 }
 
 }  // namespace

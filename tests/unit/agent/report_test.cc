@@ -143,5 +143,47 @@ TEST(AgentReport, JsonEscapesNames) {
   EXPECT_EQ(j["gpus"][0]["name"], "card \\ \n\x01");
 }
 
+
+// Issue 32: a pod is active on a GPU when one of its processes ran there;
+// without per-process activity, when the GPU is busy at all; never when
+// nothing is known. The JSON says "active" only when true.
+TEST(AgentReport, APodIsActiveWhenOneOfItsProcessesRanOrItsGpuIsBusy) {
+  struct Case {
+    const char* name;
+    bool activity_known;
+    int utilization;
+    std::vector<ProcessUsage> procs;
+    std::vector<PodUsage> want;
+  };
+  const Case cases[] = {
+      {"one_process_of_the_pod_ran", true, 30, {{10, GiB, false}, {11, GiB, true}, {20, GiB, false}},
+       {{kA, 2 * GiB, true}, {kB, GiB, false}}},
+      {"known_and_none_ran_even_on_a_busy_gpu", true, 90, {{10, GiB, false}, {20, GiB, false}},
+       {{kA, GiB, false}, {kB, GiB, false}}},
+      {"unknown_per_process_busy_gpu_makes_every_pod_active", false, 1, {{10, GiB, false}, {20, GiB, false}},
+       {{kA, GiB, true}, {kB, GiB, true}}},
+      {"unknown_per_process_idle_gpu", false, 0, {{10, GiB, true}}, {{kA, GiB, false}}},
+      {"nothing_known", false, -1, {{10, GiB, true}}, {{kA, GiB, false}}},
+      {"an_outside_process_that_ran_makes_no_pod_active", true, 50, {{10, GiB, false}, {99, GiB, true}},
+       {{kA, GiB, false}}},
+  };
+  for (const Case& c : cases) {
+    GpuReading g = Gpu(0, 80 * GiB, 10 * GiB, c.procs);
+    g.activity_known = c.activity_known;
+    g.utilization_percent = c.utilization;
+    Report r = BuildReport("a", "nvml", {g}, {{10, kA}, {11, kA}, {20, kB}});
+    ASSERT_EQ(r.gpus.size(), 1u) << c.name;
+    EXPECT_EQ(r.gpus[0].pods, c.want) << c.name;
+    EXPECT_EQ(r.gpus[0].utilization_percent, c.utilization) << c.name;
+  }
+  GpuReading g = Gpu(0, 80 * GiB, 10 * GiB, {{10, GiB, true}, {20, GiB, false}});
+  g.activity_known = true;
+  g.utilization_percent = 12;
+  nlohmann::json j = nlohmann::json::parse(ReportJson(BuildReport("a", "nvml", {g}, {{10, kA}, {20, kB}})));
+  EXPECT_EQ(j["gpus"][0]["pods"], (nlohmann::json{{{"uid", kA}, {"used_bytes", GiB}, {"active", true}},
+                                                 {{"uid", kB}, {"used_bytes", GiB}}}));
+  EXPECT_EQ(j["gpus"][0]["utilization_percent"], 12);
+}
+
 }  // namespace
 }  // namespace vramd::agent

@@ -467,10 +467,13 @@ class FakeLedgerStore : public store::LedgerStore {
       uids.insert(e.pod_uid);
       e.used = 0;
       e.used_ts_ms = ts;
+      e.busy = false;
       for (const ledger::Gpu& g : n->gpus) {
         if (std::find(e.gpus.begin(), e.gpus.end(), g.index) == e.gpus.end()) continue;
         for (const ledger::PodUsage& p : g.pods) {
-          if (p.uid == e.pod_uid) e.used = std::max(e.used, p.used);
+          if (p.uid != e.pod_uid) continue;
+          e.used = std::max(e.used, p.used);
+          e.busy = e.busy || p.active;
         }
       }
     }

@@ -107,6 +107,22 @@ struct Refused {
   const char* says;
 };
 
+// Issue 32: the agent's activity evidence, per pod ("active") and per GPU.
+TEST(DecodeUsageReport, ActivityDecodes) {
+  const std::string body = Report(Gpu(0, ",\"utilization_percent\":37,\"pods\":[{\"uid\":\"" + std::string(kUid1) +
+                                             "\",\"used_bytes\":5,\"active\":true},{\"uid\":\"" +
+                                             std::string(kUid2) + "\",\"used_bytes\":6,\"active\":false}]"));
+  Result<ledger::UsageReport> r = DecodeUsageReport(body);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->gpus[0].pods.size(), 2u);
+  EXPECT_TRUE(r->gpus[0].pods[0].active);
+  EXPECT_FALSE(r->gpus[0].pods[1].active);
+  // Absent: not active (the older agents).
+  r = DecodeUsageReport(Report(Gpu(0, ",\"pods\":[{\"uid\":\"" + std::string(kUid1) + "\",\"used_bytes\":5}]")));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->gpus[0].pods[0].active);
+}
+
 TEST(DecodeUsageReport, RefusesWithAMessageThatNamesThePart) {
   const std::string p1 = R"({"uid":")" + std::string(kUid1) + R"(","used_bytes":1})";
   const std::string p2 = R"({"uid":")" + std::string(kUid2) + R"(","used_bytes":1})";
@@ -164,6 +180,13 @@ TEST(DecodeUsageReport, RefusesWithAMessageThatNamesThePart) {
       {"uuid with a space", Report(Gpu(0, R"(,"uuid":"GPU 1")")), "uuid is longer than 128 characters or has"},
       {"uuid too long", Report(Gpu(0, R"(,"uuid":")" + std::string(129, 'a') + "\"")), "uuid is longer than 128"},
       {"mig a string", Report(Gpu(0, R"(,"mig":"no")")), "mig must be true or false"},
+      {"pod active a string", Report(Gpu(0, ",\"pods\":[{\"uid\":\"" + std::string(kUid1) +
+                                                 "\",\"used_bytes\":1,\"active\":\"yes\"}]")),
+       "GPU 0: active of pod 0f1c2d3e-aaaa-bbbb-cccc-0123456789ab must be true or false"},
+      {"utilization above 100", Report(Gpu(0, R"(,"utilization_percent":101)")),
+       "GPU 0: utilization_percent must be a whole number from 0 to 100"},
+      {"utilization negative", Report(Gpu(0, R"(,"utilization_percent":-1)")), "utilization_percent must be"},
+      {"utilization a fraction", Report(Gpu(0, R"(,"utilization_percent":0.5)")), "utilization_percent must be"},
       {"pods an object", Report(Gpu(0, R"(,"pods":{})")), "pods must be an array"},
       {"pod not an object", Report(Gpu(0, R"(,"pods":[1])")), "each of pods must be an object"},
       {"pod without uid", Report(Gpu(0, R"(,"pods":[{"used_bytes":1}])")), "a pod's uid must be a string"},

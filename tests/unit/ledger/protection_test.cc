@@ -933,6 +933,25 @@ TEST(IdleTracker, IdleForNeedsTheTtlToHavePassed) {
   EXPECT_EQ(IdleFor(Pod("a", 1 * kGi, 0), t, kNow + 20 * kMinMs), -1);  // no TTL
 }
 
+// Issue 32: the agent's utilization signal. A pod whose usage is flat but
+// whose processes run work (NVML samples, DRM engine time: Entry::busy) is
+// active on every fresh report that says so; once the reports stop saying
+// so, it is idle from its last activity.
+TEST(IdleTracker, AReportThatSaysThePodRanIsActivity) {
+  IdleTracker t(kJitter, 60'000);
+  Entry e = Ttl(Pod("a", 4 * kGi, 3 * kGi), 10 * kMinMs);
+  ObserveFresh(t, e, 0, kNow);
+  e.busy = true;
+  ObserveFresh(t, e, 0, kNow + 5 * kMinMs);
+  ObserveFresh(t, e, 0, kNow + 12 * kMinMs);
+  EXPECT_EQ(t.LastActive("a"), kNow + 12 * kMinMs);
+  EXPECT_EQ(IdleFor(e, t, kNow + 12 * kMinMs), -1);
+  e.busy = false;
+  ObserveFresh(t, e, 0, kNow + 13 * kMinMs);
+  ObserveFresh(t, e, 0, kNow + 22 * kMinMs);
+  EXPECT_EQ(IdleFor(e, t, kNow + 22 * kMinMs), 10 * kMinMs);
+}
+
 // Issue 32: no evidence is not idleness. A pod whose usage no agent reports,
 // or whose report went stale, counts as active every pass.
 TEST(IdleTracker, MissingOrStaleUsageCountsAsActivity) {

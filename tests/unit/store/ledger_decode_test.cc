@@ -46,6 +46,9 @@ TEST(PackedGpuUsage, RoundTripsEveryShape) {
       {"processes unavailable, lists refused", Gpu(80, 0, kUuid, {}, "list failed: 3 > 2 entries, 100% bad=yes", 4),
        "80,0,GPU-6b3a1c2e-7d4f-4e5a-9b8c-0d1e2f3a4b5c,!n=4,!u=list failed: 3 > 2 entries%2C 100%25 bad%3Dyes"},
       {"refused lists only", Gpu(80, 1, "", {{kUid1, 7}}, "", 2), "80,1,,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=7,!n=2"},
+      // Issue 32: the pods the agent saw run work.
+      {"an active pod", Gpu(80, 0, "", {{kUid1, 7, true}, {kUid2, 0}}),
+       "80,0,,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=7;a,1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=0"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -80,6 +83,9 @@ TEST(PackedGpuUsage, RefusesMalformedValues) {
       {"pod bytes negative", "80,0,,u=-5"},
       {"pod bytes missing", "80,0,,u="},
       {"pod bytes not a number", "80,0,,u=5x"},
+      {"pod activity without bytes", "80,0,,u=;a"},
+      {"pod activity unknown", "80,0,,u=5;b"},
+      {"pod activity twice", "80,0,,u=5;a;a"},
       {"trailing comma", "80,0,,u=5,"},
       {"empty pod part", "80,0,,,u=5"},
       {"total overflows int64", "99999999999999999999,0,"},
