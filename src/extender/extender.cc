@@ -482,10 +482,21 @@ Response Extender::Preempt(std::string_view body) {
   // Room vramd's own eviction made for this pod is held for it (issue 32):
   // it waits for that room; more victims anywhere would be a second
   // eviction for one pod. Every node is dropped.
+  // So is room still being made (its victims terminating, the hold not yet
+  // written): asked of the store, which alone knows (a store that cannot
+  // answer gets the same answer: no victims, the safe side).
   std::string_view held_on;
   if (req->wants_vram() && ledger::FindHold(**snap, req->uid, &held_on) != nullptr) {
     spdlog::debug("preempt: pod {}/{} holds room on {} already: no victims", args.pod.ns, args.pod.name, held_on);
     victims = nlohmann::json::object();
+  } else if (req->wants_vram() && !victims.empty() && !req->uid.empty()) {
+    Result<bool> pending = store_->HoldPending(req->uid);
+    if (!pending.ok() || *pending) {
+      spdlog::debug("preempt: pod {}/{}: {}: no victims", args.pod.ns, args.pod.name,
+                    pending.ok() ? "room is being made for it (victims terminating)"
+                                 : "whether room is being made for it is unknown: " + pending.status().message());
+      victims = nlohmann::json::object();
+    }
   }
   for (auto it = victims.begin(); it != victims.end(); ++it) {
     const nlohmann::json& v = it.value();

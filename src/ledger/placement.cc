@@ -935,23 +935,56 @@ const Entry* FindHold(const Snapshot& snap, std::string_view uid, std::string_vi
   return nullptr;
 }
 
+bool MayTakeHold(const Entry& hold, const VramRequest& req) {
+  return hold.state == EntryState::kHold && ((!req.uid.empty() && hold.pod_uid == req.uid) ||
+                                             hold.priority < req.priority);
+}
+
 namespace {
 
-// Where `req`'s pod holds room (its hold, FindHold) on one of `names`: that
-// node's decision with the hold not counted (the holder's own room), else
-// nullopt.
-std::optional<std::pair<std::string_view, NodeDecision>> DecideOnOwnHold(const Snapshot& snap,
-                                                                         const std::vector<std::string_view>& names,
-                                                                         const VramRequest& req, const Policy& policy,
-                                                                         int64_t now_ms) {
-  std::string_view held_on;
-  const Entry* hold = FindHold(snap, req.uid, &held_on);
-  if (hold == nullptr) return std::nullopt;
-  auto name = std::find(names.begin(), names.end(), held_on);
-  if (name == names.end()) return std::nullopt;
-  Node without = *snap.Find(held_on);
-  std::erase_if(without.entries, [&](const Entry& e) { return e.pod_uid == req.uid; });
-  return std::make_pair(*name, DecideNode(&without, held_on, req, policy, now_ms));
+// A node of `names` with holds `req`'s pod may take (MayTakeHold): its
+// decision with them not counted, and whether one of them is the pod's own.
+struct HeldRoomDecision {
+  std::string_view name;
+  NodeDecision decision;
+  bool own = false;
+};
+
+// The nodes of `names` with holds `req`'s pod may take. Holds are few: the
+// snapshot's index lists them (none: nothing to do); without an index, a scan.
+std::vector<HeldRoomDecision> DecideTakingHolds(const Snapshot& snap, const std::vector<std::string_view>& names,
+                                                const VramRequest& req, const Policy& policy, int64_t now_ms) {
+  std::vector<HeldRoomDecision> out;
+  std::vector<std::string_view> nodes;  // with a hold the pod may take
+  auto consider = [&](std::string_view node_name, const Node& node) {
+    for (const Entry& e : node.entries) {
+      if (MayTakeHold(e, req)) {
+        if (std::find(nodes.begin(), nodes.end(), node_name) == nodes.end()) nodes.push_back(node_name);
+        return;
+      }
+    }
+  };
+  if (const PlacementIndex* ix = IndexOf(snap)) {
+    if (ix->holds.empty()) return out;
+    for (const auto& [uid, node_name] : ix->holds) {
+      if (auto n = snap.nodes.find(node_name); n != snap.nodes.end()) consider(n->first, n->second);
+    }
+  } else {
+    for (const auto& [name, node] : snap.nodes) consider(name, node);
+  }
+  for (std::string_view held_on : nodes) {
+    auto name = std::find(names.begin(), names.end(), held_on);
+    if (name == names.end()) continue;
+    Node without = *snap.Find(held_on);
+    bool own = false;
+    std::erase_if(without.entries, [&](const Entry& e) {
+      if (!MayTakeHold(e, req)) return false;
+      own = own || e.pod_uid == req.uid;
+      return true;
+    });
+    out.push_back({*name, DecideNode(&without, held_on, req, policy, now_ms), own});
+  }
+  return out;
 }
 
 }  // namespace
@@ -959,16 +992,16 @@ std::optional<std::pair<std::string_view, NodeDecision>> DecideOnOwnHold(const S
 FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names, const VramRequest& req,
                     const Policy& policy, int64_t now_ms) {
   FilterResult out = FilterCounted(snap, names, req, policy, now_ms);
-  if (req.uid.empty()) return out;
-  auto own = DecideOnOwnHold(snap, names, req, policy, now_ms);
-  if (!own || own->second.verdict != Verdict::kFits) return out;
-  // The node fits with the pod's own hold not counted: it fits.
-  auto drop = [&](auto* list) {
-    std::erase_if(*list, [&](const auto& f) { return f.first == own->first; });
-  };
-  drop(&out.failed);
-  drop(&out.unresolvable);
-  if (std::find(out.fits.begin(), out.fits.end(), own->first) == out.fits.end()) out.fits.push_back(own->first);
+  for (const HeldRoomDecision& held : DecideTakingHolds(snap, names, req, policy, now_ms)) {
+    if (held.decision.verdict != Verdict::kFits) continue;
+    // The node fits with the holds the pod may take not counted: it fits.
+    auto drop = [&](auto* list) {
+      std::erase_if(*list, [&](const auto& f) { return f.first == held.name; });
+    };
+    drop(&out.failed);
+    drop(&out.unresolvable);
+    if (std::find(out.fits.begin(), out.fits.end(), held.name) == out.fits.end()) out.fits.push_back(held.name);
+  }
   return out;
 }
 
@@ -1058,12 +1091,13 @@ std::vector<HostScore> Prioritize(const Snapshot& snap, const std::vector<std::s
     out.push_back({names[i], score});
   }
   // The node where the pod holds room an eviction made for it (issue 32):
-  // the best score when it fits there, so that the room goes where it was made.
-  if (!req.uid.empty()) {
-    if (auto own = DecideOnOwnHold(snap, names, req, policy, now_ms); own && own->second.verdict == Verdict::kFits) {
-      for (HostScore& s : out) {
-        if (s.host == own->first) s.score = 10;
-      }
+  // the best score when it fits there, so that the room goes where it was
+  // made. A node where it fits only by taking a lower-priority pod's hold
+  // keeps its score (0 when it does not fit otherwise): any other room first.
+  for (const HeldRoomDecision& held : DecideTakingHolds(snap, names, req, policy, now_ms)) {
+    if (!held.own || held.decision.verdict != Verdict::kFits) continue;
+    for (HostScore& s : out) {
+      if (s.host == held.name) s.score = 10;
     }
   }
   return out;

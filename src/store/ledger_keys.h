@@ -13,6 +13,7 @@
 //                          "uuid:<idx>", "outside:<idx>", "pod:<idx>:<uid>"
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:{NODE}:roomfor hash  victim uid -> the hold waiting for its release
+//   P:holdwait       hash  holder uid -> until when (ms) room is being made for it
 //                          (lua/hold_fn.lua; issue 32)
 //   P:pods           hash  pod uid -> node holding its entry (idempotency, moves)
 //   P:epoch          int   INCR on every change of the keys above (not P:pods alone)
@@ -75,6 +76,7 @@ struct LedgerKeys {
   const std::string unsealed = prefix + ":unsealed";  // lua/bump.lua derives it from `sealed`
   const std::string rebuilding = prefix + ":rebuilding";
   const std::string reconciled = prefix + ":reconciled";
+  const std::string holdwait = prefix + ":holdwait";  // pod uid -> ms: room being made for it (hold_room.lua)
   const std::string budget_recent = prefix + ":budget:recent";   // the eviction budget's minute (zset)
   const std::string leader = prefix + ":" + kLeaderLeaseName;    // the leader lease (lease.h): the budget's fence
   std::string BudgetKey(const std::string& key) const { return prefix + ":budget:k:" + key; }

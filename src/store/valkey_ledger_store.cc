@@ -110,6 +110,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     args.push_back(std::to_string(pd.peak));
     args.push_back(std::to_string(pd.cover));
     args.push_back(RatioArg(pd.ratio));
+    args.push_back(std::to_string(e.priority));
     for (int g : e.gpus) args.push_back(std::to_string(g));
     auto r = client_->EvalReplicated(
         reserve_,
@@ -131,6 +132,12 @@ class ValkeyLedgerStore final : public LedgerStore {
       return NotReplicated(req.node, e.pod_uid, pod, /*ours=*/tag != "held", r->replication);
     }
     if (tag == "reserved") {
+      if (rep.elements.size() > 6 && !rep.elements[6].elements.empty()) {
+        std::string uids;
+        for (const Reply& u : rep.elements[6].elements) uids += (uids.empty() ? "" : ", ") + u.str;
+        spdlog::info("{} (priority {}) took the room held on node {} for pods of lower priority: {}; they wait "
+                     "again", pod, e.priority, req.node, uids);
+      }
       ApplyOwnWrite(&mark, req.node, rep, 1);
       return ReserveOutcome::kReserved;
     }
@@ -179,12 +186,18 @@ class ValkeyLedgerStore final : public LedgerStore {
   Result<bool> ReleaseHold(const std::string& node, const std::string& pod_uid) override {
     return RunRelease(node, pod_uid, /*only_hold=*/true);
   }
+  Result<bool> HoldPending(const std::string& pod_uid) override {
+    auto r = client_->Eval(hold_pending_, {keys_.holdwait}, {pod_uid});
+    if (!r.ok()) return r.status();
+    if (r->type != Reply::Type::kInteger) return ScriptError("hold-pending", *r);
+    return r->integer == 1;
+  }
   Result<bool> RunRelease(const std::string& node, const std::string& pod_uid, bool only_hold) {
     SnapshotCache::WriteMark mark(&snapshots_);
     if (Status s = CheckNodeName(node); !s.ok()) return s;
     if (pod_uid.empty()) return InvalidArgument("release without a pod UID");
     auto r = client_->Eval(release_, {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes,
-                                      keys_.Node(node, "roomfor")},
+                                      keys_.Node(node, "roomfor"), keys_.holdwait},
                            {pod_uid, node, only_hold ? "1" : "0", keys_.prefix});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("release", *r);
@@ -239,7 +252,7 @@ class ValkeyLedgerStore final : public LedgerStore {
                                   std::to_string(ttl_ms)};
     args.insert(args.end(), victims.begin(), victims.end());
     auto r = client_->EvalReplicated(hold_room_, {keys_.nodes, keys_.Node(node, "alloc"), keys_.pods, keys_.epoch,
-                                                  keys_.changes, keys_.Node(node, "roomfor")},
+                                                  keys_.changes, keys_.Node(node, "roomfor"), keys_.holdwait},
                                      args);
     if (!r.ok()) return r.status();
     if (r->reply.type != Reply::Type::kInteger) return ScriptError("hold-room", r->reply);
@@ -603,7 +616,7 @@ class ValkeyLedgerStore final : public LedgerStore {
     if (ours) {
       auto undo = client_->Eval(release_,
                                 {keys_.Node(node, "alloc"), keys_.pods, keys_.epoch, keys_.changes,
-                                 keys_.Node(node, "roomfor")},
+                                 keys_.Node(node, "roomfor"), keys_.holdwait},
                                 {uid, node, "0", keys_.prefix});
       if (!undo.ok() || undo->type != Reply::Type::kInteger) {
         msg += " (releasing it failed too: " +
@@ -705,6 +718,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script put_entry_{WriteScript(lua::kPutEntry)};
   const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
   const Script hold_room_{WriteScript(lua::kHoldFn, lua::kHoldRoom)};
+  const Script hold_pending_{std::string(lua::kHoldPending)};
   const Script budget_take_{std::string(lua::kBudgetTake)};
   const Script budget_give_back_{std::string(lua::kBudgetGiveBack)};
   const Script budget_record_{std::string(lua::kBudgetRecord)};

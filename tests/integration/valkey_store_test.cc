@@ -13,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <map>
 #include <set>
 
 #include <algorithm>
@@ -835,11 +836,14 @@ TEST_F(ValkeyStoreTest, RoomAnEvictionMadeIsHeldForItsPodFromTheMomentItIsFree) 
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, LedgerStore::HoldOutcome::kPending);
   EXPECT_FALSE(held("n1", "waiting").has_value());
+  EXPECT_TRUE(*store_->HoldPending("waiting"));  // the preempt verb's question
+  EXPECT_FALSE(*store_->HoldPending("other"));
   ASSERT_TRUE(store_->SetEntryState("n1", "victim", ledger::EntryState::kTerminating).ok());
   // The victim goes: its room becomes the hold at once.
   ASSERT_TRUE(*store_->Release("n1", "victim"));
   std::optional<ledger::Entry> h = held("n1", "waiting");
   ASSERT_TRUE(h.has_value());
+  EXPECT_FALSE(*store_->HoldPending("waiting")) << "held now, no longer being made";
   EXPECT_EQ(h->state, ledger::EntryState::kHold);
   EXPECT_EQ(h->per_gpu, 12 * kGi);
   EXPECT_EQ(h->hold_until_ms - h->created_ms, 60'000);
@@ -893,6 +897,57 @@ TEST_F(ValkeyStoreTest, RoomAnEvictionMadeIsHeldForItsPodFromTheMomentItIsFree) 
   ASSERT_TRUE(store_->RemoveNode("n2").ok());
   EXPECT_EQ(Raw({"EXISTS", NodeKey("n2", "roomfor")}).integer, 0);
   EXPECT_EQ(store_->HoldRoom("n2", {}, z, 60'000).status().code(), Code::kNotFound);
+  // A pending hold whose victim never goes counts as "being made" for its ttl at most.
+  Capacity("n3", {{0, 16 * kGi, ""}});
+  ledger::Entry stuck = MakeEntry("stuck", {0}, kGi);
+  ASSERT_TRUE(store_->PutEntry("n3", stuck).ok());
+  ledger::Entry w = MakeEntry("w", {0}, kGi);
+  w.state = ledger::EntryState::kHold;
+  EXPECT_EQ(*store_->HoldRoom("n3", {"stuck"}, w, 50), LedgerStore::HoldOutcome::kPending);
+  EXPECT_TRUE(*store_->HoldPending("w"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_FALSE(*store_->HoldPending("w"));
+  EXPECT_EQ(Raw({"HEXISTS", Key("holdwait"), "w"}).integer, 0) << "the expired record is gone";
+}
+
+// Issue 32: a pod of higher priority than the holder takes held room in
+// the reserve script: the hold ends in the same step (its pod waits again);
+// a pod of equal priority is refused and the hold stays; a hold on another
+// GPU of the node is not taken.
+TEST_F(ValkeyStoreTest, APodOfHigherPriorityTakesRoomHeldForALesserOne) {
+  Capacity("n1", {{0, 16 * kGi, ""}, {1, 16 * kGi, ""}});
+  auto hold_for = [&](const std::string& uid, int gpu, int32_t priority) {
+    ledger::Entry h = MakeEntry(uid, {gpu}, 12 * kGi);
+    h.state = ledger::EntryState::kHold;
+    h.priority = priority;
+    ASSERT_EQ(*store_->HoldRoom("n1", {}, h, 60'000), LedgerStore::HoldOutcome::kHeld);
+  };
+  hold_for("low", 0, 0);
+  hold_for("low-elsewhere", 1, 0);
+  auto entries = [&] {
+    std::map<std::string, ledger::EntryState> out;
+    const ledger::SnapshotPtr snap = Fresh();
+    for (const ledger::Entry& e : snap->Find("n1")->entries) out[e.pod_uid] = e.state;
+    return out;
+  };
+  ledger::Entry peer = MakeEntry("peer", {0}, 8 * kGi);
+  Result<ReserveOutcome> x = store_->Reserve(Req("n1", peer));
+  EXPECT_EQ(x.status().code(), Code::kInsufficient) << x.status().ToString();
+  EXPECT_EQ(entries(), (std::map<std::string, ledger::EntryState>{{"low", ledger::EntryState::kHold},
+                                                                   {"low-elsewhere", ledger::EntryState::kHold}}));
+  ledger::Entry urgent = MakeEntry("urgent", {0}, 8 * kGi);
+  urgent.priority = 1000;
+  x = store_->Reserve(Req("n1", urgent));
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(*x, ReserveOutcome::kReserved);
+  EXPECT_EQ(entries(), (std::map<std::string, ledger::EntryState>{{"urgent", ledger::EntryState::kReserved},
+                                                                   {"low-elsewhere", ledger::EntryState::kHold}}));
+  EXPECT_EQ(Raw({"HEXISTS", Key("pods"), "low"}).integer, 0);
+  // Room that fits without taking: no hold is taken.
+  ledger::Entry small = MakeEntry("small", {1}, 2 * kGi);
+  small.priority = 1000;
+  ASSERT_TRUE(store_->Reserve(Req("n1", small)).ok());
+  EXPECT_EQ(entries().at("low-elsewhere"), ledger::EntryState::kHold);
 }
 
 TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {

@@ -95,10 +95,18 @@ struct FilterResult {
 // kube-scheduler's event stays a few lines at any cluster size; DecideNode
 // gives one node's detailed reason.
 // Room held for another pod (EntryState::kHold, issue 32) counts as spent
-// like any entry; the pod's own hold (req.uid) does not: the node where it
-// holds room is decided without it (DecideNode on the node less the hold).
+// like any entry, but for the holds the pod may take (MayTakeHold): its own
+// (req.uid), and those of pods of lower priority; a node with such holds is
+// also decided without them (DecideNode on the node less those holds), and
+// fits when either way fits. The bind's reserve script takes them the same way.
 FilterResult Filter(const Snapshot& snap, const std::vector<std::string_view>& names,
                     const VramRequest& req, const Policy& policy, int64_t now_ms);
+
+// Whether `req`'s pod may take the room of `hold` (issue 32): it is a hold,
+// and it is the pod's own or held for a pod of lower priority (a pod of
+// higher priority never waits for room held for a lesser one; the lesser pod
+// loses the hold when the room is taken, and waits again).
+bool MayTakeHold(const Entry& hold, const VramRequest& req);
 
 // The hold of pod `uid` (EntryState::kHold) and its node's name (into
 // `node_name` when not null), or null: through the snapshot's index when it

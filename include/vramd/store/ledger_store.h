@@ -198,6 +198,10 @@ class LedgerStore {
   enum class HoldOutcome { kPending, kHeld, kHolderPlaced };
   virtual Result<HoldOutcome> HoldRoom(const std::string& node, const std::vector<std::string>& victims,
                                        const ledger::Entry& hold, int64_t ttl_ms) = 0;
+  // Whether room is being made for pod `pod_uid`: a pending hold (kPending
+  // above) whose victims are still terminating, until the hold is written or
+  // for its ttl at most (the preempt verb gives such a pod no more victims).
+  virtual Result<bool> HoldPending(const std::string& pod_uid) = 0;
 
   // Sets a node's GPUs (replaces the capacity hash; adds the node to the set).
   // Writing the same capacities again changes nothing (the epoch stays).

@@ -1,5 +1,6 @@
 -- HoldRoom (issue 32). Needs the preludes bump.lua and hold_fn.lua.
--- KEYS: 1 nodes, 2 alloc, 3 pods, 4 epoch, 5 changes, 6 roomfor (of the node).
+-- KEYS: 1 nodes, 2 alloc, 3 pods, 4 epoch, 5 changes, 6 roomfor (of the node),
+--       7 holdwait (holder uid -> until when, ms: room being made for it).
 -- ARGV: 1 prefix, 2 node, 3 holder uid, 4 the hold's entry JSON up to and
 --       including "created_ms": (state 'hold'), 5 ttl ms, 6.. the victims'
 --       uids (evicted on this node for the holder).
@@ -25,14 +26,18 @@ for i = 6, #ARGV do
     waiting = waiting + 1
   end
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if waiting > 0 then
   -- Released victims take their record with them (release.lua); a day bounds
   -- what a victim that never ends leaves behind.
   redis.call('PEXPIRE', KEYS[6], 86400000)
+  -- The preempt verb asks here whether room is being made for the holder
+  -- (HoldPending): until the hold is written, or for its ttl at most.
+  redis.call('HSET', KEYS[7], ARGV[3], string.format('%d', now + tonumber(ARGV[5])))
   return 2
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HDEL', KEYS[7], ARGV[3])
 local w, o = write_hold(ARGV[1], ARGV[2], KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[5]), ARGV[4], now)
 if w == 1 then bump(KEYS[4], KEYS[5], ARGV[2], o) end
 return w

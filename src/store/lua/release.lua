@@ -1,5 +1,6 @@
 -- Release. Needs the preludes bump.lua and hold_fn.lua.
--- KEYS: 1 alloc, 2 pods, 3 epoch, 4 changes, 5 roomfor (of the node).
+-- KEYS: 1 alloc, 2 pods, 3 epoch, 4 changes, 5 roomfor (of the node),
+--       6 holdwait (hold_room.lua).
 -- ARGV: 1 uid, 2 node, 3 '1': only a hold (state 'hold', ReleaseHold), so
 -- that the reservation of a holder whose bind replaced its hold meanwhile is
 -- never released; 4 prefix.
@@ -30,6 +31,7 @@ if rec then
       end
     end
     if not waiting then
+      redis.call('HDEL', KEYS[6], holder)  -- no room is being made any more: it is held, or not at all
       local t = redis.call('TIME')
       local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       local w, o = write_hold(ARGV[4], ARGV[2], KEYS[1], KEYS[2], holder, ttl, json, now)

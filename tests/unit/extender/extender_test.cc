@@ -303,6 +303,39 @@ TEST_F(StandaloneExtender, APodHoldingRoomGetsNoPreemptionVictimsAndBindsIntoIts
   EXPECT_EQ(ledger::FindHold(*snap, "u2"), nullptr);
 }
 
+// Issue 32: while room is still being made for a pod (its victims
+// terminating, the hold not yet written), it gets no victims either; once
+// the room is held, the rule above takes over.
+TEST_F(StandaloneExtender, APodWhoseRoomIsStillBeingMadeGetsNoPreemptionVictims) {
+  ASSERT_EQ(ext.Filter(FilterBody("v1", "40Gi", {"big"})).status, 200);
+  ASSERT_EQ(json::parse(ext.Bind(BindBody("v1", "big")).body)["Error"], "");
+  ASSERT_EQ(ext.Filter(FilterBody("v2", "40Gi", {"big"})).status, 200);
+  ASSERT_EQ(json::parse(ext.Bind(BindBody("v2", "big")).body)["Error"], "");
+  auto preempt = [&](const std::string& uid) {
+    json body = json::parse(FilterBody(uid, "40Gi", {}));
+    body.erase("NodeNames");
+    body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v2"}}}}, {"NumPDBViolations", 0}}}};
+    Response r = ext.Preempt(body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body)["NodeNameToMetaVictims"].contains("big");
+  };
+  EXPECT_TRUE(preempt("u2"));  // nothing made for it yet
+  ledger::Entry hold;
+  hold.pod_uid = "u2";
+  hold.ns = "default";
+  hold.name = "u2";
+  hold.gpus = {0};
+  hold.per_gpu = 40 * kGi;
+  hold.state = ledger::EntryState::kHold;
+  ASSERT_EQ(*store.HoldRoom("big", {"v1"}, hold, 60'000), store::LedgerStore::HoldOutcome::kPending);
+  EXPECT_FALSE(preempt("u2"));
+  EXPECT_TRUE(preempt("u3")) << "anyone else may";
+  ASSERT_TRUE(*store.Release("big", "v1"));  // the victim goes: the hold is written
+  EXPECT_FALSE(store.HoldPending("u2").value());
+  ASSERT_NE(ledger::FindHold(**store.Snapshot(), "u2"), nullptr);
+  EXPECT_FALSE(preempt("u2"));
+}
+
 class KubeExtender : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -76,31 +76,52 @@ class FakeLedgerStore : public store::LedgerStore {
       std::erase_if(nn.entries, [&](const ledger::Entry& e) { return e.pod_uid == req.entry.pod_uid; });
     }
     // The fit rule, the peak rule and their reasons are the ledger's (fit.h),
-    // checked in the reserve script's order.
-    auto vec = ledger::GpuVectors(n, now_ms, ledger::FitPolicy{req.fit_on_usage, req.usage_max_age_ms});
-    const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(n);
-    const ledger::PeakDemand pd = ledger::PeakDemandOf(req.entry, req.max_peak_ratio);
-    std::vector<ledger::GpuShort> short_gpus;
-    std::vector<ledger::GpuPeakShort> peak_short;
-    for (int g : req.entry.gpus) {
-      auto gi = std::find_if(n.gpus.begin(), n.gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
-      if (gi == n.gpus.end()) return NotFound("no GPU " + std::to_string(g));
-      const ledger::Vectors& v = vec[gi - n.gpus.begin()];
-      const ledger::GpuPeak& p = peaks[gi - n.gpus.begin()];
-      if (!ledger::HasRoom(v, req.entry.per_gpu)) short_gpus.push_back({g, v});
-      else if (!ledger::PeakRoom(v, p, pd)) {
-        peak_short.push_back({g, v.capacity, ledger::GpuPeak{p.peak + pd.peak, p.victim + pd.cover}});
+    // checked in the reserve script's order; on a refusal, again without the
+    // holds of lower-priority pods on the wanted GPUs, which are then taken
+    // (reserve.lua; ledger::MayTakeHold).
+    auto refusal = [&]() -> std::optional<Status> {
+      auto vec = ledger::GpuVectors(n, now_ms, ledger::FitPolicy{req.fit_on_usage, req.usage_max_age_ms});
+      const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(n);
+      const ledger::PeakDemand pd = ledger::PeakDemandOf(req.entry, req.max_peak_ratio);
+      std::vector<ledger::GpuShort> short_gpus;
+      std::vector<ledger::GpuPeakShort> peak_short;
+      for (int g : req.entry.gpus) {
+        auto gi = std::find_if(n.gpus.begin(), n.gpus.end(), [&](const ledger::Gpu& x) { return x.index == g; });
+        if (gi == n.gpus.end()) return NotFound("no GPU " + std::to_string(g));
+        const ledger::Vectors& v = vec[gi - n.gpus.begin()];
+        const ledger::GpuPeak& p = peaks[gi - n.gpus.begin()];
+        if (!ledger::HasRoom(v, req.entry.per_gpu)) short_gpus.push_back({g, v});
+        else if (!ledger::PeakRoom(v, p, pd)) {
+          peak_short.push_back({g, v.capacity, ledger::GpuPeak{p.peak + pd.peak, p.victim + pd.cover}});
+        }
+      }
+      const int count = static_cast<int>(req.entry.gpus.size());
+      if (!short_gpus.empty()) {
+        return Status(Code::kInsufficient,
+                      ledger::RefusedReason(req.entry.per_gpu, count, short_gpus, req.entry.peak_per_gpu));
+      }
+      if (!peak_short.empty()) {
+        return Status(Code::kInsufficient, ledger::PeakRefusedReason(req.entry.per_gpu, req.entry.peak_per_gpu,
+                                                                     count, peak_short, req.max_peak_ratio));
+      }
+      return std::nullopt;
+    };
+    std::optional<Status> refused = refusal();
+    if (refused && refused->code() == Code::kInsufficient) {
+      std::vector<ledger::Entry> all = n.entries;
+      std::erase_if(n.entries, [&](const ledger::Entry& h) {
+        return h.state == ledger::EntryState::kHold && h.priority < req.entry.priority &&
+               std::any_of(h.gpus.begin(), h.gpus.end(), [&](int g) {
+                 return std::find(req.entry.gpus.begin(), req.entry.gpus.end(), g) != req.entry.gpus.end();
+               });
+      });
+      if (n.entries.size() < all.size() && !refusal()) {
+        refused.reset();
+      } else {
+        n.entries = std::move(all);
       }
     }
-    const int count = static_cast<int>(req.entry.gpus.size());
-    if (!short_gpus.empty()) {
-      return Status(Code::kInsufficient,
-                    ledger::RefusedReason(req.entry.per_gpu, count, short_gpus, req.entry.peak_per_gpu));
-    }
-    if (!peak_short.empty()) {
-      return Status(Code::kInsufficient, ledger::PeakRefusedReason(req.entry.per_gpu, req.entry.peak_per_gpu, count,
-                                                                   peak_short, req.max_peak_ratio));
-    }
+    if (refused) return *refused;
     ledger::Entry e = req.entry;
     e.created_ms = now_ms;
     n.entries.push_back(e);
@@ -196,6 +217,16 @@ class FakeLedgerStore : public store::LedgerStore {
     if (waiting > 0) return HoldOutcome::kPending;
     WriteHoldLocked(node, hold, ttl_ms);
     return HoldOutcome::kHeld;
+  }
+  Result<bool> HoldPending(const std::string& uid) override {
+    MutexLock l(&mu_);
+    if (unavailable) return Unavailable("fake store down");
+    for (const auto& [node, records] : room_for_) {
+      for (const auto& [victim, rec] : records) {
+        if (rec.first.pod_uid == uid) return true;
+      }
+    }
+    return false;
   }
   bool HolderPlacedLocked(const std::string& uid) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& [name, n] : snap_.nodes) {

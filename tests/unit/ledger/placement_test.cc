@@ -316,6 +316,43 @@ TEST(Filter, RoomHeldForAPodIsSpentForOthersAndFreeForIt) {
   }
 }
 
+// Issue 32: a pod of higher priority than the holder may take held room; a
+// pod of equal or lower priority may not. The node where it fits only by
+// taking another pod's hold keeps its own score (not the holder's 10).
+TEST(Filter, APodOfHigherPriorityMayTakeRoomHeldForALesserOne) {
+  const struct {
+    const char* name;
+    int32_t hold_priority, pod_priority;
+    bool fits;
+  } cases[] = {
+      {"higher_takes", 0, 100, true},
+      {"equal_waits", 100, 100, false},
+      {"lower_waits", 100, 0, false},
+      {"negative_holder_and_default_pod", -10, 0, true},
+  };
+  for (bool indexed : {false, true}) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + (indexed ? " indexed" : " scanned"));
+      Snapshot s;
+      s.nodes["held"] = MakeNode("held", {24 * kGi});
+      Hold(s.nodes["held"], "busy", {0}, 8 * kGi);
+      Hold(s.nodes["held"], "waiting", {0}, 16 * kGi);
+      s.nodes["held"].entries.back().state = EntryState::kHold;
+      s.nodes["held"].entries.back().priority = c.hold_priority;
+      if (indexed) IndexSnapshot(&s);
+      VramRequest pod = Want(16 * kGi);
+      pod.uid = "urgent";
+      pod.priority = c.pod_priority;
+      FilterResult r = Filter(s, {"held"}, pod, Policy{}, kNow);
+      EXPECT_EQ(r.fits.size(), c.fits ? 1u : 0u);
+      EXPECT_EQ(r.failed.size(), c.fits ? 0u : 1u);
+      EXPECT_EQ(Prioritize(s, {"held"}, pod, Policy{}, kNow)[0].score, 0);
+      EXPECT_EQ(MayTakeHold(s.nodes["held"].entries.back(), pod), c.fits);
+      EXPECT_FALSE(MayTakeHold(s.nodes["held"].entries.front(), pod)) << "a reservation is never taken";
+    }
+  }
+}
+
 // A group's figure is the best over the call's nodes for multi-GPU pods
 // too, and usage above allocation is its own group (what to look at
 // differs: a leak or a runaway pod, not the reservations).
