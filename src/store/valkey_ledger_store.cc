@@ -697,7 +697,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   // the bound mark): the cache takes the write from it (SnapshotCache::
   // ApplyOwnWrite) instead of reading the node again on the next call.
   void ApplyOwnWrite(SnapshotCache::WriteMark* mark, const std::string& node, Reply& reply, size_t at) {
-    if (reply.elements.size() != at + 5) return;
+    if (reply.elements.size() < at + 5) return;  // reserve may add the holds it took after them
     const Reply& e = reply.elements[at];
     int64_t epoch = 0;
     if (e.type != Reply::Type::kString || !ParseInt64(e.str, &epoch) || epoch <= 0) return;
