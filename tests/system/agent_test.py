@@ -175,14 +175,25 @@ class Once(unittest.TestCase):
         for driver in FAMILIES:
             with self.subTest(driver=driver), tempfile.TemporaryDirectory() as d:
                 proc, config = h100_node(d, driver, compute)
+                # Issue 32: the processes' utilization samples (NVML's 32-byte
+                # layout, written by the fake): pod A's and B's processes ran,
+                # pod C's has a zero sample; the GPU is 37 % busy.
+                with open(config) as f:
+                    cfg = json.load(f)
+                cfg["gpus"][0]["samples"] = [{"pid": p["pid"], "sm": 0 if i == 2 else 20 + i}
+                                             for i, p in enumerate(compute[1:])]
+                cfg["gpus"][0]["utilization"] = 37
+                with open(config, "w") as f:
+                    json.dump(cfg, f)
                 rc, out, err = run_once(["--source", "nvml", "--nvml-library", FAKE_NVML, "--proc-root", proc],
                                         {"FAKE_NVML_CONFIG": config})
                 self.assertEqual(rc, 0, err)
                 self.assertEqual(json.loads(out)["gpus"], [{
                     "index": 0, "uuid": "GPU-5e2d0000-0000-0000-0000-000000000000",
                     "name": "NVIDIA H100 80GB HBM3", "total_bytes": H100_TOTAL, "used_bytes": 9682092032,
-                    "outside_pods_bytes": 1030 * MI, "mig": False,
-                    "pods": [{"uid": POD_A, "used_bytes": 3590 * MI}, {"uid": POD_B, "used_bytes": 2566 * MI},
+                    "outside_pods_bytes": 1030 * MI, "mig": False, "utilization_percent": 37,
+                    "pods": [{"uid": POD_A, "used_bytes": 3590 * MI, "active": True},
+                             {"uid": POD_B, "used_bytes": 2566 * MI, "active": True},
                              {"uid": POD_C, "used_bytes": 1542 * MI}]}], out)
 
     def test_bad_input_attributes_nothing_wrong(self):
