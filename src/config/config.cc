@@ -373,9 +373,14 @@ std::vector<Key> BuildKeys() {
                         &Config::watchdog_floor, [](const std::string& v) { return ParseFloor(v).status(); }));
   k.push_back(StringKey("watchdog.protected_classes", "--watchdog-protected-classes",
                         "VRAMD_WATCHDOG_PROTECTED_CLASSES",
-                        "comma-separated priority classes whose pods are never evicted (system-cluster-critical "
-                        "and system-node-critical always are)",
+                        "comma-separated priority classes whose pods are never evicted, in any namespace",
                         &Config::watchdog_protected_classes,
+                        [](const std::string& v) { return ParseClassList(v).status(); }));
+  k.push_back(StringKey("watchdog.system_namespaces", "--watchdog-system-namespaces",
+                        "VRAMD_WATCHDOG_SYSTEM_NAMESPACES",
+                        "comma-separated namespaces where system-cluster-critical, system-node-critical and a "
+                        "priority of 2e9 or more protect a pod from eviction (any namespace may use those classes)",
+                        &Config::watchdog_system_namespaces,
                         [](const std::string& v) { return ParseClassList(v).status(); }));
   k.push_back(IntKey("watchdog.interval_ms", "--watchdog-interval-ms", "VRAMD_WATCHDOG_INTERVAL_MS",
                      "least time between two passes of the watchdog and idle eviction", &Config::watchdog_interval_ms,
@@ -497,6 +502,7 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 // comma-separated string; as a flag or variable, the comma-separated string.
 const std::set<std::string>& ListKeys() {
   static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
+                                             "watchdog.system_namespaces",
                                              "queues.preemptible_classes"};
   return keys;
 }

@@ -19,11 +19,13 @@ const char* VictimReasonName(VictimReason r) {
   return r == VictimReason::kDesignatedVictim ? "designated-victim" : "over-budget";
 }
 
-bool IsProtected(std::string_view priority_class, int32_t priority,
-                 const std::vector<std::string>& protected_classes) {
-  if (priority >= kSystemPriorityFloor) return true;
+bool IsProtected(std::string_view ns, std::string_view priority_class, int32_t priority,
+                 const std::vector<std::string>& protected_classes,
+                 const std::vector<std::string>& system_namespaces) {
+  const bool system_ns = std::find(system_namespaces.begin(), system_namespaces.end(), ns) != system_namespaces.end();
+  if (system_ns && priority >= kSystemPriorityFloor) return true;
   if (priority_class.empty()) return false;
-  if (priority_class == kSystemClusterCritical || priority_class == kSystemNodeCritical) return true;
+  if (system_ns && (priority_class == kSystemClusterCritical || priority_class == kSystemNodeCritical)) return true;
   return std::find(protected_classes.begin(), protected_classes.end(), priority_class) != protected_classes.end();
 }
 
@@ -97,7 +99,7 @@ void ChooseVictim(const Node& node, const Gpu& g, const WatchdogPolicy& policy, 
     if (UsageFresh(e.used_ts_ms, now_ms, policy.usage_max_age_ms) && over_here(e) > policy.min_over_budget_bytes) {
       any_over = true;
     }
-    if (IsProtected(e.priority_class, e.priority, policy.protected_classes)) {
+    if (IsProtected(e.ns, e.priority_class, e.priority, policy.protected_classes, policy.system_namespaces)) {
       ++protected_count;
       continue;
     }

@@ -40,6 +40,9 @@ ProtectionSettings ProtectionSettingsFrom(const config::Config& cfg, const ledge
   if (Result<std::vector<std::string>> l = config::ParseClassList(cfg.watchdog_protected_classes); l.ok()) {
     s.watchdog_policy.protected_classes = std::move(*l);
   }
+  if (Result<std::vector<std::string>> l = config::ParseClassList(cfg.watchdog_system_namespaces); l.ok()) {
+    s.watchdog_policy.system_namespaces = std::move(*l);
+  }
   s.watchdog_policy.usage_max_age_ms = cfg.usage_max_age_ms;
   s.watchdog_policy.min_over_budget_bytes = cfg.watchdog_min_over_budget_bytes;
   s.placement = placement;

@@ -220,7 +220,7 @@ class Enforce(Protected):
     @classmethod
     def prepare(cls, tb):
         cls.start(tb, {"wd": (16384, "wd"), "guarded": (16384, "guarded"), "idle": (16384, "idle"),
-                       "silent": (16384, "silent"), "busy": (16384, "busy")},
+                       "silent": (16384, "silent"), "busy": (16384, "busy"), "sneaky": (16384, "sneaky")},
                   extra_config={"watchdog": {"mode": "enforce", "floor": "1.5Gi", "interval_ms": 500,
                                              "cooldown_ms": 300000, "max_actions_per_minute": 100}})
 
@@ -279,6 +279,21 @@ class Enforce(Protected):
         self.play_kubelet("spiky")
         self.assertEqual(metric_value(self.vramd, "vramd_watchdog_actions_total", actions), before + 1)
         tb.wait_for(lambda: self.entry("silent", "spiky") is None, 20, message="spiky's VRAM freed")
+
+    def test_a_tenant_that_names_a_system_class_is_not_protected(self):
+        """Issue 33 (attack): any namespace may use system-node-critical, so
+        a tenant names it for its runaway pod to make it unevictable. The
+        watchdog honours the system classes only in kube-system: the pod is
+        evicted as any runaway is."""
+        tb = self.tb
+        self.bind_all("sneaky", [("sneaky-ml", "2Gi", {"priority_class_name": "system-node-critical"})])
+        pod = tb.get_pod("sneaky-ml")
+        self.assertEqual(pod["spec"].get("priorityClassName"), "system-node-critical")
+        self.assertGreaterEqual(pod["spec"].get("priority", 0), 2_000_000_000, "the API server resolved the class")
+        self.report("sneaky", 16 * GI, {"sneaky-ml": 15 * GI})
+        self.play_kubelet("sneaky-ml")
+        self.assertIn("recycled: uses 15Gi, declared 2Gi", self.events("sneaky-ml", "VramdEvicted")[-1])
+        tb.wait_for(lambda: self.entry("sneaky", "sneaky-ml") is None, 20, message="sneaky-ml's VRAM freed")
 
     def test_a_disruption_budget_blocks_the_eviction(self):
         tb = self.tb

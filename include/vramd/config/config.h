@@ -86,6 +86,7 @@ struct Config {
   std::string watchdog_mode = "dry-run";
   std::string watchdog_floor = "1.5Gi";       // a quantity, or a percent of the GPU's physical VRAM ("10%")
   std::string watchdog_protected_classes;     // comma-separated priority classes never evicted
+  std::string watchdog_system_namespaces = "kube-system";  // where the system classes protect (issue 33)
                                               // (system-cluster-critical, system-node-critical always)
   int watchdog_interval_ms = 10'000;          // least time between two protection passes
   int watchdog_cooldown_ms = 300'000;         // at most one action per GPU (watchdog) or pod (idle) per this

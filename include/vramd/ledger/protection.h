@@ -37,8 +37,11 @@ inline constexpr int64_t kTerminatingReliefMarginMs = 30'000;
 struct WatchdogPolicy {
   int64_t floor_bytes = 1536LL << 20;  // pressure when physical free < floor
   double floor_percent = 0;            // > 0: the floor is this % of the GPU's physical total instead
-  std::vector<std::string> protected_classes;  // never victims; system-cluster-critical,
-                                       // system-node-critical and priority >= 2e9 always protected
+  std::vector<std::string> protected_classes;  // never victims, in any namespace
+  // The namespaces where system-cluster-critical, system-node-critical and a
+  // priority >= 2e9 protect a pod (issue 33: Kubernetes lets any namespace
+  // use the system classes, so a tenant's pod would be unevictable anywhere).
+  std::vector<std::string> system_namespaces{"kube-system"};
   int64_t usage_max_age_ms = 60'000;   // GPU report / pod usage older than this: stale
   int64_t min_over_budget_bytes = 0;   // over budget only by more than this (config default 512Mi)
   int64_t terminating_margin_ms = kTerminatingReliefMarginMs;
@@ -79,11 +82,13 @@ struct GpuPressure {
                           // "no designated victim and no pod over its budget"
 };
 
-// Whether a pod of this class and priority may never be a victim: its class
-// is system-cluster-critical, system-node-critical or one of `protected_classes`,
-// or its priority is at least kSystemPriorityFloor.
-bool IsProtected(std::string_view priority_class, int32_t priority,
-                 const std::vector<std::string>& protected_classes);
+// Whether a pod of this namespace, class and priority may never be a
+// victim: its class is one of `protected_classes`, or, in one of
+// `system_namespaces` only, its class is system-cluster-critical or
+// system-node-critical or its priority is at least kSystemPriorityFloor.
+bool IsProtected(std::string_view ns, std::string_view priority_class, int32_t priority,
+                 const std::vector<std::string>& protected_classes,
+                 const std::vector<std::string>& system_namespaces);
 
 // The floor of a GPU whose physical total is `total`: floor_percent % of it
 // (rounded down) when floor_percent > 0, else floor_bytes.

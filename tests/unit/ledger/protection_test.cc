@@ -49,6 +49,11 @@ Entry Class(Entry e, std::string cls, int32_t priority) {
   e.priority = priority;
   return e;
 }
+// The pod in kube-system (where the system classes protect, issue 33).
+Entry System(Entry e) {
+  e.ns = "kube-system";
+  return e;
+}
 // A designated victim (the default victim class).
 Entry Disposable(Entry e, int32_t priority = -1000) {
   e = Class(std::move(e), "vramd-disposable", priority);
@@ -289,17 +294,27 @@ const std::vector<WatchdogCase>& WatchdogCases() {
       {"SystemClassesAndSystemPrioritiesAreNeverChosen",
        [] {
          return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
-                                           {Class(Pod("dns", 1 * kGi, 9 * kGi), "system-cluster-critical", 0),
-                                            Class(Pod("csi", 1 * kGi, 8 * kGi), "system-node-critical", 0),
-                                            Class(Pod("unnamed-2e9", 1 * kGi, 5 * kGi), "", 2'000'000'000),
+                                           {System(Class(Pod("dns", 1 * kGi, 9 * kGi), "system-cluster-critical", 0)),
+                                            System(Class(Pod("csi", 1 * kGi, 8 * kGi), "system-node-critical", 0)),
+                                            System(Class(Pod("unnamed-2e9", 1 * kGi, 5 * kGi), "", 2'000'000'000)),
                                             Pod("app", 1 * kGi, 1 * kGi + 1)})};
        },
        kDefaults,
        {{"n1", 0, "app", VictimReason::kOverBudget, ""}}},
+      // Issue 33: a tenant names a system class for its own pod: outside
+      // the system namespaces it protects nothing.
+      {"ASystemClassOutsideTheSystemNamespacesProtectsNothing",
+       [] {
+         return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
+                                           {Class(Pod("sneaky", 1 * kGi, 22 * kGi), "system-node-critical", 2'000'001'000),
+                                            Pod("app", 1 * kGi, 1 * kGi + 1)})};
+       },
+       kDefaults,
+       {{"n1", 0, "sneaky", VictimReason::kOverBudget, ""}}},
       {"SystemPriorityIsProtectedEvenAsADesignatedVictim",
        [] {
          return std::vector<Node>{
-             MakeNode("n1", {Gpu24(0)}, {Disposable(Pod("dns", 1 * kGi, 23 * kGi), 2'000'000'000)})};
+             MakeNode("n1", {Gpu24(0)}, {System(Disposable(Pod("dns", 1 * kGi, 23 * kGi), 2'000'000'000))})};
        },
        kDefaults,
        {{"n1", 0, "", VictimReason::kOverBudget,
@@ -324,7 +339,7 @@ const std::vector<WatchdogCase>& WatchdogCases() {
        [] {
          return std::vector<Node>{MakeNode("n1", {Gpu24(0)},
                                            {Terminating(Pod("going", 4 * kGi, 13 * kGi)),
-                                            Class(Pod("dns", 1 * kGi, 10 * kGi), "system-cluster-critical", 0)})};
+                                            System(Class(Pod("dns", 1 * kGi, 10 * kGi), "system-cluster-critical", 0))})};
        },
        kDefaults,
        {{"n1", 0, "", VictimReason::kOverBudget,
@@ -776,27 +791,34 @@ TEST(Watchdog, FloorOfAPercentRoundsDown) {
 TEST(Watchdog, ProtectedClasses) {
   const std::vector<std::string> none;
   const std::vector<std::string> mine = {"homelab-critical"};
+  const std::vector<std::string> system = {"kube-system"};
   struct Case {
     const char* name;
+    std::string ns;
     std::string cls;
     int32_t priority;
     const std::vector<std::string>& configured;
     bool want;
   };
   const Case cases[] = {
-      {"NoClass", "", 0, none, false},
-      {"SystemClusterCritical", "system-cluster-critical", 0, none, true},
-      {"SystemNodeCritical", "system-node-critical", 0, none, true},
-      {"PriorityAtTheSystemFloor", "", 2'000'000'000, none, true},
-      {"PriorityJustBelowTheSystemFloor", "", 1'999'999'999, none, false},
-      {"ConfiguredClass", "homelab-critical", 100'000, mine, true},
-      {"ConfiguredClassNotConfigured", "homelab-critical", 100'000, none, false},
-      {"OtherClass", "gpu-workload", 1'200'000, mine, false},
+      {"NoClass", "kube-system", "", 0, none, false},
+      {"SystemClusterCritical", "kube-system", "system-cluster-critical", 0, none, true},
+      {"SystemNodeCritical", "kube-system", "system-node-critical", 0, none, true},
+      {"PriorityAtTheSystemFloor", "kube-system", "", 2'000'000'000, none, true},
+      {"PriorityJustBelowTheSystemFloor", "kube-system", "", 1'999'999'999, none, false},
+      // Issue 33: any namespace may use the system classes; only the system
+      // namespaces are protected by them.
+      {"SystemClassInATenantsNamespace", "team-a", "system-node-critical", 2'000'001'000, none, false},
+      {"SystemPriorityInATenantsNamespace", "team-a", "", 2'000'000'000, none, false},
+      {"ConfiguredClass", "team-a", "homelab-critical", 100'000, mine, true},
+      {"ConfiguredClassNotConfigured", "team-a", "homelab-critical", 100'000, none, false},
+      {"OtherClass", "kube-system", "gpu-workload", 1'200'000, mine, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    EXPECT_EQ(IsProtected(c.cls, c.priority, c.configured), c.want);
+    EXPECT_EQ(IsProtected(c.ns, c.cls, c.priority, c.configured, system), c.want);
   }
+  EXPECT_TRUE(IsProtected("gpu-system", "system-node-critical", 0, none, {"kube-system", "gpu-system"}));
 }
 
 // ---- Over budget ----------------------------------------------------------
