@@ -34,6 +34,35 @@ ClockSync::ClockSync(store::ValkeyClient* valkey, OffsetClock* clock, metrics::R
                                 "seconds); vramd decides on the store's time, so this only says how far off the "
                                 "replica's own clock is.");
   offset_->With({});
+  used_memory_ = &registry->AddGauge("vramd_store_used_memory_bytes",
+                                     "The store's used_memory (INFO memory), as last read (every few seconds).");
+  max_memory_ = &registry->AddGauge("vramd_store_maxmemory_bytes",
+                                    "The store's maxmemory (INFO memory; 0: no limit). With the noeviction policy "
+                                    "the ledger needs, writes are refused once used_memory reaches it.");
+}
+
+Status ClockSync::SampleMemory() {
+  Result<store::Reply> r = valkey_->Command({"INFO", "memory"});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return Unavailable("INFO memory: " + r->str);
+  const std::string& text = r->str;
+  auto field = [&](std::string_view key, int64_t* out) {
+    const std::string needle = "\n" + std::string(key) + ":";
+    size_t at = ("\n" + text).find(needle);
+    if (at == std::string::npos) return false;
+    at += needle.size() - 1;  // in `text`
+    size_t end = text.find_first_of("\r\n", at);
+    std::string_view v(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+    return ec == std::errc() && p == v.data() + v.size() && *out >= 0;
+  };
+  int64_t used = 0, max = 0;
+  if (!field("used_memory", &used) || !field("maxmemory", &max)) {
+    return Internal("the store's INFO memory reply lacks used_memory or maxmemory");
+  }
+  used_memory_->With({}).Set(static_cast<double>(used));
+  max_memory_->With({}).Set(static_cast<double>(max));
+  return Status::Ok();
 }
 
 ClockSync::~ClockSync() { Stop(); }
@@ -73,6 +102,7 @@ void ClockSync::Loop(std::stop_token st) {
   while (!st.stop_requested()) {
     bool ok = metrics::GuardedStep(metrics::kThreadClockSync, [&] {
       if (Status s = SampleOnce(); !s.ok()) spdlog::debug("store clock sample: {}", s.message());
+      if (Status s = SampleMemory(); !s.ok()) spdlog::debug("store memory sample: {}", s.message());
     });
     if (!ok) metrics::PauseAfterError(st);
     MutexLock lock(&mu_);

@@ -28,7 +28,12 @@ class ClockSync {
   // One sample: the server's TIME read between two base-clock readings
   // (OffsetClock::Observe). An error or a malformed reply changes nothing.
   Status SampleOnce();
-  // SampleOnce now and every interval_ms on a thread of its own, until Stop.
+  // The store's memory (INFO memory: used_memory, maxmemory) into
+  // vramd_store_used_memory_bytes and vramd_store_maxmemory_bytes (issue 33:
+  // the alert VramdStoreMemoryHigh fires before a noeviction store refuses
+  // writes). An error or a malformed reply changes nothing.
+  Status SampleMemory();
+  // SampleOnce and SampleMemory now and every interval_ms on a thread of its own, until Stop.
   void Start();
   void Stop();
 
@@ -38,6 +43,8 @@ class ClockSync {
   store::ValkeyClient* valkey_;
   OffsetClock* clock_;
   metrics::Family<metrics::Gauge>* offset_;
+  metrics::Family<metrics::Gauge>* used_memory_;
+  metrics::Family<metrics::Gauge>* max_memory_;
   const int64_t interval_ms_;
   bool warned_ = false;  // only SampleOnce's caller thread touches it
   Mutex mu_;

@@ -22,10 +22,11 @@ Result<std::unique_ptr<Listeners>> Listeners::Create(const config::Config& cfg, 
 
 void Listeners::Register(const http::ApiServices& api, gpulock::LockService* locks) {
   http::RegisterRoutes(*main_, api);
-  http::RegisterLockRoutes(*main_, locks, api.api_token);
+  const http::LockTargetCheck known = http::LedgerLockTargets(api.store);
+  http::RegisterLockRoutes(*main_, locks, api.api_token, known);
   if (api_) {
     http::RegisterApiListenerRoutes(*api_, api);
-    http::RegisterLockRoutes(*api_, locks, api.api_token);
+    http::RegisterLockRoutes(*api_, locks, api.api_token, known);
   }
 }
 

@@ -331,7 +331,7 @@ class ValkeyLedgerStore final : public LedgerStore {
                            {keys_.nodes, keys_.Node(node, "cap"), keys_.Node(node, "alloc"),
                             keys_.Node(node, "used"), keys_.Node(node, "models"), keys_.pods,
                             keys_.epoch, keys_.changes, keys_.reported, keys_.Node(node, "roomfor")},
-                           {node});
+                           {node, keys_.prefix});
     if (!r.ok()) return r.status();
     if (r->type != Reply::Type::kInteger) return ScriptError("remove-node", *r);
     return Status::Ok();

@@ -59,5 +59,33 @@ TEST(ClockSync, AReplicaWhoseClockIsAnHourOffDecidesOnTheStoresTime) {
   EXPECT_NEAR(static_cast<double>(fresh.offset_ms()), static_cast<double>(kHourMs), 1000.0);
 }
 
+
+// Issue 33: the store's memory against its limit, read with INFO memory,
+// as the alert VramdStoreMemoryHigh needs it (the chart's Valkey runs with
+// maxmemory below its container's limit and the noeviction policy).
+TEST(ClockSync, TheStoresMemoryAndItsLimitAreMetrics) {
+  const char* url = std::getenv("VRAMD_TEST_VALKEY_URL");
+  if (url == nullptr || *url == '\0') GTEST_FAIL() << "VRAMD_TEST_VALKEY_URL is not set";
+  store::ValkeyOptions opts;
+  opts.url = url;
+  std::shared_ptr<store::ValkeyClient> valkey = store::NewValkeyClient(opts);
+  SystemClock real;
+  OffsetClock clock(&real);
+  metrics::Registry registry;
+  daemon::ClockSync sync(valkey.get(), &clock, &registry, /*interval_ms=*/10'000);
+  ASSERT_TRUE(sync.SampleMemory().ok());
+  Result<store::Reply> max = valkey->Command({"CONFIG", "GET", "maxmemory"});
+  ASSERT_TRUE(max.ok());
+  ASSERT_EQ(max->elements.size(), 2u);
+  const std::string text = registry.Render();
+  auto value = [&](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  EXPECT_GT(value("vramd_store_used_memory_bytes"), 100'000.0);  // a server's own structures alone
+  EXPECT_EQ(value("vramd_store_maxmemory_bytes"), std::stod(max->elements[1].str));
+}
+
 }  // namespace
 }  // namespace vramd

@@ -129,7 +129,10 @@ class LockCliTest : public ::testing::Test {
     WriteFile(dir_ / "token", std::string(kToken) + "\n");
     WriteFile(dir_ / "wrong-token", "not-the-token\n");
     WriteFile(dir_ / "vramd.json",
-              nlohmann::json{{"valkey", {{"url", url}, {"key_prefix", prefix_}}}, {"log", {{"level", "warn"}}}}
+              nlohmann::json{{"valkey", {{"url", url}, {"key_prefix", prefix_}}},
+                             {"log", {{"level", "warn"}}},
+                             // Locks are only for GPUs the ledger has (issue 33).
+                             {"nodes", {{{"name", "n1"}, {"gpus", {"16Gi", "16Gi", "16Gi", "16Gi", "16Gi"}}}}}}
                   .dump());
     port_ = FreePort();
     ASSERT_GT(port_, 0);

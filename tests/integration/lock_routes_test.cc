@@ -18,6 +18,7 @@
 #include "vramd/http/routes.h"
 #include "vramd/http/server.h"
 #include "vramd/metrics/registry.h"
+#include "vramd/store/ledger_store.h"
 #include "vramd/store/valkey_client.h"
 
 namespace vramd::gpulock {
@@ -48,13 +49,13 @@ class LockRoutesTest : public ::testing::Test {
     Start(client_);
   }
 
-  void Start(std::shared_ptr<store::ValkeyClient> client) {
+  void Start(std::shared_ptr<store::ValkeyClient> client, http::LockTargetCheck known = nullptr) {
     locks_ = std::make_unique<LockService>(store::NewValkeyLockStore(client), &registry_);
     http::ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;
     server_ = std::make_unique<http::Server>(so, &registry_);
-    RegisterLockRoutes(*server_, locks_.get(), kToken);
+    RegisterLockRoutes(*server_, locks_.get(), kToken, std::move(known));
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
     http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
@@ -104,6 +105,32 @@ TEST_F(LockRoutesTest, AMissingOrWrongTokenIs401WithoutSideEffects) {
     }
   }
   EXPECT_EQ(KeyCount(), 0u);
+}
+
+// Issue 33 (attack): lock calls for a node or GPU vramd does not know would
+// each create keys that never expire (fence counters). With the ledger's
+// check, as the daemon registers the routes: 404 naming the target, and not
+// one key written; a GPU the ledger has is served.
+TEST_F(LockRoutesTest, LocksForNodesAndGpusTheLedgerLacksAre404AndWriteNothing) {
+  server_->Stop();
+  std::unique_ptr<store::LedgerStore> ledger = store::NewValkeyLedgerStore(client_);
+  ASSERT_TRUE(ledger->SetCapacity("n1", {{0, int64_t{16} << 30, ""}}).ok());
+  Start(client_, http::LedgerLockTargets(ledger.get()));
+  const size_t before = KeyCount();
+  for (const char* path : {"/v1/locks/made-up-node/0/", "/v1/locks/n1/7/"}) {
+    for (const char* op : {"acquire", "heartbeat", "release"}) {
+      auto r = Post(std::string(path) + op, R"({"owner":"pod-a/x"})");
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 404) << path << op << " " << r->body;
+      EXPECT_THAT(r->body, ::testing::HasSubstr(std::string(path).find("n1") != std::string::npos
+                                                    ? "node n1 has no GPU 7 in the ledger"
+                                                    : "node made-up-node is not in the ledger"));
+    }
+  }
+  EXPECT_EQ(KeyCount(), before) << "a refused call wrote keys";
+  auto r = Post("/v1/locks/n1/0/acquire", R"({"owner":"pod-a/x"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 TEST_F(LockRoutesTest, BadInputIs400) {

@@ -29,6 +29,7 @@
 #include "integration/test_servers.h"
 #include "integration/shared_server.h"
 #include "vramd/store/ledger_store.h"
+#include "vramd/store/lock_store.h"
 #include "vramd/store/valkey_client.h"
 
 namespace vramd::store {
@@ -960,6 +961,40 @@ TEST_F(ValkeyStoreTest, RemoveNodeDropsItsKeysAndIndex) {
   const uint64_t e = Epoch();
   ASSERT_TRUE(store_->RemoveNode("n1").ok());
   EXPECT_EQ(Epoch(), e);
+}
+
+// Issue 33: the GPU locks of a departed node leave with it (its fence
+// counters expire after a week), through the lock store's own key names.
+TEST_F(ValkeyStoreTest, RemoveNodeTakesItsGpuLocksAlong) {
+  Capacity("n1", {{0, 10 * kGi, ""}, {1, 10 * kGi, ""}});
+  Capacity("n2", {{0, 10 * kGi, ""}});
+  std::shared_ptr<LockStore> locks = NewValkeyLockStore(client_);
+  ASSERT_TRUE(locks->Acquire("n1", 0, "pod-a/x", 60'000, 8, true).ok());
+  ASSERT_TRUE(locks->Acquire("n1", 1, "pod-b/x", 60'000, 8, true).ok());
+  ASSERT_TRUE(locks->Acquire("n1", 1, "pod-c/x", 60'000, 8, true).ok());  // queued
+  ASSERT_TRUE(locks->Acquire("n2", 0, "pod-d/x", 60'000, 8, true).ok());
+  auto lock_keys = [&](const std::string& node) {
+    return Raw({"KEYS", Key("lock:gpu:{" + node + "}:*")}).elements.size() +
+           Raw({"KEYS", Key("{" + node + "}:active")}).elements.size();
+  };
+  ASSERT_GT(lock_keys("n1"), 4u);
+  const size_t n2_before = lock_keys("n2");
+  ASSERT_TRUE(store_->RemoveNode("n1").ok());
+  EXPECT_EQ(lock_keys("n1"), 2u) << "only the two fence counters stay";
+  for (int gpu : {0, 1}) {
+    const std::string fence = Key("lock:gpu:{n1}:" + std::to_string(gpu) + ":fence");
+    const int64_t ttl = Raw({"PTTL", fence}).integer;
+    EXPECT_GT(ttl, 6 * 86'400'000LL) << fence;
+    EXPECT_LE(ttl, 7 * 86'400'000LL) << fence;
+  }
+  EXPECT_EQ(lock_keys("n2"), n2_before) << "another node's locks are untouched";
+  Result<std::vector<LockRecord>> listed = locks->List();
+  ASSERT_TRUE(listed.ok());
+  for (const LockRecord& r : *listed) {
+    if (r.node != "n1") continue;
+    EXPECT_TRUE(r.holder.empty()) << "GPU " << r.gpu;  // only its last token is left, until the fence expires
+    EXPECT_TRUE(r.waiters.empty()) << "GPU " << r.gpu;
+  }
 }
 
 TEST_F(ValkeyStoreTest, EvalFallsBackToEvalWhenTheScriptIsNotCached) {

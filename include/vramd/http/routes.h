@@ -111,6 +111,15 @@ struct LockCall {
 // is an error (a misspelt ttl must not silently become the default).
 Result<LockCall> DecodeLockCall(LockOp op, const std::string& body);
 
-void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token);
+// Whether a lock may exist for GPU `gpu` of `node` (issue 33: locks only
+// for GPUs vramd knows, so that made-up names create no keys): Ok, kNotFound
+// (answered 404 with its message) or kUnavailable (503).
+using LockTargetCheck = std::function<Status(const std::string& node, int gpu)>;
+// The check against the ledger: the node is in it and has that GPU index.
+LockTargetCheck LedgerLockTargets(store::LedgerStore* store);
+
+// `known` (unset: none) is asked before every mutating call.
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token,
+                        LockTargetCheck known = nullptr);
 
 }  // namespace vramd::http

@@ -1,4 +1,5 @@
 // /v1/locks: the GPU-lock endpoints (contract in vramd/http/routes.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -28,6 +29,7 @@ http::Reply StatusReply(const Status& s) {
   switch (s.code()) {
     case Code::kInvalidArgument: return http::ErrorReply(400, s.message());
     case Code::kConflict: return http::ErrorReply(409, s.message());
+    case Code::kNotFound: return http::ErrorReply(404, s.message());
     case Code::kUnavailable: return http::ErrorReply(503, "GPU locks unavailable: " + s.message());
     default: return http::ErrorReply(500, s.message());
   }
@@ -92,16 +94,34 @@ Result<LockCall> DecodeLockCall(LockOp op, const std::string& body) {
   return call;
 }
 
-void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token) {
+LockTargetCheck LedgerLockTargets(store::LedgerStore* store) {
+  return [store](const std::string& node, int gpu) -> Status {
+    Result<ledger::SnapshotPtr> snap = store->WatchedSnapshot();
+    if (!snap.ok()) return Unavailable("the ledger cannot be read to check the GPU: " + snap.status().message());
+    const ledger::Node* n = (*snap)->Find(node);
+    if (n == nullptr) {
+      return NotFound("node " + node + " is not in the ledger: GPU locks are only for GPUs vramd accounts");
+    }
+    const bool has = std::any_of(n->gpus.begin(), n->gpus.end(), [&](const ledger::Gpu& g) { return g.index == gpu; });
+    if (!has) return NotFound("node " + node + " has no GPU " + std::to_string(gpu) + " in the ledger");
+    return Status::Ok();
+  };
+}
+
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token,
+                        LockTargetCheck known) {
   // Authentication comes first: a refused call reads and writes nothing.
-  auto mutating = [locks, api_token](LockOp op) {
-    return [locks, api_token, op](const http::Request& r) -> http::Reply {
+  auto mutating = [locks, api_token, known](LockOp op) {
+    return [locks, api_token, known, op](const http::Request& r) -> http::Reply {
       if (!http::BearerMatches(r.authorization, api_token)) {
         return http::ErrorReply(401, "a valid bearer token is required");
       }
       std::string node;
       int gpu = 0;
       if (Status s = PathTarget(r, &node, &gpu); !s.ok()) return StatusReply(s);
+      if (known) {
+        if (Status s = known(node, gpu); !s.ok()) return StatusReply(s);
+      }
       Result<LockCall> call = DecodeLockCall(op, std::string(r.body));
       if (!call.ok()) return StatusReply(call.status());
       json out = Target(node, gpu, call->owner);
