@@ -1,5 +1,6 @@
 #include "vramd/config/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -240,6 +241,10 @@ std::vector<Key> BuildKeys() {
                         &Config::tls_key_file));
   k.push_back(StringKey("tls.client_ca_file", "--tls-client-ca-file", "VRAMD_TLS_CLIENT_CA_FILE",
                         "require client certificates signed by this CA", &Config::tls_client_ca_file));
+  k.push_back(StringKey("tls.client_names", "--tls-client-names", "VRAMD_TLS_CLIENT_NAMES",
+                        "comma-separated names a client certificate must hold (its CN or a DNS subjectAltName), "
+                        "besides the CA's signature; empty: any certificate the CA signed",
+                        &Config::tls_client_names, [](const std::string& v) { return ParseCertNameList(v).status(); }));
   k.push_back(StringKey("api_token_file", "--api-token-file", "VRAMD_API_TOKEN_FILE",
                         "bearer token required by mutating /v1 calls", &Config::api_token_file));
   k.push_back(StringKey("valkey.url", "--valkey", "VRAMD_VALKEY",
@@ -502,7 +507,7 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 // comma-separated string; as a flag or variable, the comma-separated string.
 const std::set<std::string>& ListKeys() {
   static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
-                                             "watchdog.system_namespaces",
+                                             "watchdog.system_namespaces", "tls.client_names",
                                              "queues.preemptible_classes"};
   return keys;
 }
@@ -623,6 +628,26 @@ Result<Floor> ParseFloor(const std::string& v) {
   if (*b <= 0) return InvalidArgument("the floor must be above 0");
   f.bytes = *b;
   return f;
+}
+
+Result<std::vector<std::string>> ParseCertNameList(const std::string& v) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (!v.empty() && start <= v.size()) {
+    size_t comma = v.find(',', start);
+    if (comma == std::string::npos) comma = v.size();
+    std::string name = v.substr(start, comma - start);
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (name.empty()) return InvalidArgument("an empty certificate name in the list");
+    if (name.size() > 253 || !std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; })) {
+      return InvalidArgument("\"" + name.substr(0, 64) +
+                             "\" is not a certificate name (printable ASCII without spaces, at most 253 characters)");
+    }
+    out.push_back(std::move(name));
+    start = comma + 1;
+  }
+  return out;
 }
 
 Result<std::vector<std::string>> ParseClassList(const std::string& v) {
@@ -746,6 +771,9 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
   }
   if (cfg.tls_cert_file.empty() != cfg.tls_key_file.empty()) {
     return InvalidArgument("tls.cert_file and tls.key_file must be set together");
+  }
+  if (!cfg.tls_client_names.empty() && cfg.tls_client_ca_file.empty()) {
+    return InvalidArgument("tls.client_names needs tls.client_ca_file (the names are checked on client certificates)");
   }
   if (!cfg.tls_client_ca_file.empty() && cfg.tls_cert_file.empty()) {
     return InvalidArgument("tls.client_ca_file needs tls.cert_file and tls.key_file");

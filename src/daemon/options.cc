@@ -53,6 +53,9 @@ Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg) {
   s.tls_cert_file = cfg.tls_cert_file;
   s.tls_key_file = cfg.tls_key_file;
   s.tls_client_ca_file = cfg.tls_client_ca_file;
+  if (Result<std::vector<std::string>> names = config::ParseCertNameList(cfg.tls_client_names); names.ok()) {
+    s.tls_client_names = std::move(*names);
+  }
   return s;
 }
 

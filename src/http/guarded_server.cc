@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -280,8 +281,53 @@ void RequestScope::CloseAfter(uint64_t unread_body_bytes) {
 
 void RequestScope::AtEnd(std::function<void()> f) { at_end_.push_back(std::move(f)); }
 
-TlsContext::TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file)
-    : cert_(std::move(cert_file)), key_(std::move(key_file)), ca_(std::move(client_ca_file)) {
+namespace {
+
+// The index of the allowed client names (a const std::vector<std::string>*)
+// in an SSL_CTX's ex_data.
+int ClientNamesIndex() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// Whether `cert` names one of `names`: its CN, or a DNS subjectAltName (X509_check_host).
+bool NamesOneOf(X509* cert, const std::vector<std::string>& names, std::string* cn) {
+  std::array<char, 256> text{};
+  const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, text.data(), text.size());
+  if (n > 0) cn->assign(text.data(), static_cast<size_t>(n));
+  for (const std::string& name : names) {
+    if (*cn == name) return true;
+    if (X509_check_host(cert, name.data(), name.size(), X509_CHECK_FLAG_NO_WILDCARDS, nullptr) == 1) return true;
+  }
+  return false;
+}
+
+// The client certificate's chain is verified (preverify_ok); the leaf must
+// also name an allowed client.
+int VerifyClientName(int preverify_ok, X509_STORE_CTX* store) {
+  if (preverify_ok != 1 || X509_STORE_CTX_get_error_depth(store) != 0) return preverify_ok;
+  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  if (ssl == nullptr) return 0;
+  const auto* names = static_cast<const std::vector<std::string>*>(
+      SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ClientNamesIndex()));
+  if (names == nullptr || names->empty()) return 1;
+  X509* cert = X509_STORE_CTX_get_current_cert(store);
+  std::string cn;
+  if (cert != nullptr && NamesOneOf(cert, *names, &cn)) return 1;
+  spdlog::warn("TLS: refused a client certificate signed by the client CA: CN \"{}\" is not among tls.client_names",
+               cn.substr(0, 128));
+  X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
+  return 0;
+}
+
+}  // namespace
+
+TlsContext::TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file,
+                       std::vector<std::string> client_names)
+    : cert_(std::move(cert_file)),
+      key_(std::move(key_file)),
+      ca_(std::move(client_ca_file)),
+      client_names_(std::move(client_names)) {
   Result<SSL_CTX*> ctx = Build();
   if (ctx.ok()) {
     MutexLock lock(&mu_);
@@ -312,8 +358,15 @@ Result<SSL_CTX*> TlsContext::Build() const {
     SSL_CTX_free(ctx);
     return InvalidArgument(what + (err != 0 ? std::string(" (") + text.data() + ")" : std::string()));
   };
+  // The policy, explicit (issue 33): TLS 1.2 at least; in TLS 1.2 only
+  // forward-secret AEAD suites (TLS 1.3's are all AEAD and forward secret:
+  // OpenSSL's defaults); the server's order wins.
+  static constexpr const char* kTls12Ciphers =
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  if (SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1) return fail("cannot set the TLS 1.2 cipher list");
+  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   static const unsigned char kSessionContext[] = "vramd";
   SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
@@ -327,7 +380,13 @@ Result<SSL_CTX*> TlsContext::Build() const {
     if (SSL_CTX_load_verify_locations(ctx, ca_.c_str(), nullptr) != 1) {
       return fail("cannot load the client CA file " + ca_);
     }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    if (client_names_.empty()) {
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    } else {
+      // The names outlive every context built from them (a member of this object).
+      SSL_CTX_set_ex_data(ctx, ClientNamesIndex(), const_cast<std::vector<std::string>*>(&client_names_));
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, VerifyClientName);
+    }
   }
   return ctx;
 }

@@ -59,7 +59,11 @@ struct GuardOptions {
 // way keep theirs). Thread-safe.
 class TlsContext {
  public:
-  TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file);
+  // With a client CA and `client_names`, a client certificate is accepted
+  // only when it names one of them (its CN or a DNS subjectAltName; issue
+  // 33: a shared CA signs more certificates than the scheduler's).
+  TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file,
+             std::vector<std::string> client_names = {});
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
@@ -76,6 +80,7 @@ class TlsContext {
   Result<SSL_CTX*> Build() const;
 
   const std::string cert_, key_, ca_;
+  const std::vector<std::string> client_names_;
   Status load_status_;
   mutable Mutex mu_;
   SSL_CTX* ctx_ GUARDED_BY(mu_) = nullptr;

@@ -163,7 +163,8 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
                                            {"verb"});
   const ServerOptions& o = impl_->opts;
   if (!o.tls_cert_file.empty()) {
-    impl_->tls = std::make_shared<TlsContext>(o.tls_cert_file, o.tls_key_file, o.tls_client_ca_file);
+    impl_->tls =
+        std::make_shared<TlsContext>(o.tls_cert_file, o.tls_key_file, o.tls_client_ca_file, o.tls_client_names);
   }
   // A connection waits for its next request as long as one read may wait
   // (rounded up to seconds, the unit of the Keep-Alive header), not longer,

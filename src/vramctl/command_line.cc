@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "commands.h"
 
@@ -36,6 +37,10 @@ std::string Apply(const GlobalFlag& f, const std::string& value, const char* fro
     g->tls.key_file = value;
   } else if (name == "--tls-server-name") {
     g->tls.server_name = value;
+  } else if (name == "--insecure-plaintext-token") {
+    std::optional<bool> b = ParseBool(value);
+    if (!b) return std::string(from) + ": \"" + value + "\" is not true or false";
+    g->plaintext_token = *b;
   } else if (name == "--insecure-skip-tls-verify") {
     std::optional<bool> b = ParseBool(value);
     if (!b) return std::string(from) + ": \"" + value + "\" is not true or false";
@@ -46,6 +51,25 @@ std::string Apply(const GlobalFlag& f, const std::string& value, const char* fro
     g->output = *fmt;
   }
   return "";
+}
+
+// Whether HOST[:PORT] (or [V6]:PORT) names this machine's loopback:
+// localhost, 127.0.0.0/8, ::1.
+bool IsLoopbackHost(std::string_view host_port) {
+  std::string_view host = host_port;
+  if (host.starts_with('[')) {
+    host = host.substr(1, host.find(']') == std::string_view::npos ? host.npos : host.find(']') - 1);
+    return host == "::1";
+  }
+  host = host.substr(0, host.find(':'));
+  if (host == "localhost") return true;
+  if (!host.starts_with("127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') ++dots;
+    else if (c < '0' || c > '9') return false;
+  }
+  return dots == 3;
 }
 
 // "http://h:p" for "h:p"; the URL without trailing '/'; "" when it is not
@@ -73,6 +97,8 @@ const std::vector<GlobalFlag>& GlobalFlags() {
        "https: the name vramd's certificate must hold, when --server is another (a port-forward)"},
       {"--insecure-skip-tls-verify", nullptr, nullptr, "VRAMD_INSECURE_SKIP_TLS_VERIFY",
        "https: do not check vramd's certificate (testing only)"},
+      {"--insecure-plaintext-token", nullptr, nullptr, "VRAMD_INSECURE_PLAINTEXT_TOKEN",
+       "send the token over http:// to a host other than loopback (anyone on the path reads it)"},
       {"--output", "-o", "FORMAT", nullptr, "table (default), wide (more columns) or json (the API's JSON)"},
       {"--help", "-h", nullptr, nullptr, "this text; after a command, that command's usage"},
   };
@@ -158,6 +184,13 @@ std::string ParseCommandLine(const std::vector<std::string>& args, const EnvLook
   }
   if (t.server_name.find_first_of(":/[] ") != std::string::npos) {
     return "--tls-server-name \"" + t.server_name + "\" is not a host name";
+  }
+  // Issue 33: the token is a credential; in plain http anyone on the path
+  // reads it. Only to this machine's loopback, or when told.
+  if (!g.token_file.empty() && server.rfind("http://", 0) == 0 && !g.plaintext_token &&
+      !IsLoopbackHost(std::string_view(server).substr(7))) {
+    return "refusing to send the token (--token-file) over plain http to " + server +
+           ": use an https:// server, or --insecure-plaintext-token to send it anyway";
   }
   *out = std::move(inv);
   return "";

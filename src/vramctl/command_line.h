@@ -31,6 +31,7 @@ struct GlobalOptions {
   Tls tls;
   Format output = Format::kTable;
   bool help = false;  // -h/--help before the command
+  bool plaintext_token = false;  // --insecure-plaintext-token: the token over http:// to any host
 };
 
 struct Invocation {
@@ -52,7 +53,9 @@ using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 // VRAMD_INSECURE_SKIP_TLS_VERIFY) gives
 // the defaults. Refused: an unknown -o, a flag without its value, --cert
 // without --key (or the reverse), TLS options with an http:// server, a
-// server URL that is not http(s)://HOST[:PORT].
+// server URL that is not http(s)://HOST[:PORT], a token file with an
+// http:// server other than loopback (localhost, 127.0.0.0/8, [::1]) unless
+// --insecure-plaintext-token (VRAMD_INSECURE_PLAINTEXT_TOKEN) says so.
 std::string ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env, Invocation* out);
 
 // The name usage lines show: "kubectl vram" when argv[0]'s base name is

@@ -191,6 +191,20 @@ refuse() {  # refuse "MESSAGE PART" helm-args...
   grep -qF -- "$want" <<<"$msg" || die "helm template $* failed without '$want': $msg"
   echo "refused ($want): $*"
 }
+# Issue 33: an open door is refused unless acknowledged.
+refuse "apiToken.enabled=false while the API port admits every pod" --set apiToken.enabled=false
+refuse "apiToken.enabled=false while the API port admits every pod" --set apiToken.enabled=false \
+  --set 'networkPolicy.apiFrom=null'
+refuse "any pod could call the extender's bind verb" --set tls.clientAuth.enabled=false --set networkPolicy.enabled=false
+refuse "any pod could call the extender's bind verb" --set tls.enabled=false --set networkPolicy.enabled=false
+"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false \
+  --set insecure.acknowledge=true >/dev/null || die "insecure.acknowledge=true must render an open API port"
+"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false \
+  --set 'networkPolicy.apiFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
+  >/dev/null || die "apiToken off with a restricted apiFrom must render"
+echo "rendered: apiToken off acknowledged, and apiToken off behind a restricted apiFrom"
+refuse "tls.clientAuth.existingSecret needs tls.clientAuth.allowedNames" --set tls.clientAuth.existingSecret=my-client
+refuse "tls.clientAuth.allowedNames.0: Does not match pattern" --set 'tls.clientAuth.allowedNames={a b}'
 # values.schema.json: a misspelt or unknown key, a wrong type, a value outside its enum.
 refuse "tls: Additional property enabeld is not allowed" --set tls.enabeld=true
 refuse "Additional property replicas is not allowed" --set replicas=3

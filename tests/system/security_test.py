@@ -5,6 +5,7 @@ API output / errors / metrics, structured JSON logs with request ids."""
 
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -29,11 +30,11 @@ def make_ca(d, name):
             "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=d)
 
 
-def make_cert(d, ca, name, server=True):
+def make_cert(d, ca, name, server=True, cn=None):
     ext = os.path.join(d, f"{name}.ext")
     with open(ext, "w") as f:
         f.write("subjectAltName=IP:127.0.0.1\n" if server else "extendedKeyUsage=clientAuth\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn or name}", "-keyout", f"{name}.key",
             "-out", f"{name}.csr", cwd=d)
     openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
             "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", f"{name}.crt", cwd=d)
@@ -47,6 +48,31 @@ def client_ctx(d, ca, cert=None):
 
 
 class Tls(unittest.TestCase):
+    def test_tls_12_at_least_and_forward_secret_aead_suites_only(self):
+        """Issue 33: the TLS policy is explicit. A TLS 1.2 client offering
+        only a suite without forward secrecy (static RSA key exchange) or
+        without AEAD (CBC) is refused; ECDHE with AES-GCM, and TLS 1.3, are served."""
+        with Workdir() as w:
+            d = w.path
+            make_ca(d, "ca1")
+            make_cert(d, "ca1", "server1")
+            redis = w.redis()
+            ok = client_ctx(d, "ca1")
+            v = w.vramd(["--config", homelab_config(w, redis.url), "--tls-cert-file", f"{d}/server1.crt",
+                         "--tls-key-file", f"{d}/server1.key"], scheme="https", ssl_ctx=ok)
+            self.assertEqual(v.request("GET", "/healthz")[0], 200)  # TLS 1.3
+
+            def tls12(ciphers):
+                ctx = client_ctx(d, "ca1")
+                ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+                ctx.set_ciphers(ciphers)
+                return ctx
+            self.assertEqual(v.request("GET", "/healthz", ctx=tls12("ECDHE-RSA-AES128-GCM-SHA256"))[0], 200)
+            for weak in ("AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA"):
+                with self.subTest(cipher=weak):
+                    with self.assertRaises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
+                        v.request("GET", "/healthz", ctx=tls12(weak))
+
     def test_https_client_certificates_and_reload(self):
         with Workdir() as w:
             d = w.path
@@ -87,6 +113,42 @@ class Tls(unittest.TestCase):
             t0 = time.monotonic()
             wait_for(lambda: self._ok(v, good), 10, message="the certificate reloaded after a file change")
             print(f"\nTLS: reloaded on file change after {time.monotonic() - t0:.2f} s (check every 2 s)")
+
+    def test_a_client_certificate_must_name_an_allowed_client_and_the_client_ca_reloads(self):
+        """Issue 33 (attack): with a shared CA (one cert-manager issuer for the
+        organisation), any client certificate it signed could call bind. With
+        tls.client_names only the scheduler's name gets past the handshake;
+        the client CA file is read again on SIGHUP, as the server's certificate."""
+        with Workdir() as w:
+            d = w.path
+            make_ca(d, "ca1")
+            make_ca(d, "ca2")
+            make_cert(d, "ca1", "server1")
+            make_cert(d, "ca1", "scheduler", server=False, cn="vramd-scheduler")
+            make_cert(d, "ca1", "intruder", server=False, cn="billing-batch")
+            make_cert(d, "ca2", "scheduler2", server=False, cn="vramd-scheduler")
+            shutil.copy(os.path.join(d, "ca1.crt"), os.path.join(d, "client-ca.crt"))
+            redis = w.redis()
+            scheduler = client_ctx(d, "ca1", "scheduler")
+            v = w.vramd(["--config", homelab_config(w, redis.url), "--tls-cert-file", f"{d}/server1.crt",
+                         "--tls-key-file", f"{d}/server1.key", "--tls-client-ca-file", f"{d}/client-ca.crt",
+                         "--tls-client-names", "vramd-scheduler,system:kube-scheduler"],
+                        scheme="https", ssl_ctx=scheduler)
+            self.assertEqual(v.request("GET", "/healthz")[0], 200)
+            nodes = v.json("GET", "/v1/nodes")[1]
+            with self.assertRaises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
+                v.request("POST", "/scheduler/bind", {"PodName": "x", "PodNamespace": "default",
+                                                      "PodUID": "c0ffee00-0000-4000-8000-000000000001",
+                                                      "Node": "ness-linux3"}, ctx=client_ctx(d, "ca1", "intruder"))
+            wait_for(lambda: 'CN "billing-batch" is not among tls.client_names' in v.log(), 5,
+                     message="the refusal logged with the certificate's name")
+            self.assertEqual(v.json("GET", "/v1/nodes")[1]["epoch"], nodes["epoch"], "the ledger moved")
+            # The client CA rotates to ca2: SIGHUP reads it again.
+            shutil.copy(os.path.join(d, "ca2.crt"), os.path.join(d, "client-ca.crt"))
+            v.proc.send_signal(signal.SIGHUP)
+            scheduler2 = client_ctx(d, "ca1", "scheduler2")
+            wait_for(lambda: self._ok(v, scheduler2), 5, message="the new client CA after SIGHUP")
+            self.assertFalse(self._ok(v, scheduler), "a certificate of the old client CA still accepted")
 
     @staticmethod
     def _ok(v, ctx):

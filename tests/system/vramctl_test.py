@@ -62,6 +62,21 @@ class VramctlReads(unittest.TestCase):
         self.assertTrue(any(r and r[0] == "ness-server2" and r[2] == "8Gi" for r in rows), out)
         self.assertIn("(* usage not reported or stale: U = A)", out)
 
+    def test_the_token_is_never_sent_in_plain_http_to_another_host(self):
+        """Issue 33: a token file and an http:// server other than loopback
+        is refused before any connection (0.0.0.0 stands for "not loopback"
+        and would still stay on this machine); over loopback it works."""
+        token = self.w.file("ctl-token", "t0k\n")
+        port = self.v.url.rsplit(":", 1)[1]
+        rc, out, err = vramctl(f"http://0.0.0.0:{port}", "--token-file", token, "nodes")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("refusing to send the token (--token-file) over plain http to http://0.0.0.0:" + port, err)
+        self.assertEqual(out, "")
+        rc, out, err = vramctl(self.v.url, "--token-file", token, "nodes")
+        self.assertEqual(rc, 0, err)
+        rc, out, err = vramctl(f"http://0.0.0.0:{port}", "--token-file", token, "--insecure-plaintext-token", "nodes")
+        self.assertEqual(rc, 0, err)
+
     def test_raw_sends_one_request_and_prints_the_body(self):
         rc, out, err = vramctl(self.v.url, "raw", "GET", "/v1/nodes/ness-linux3")
         self.assertEqual(rc, 0, err)

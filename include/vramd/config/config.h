@@ -37,6 +37,7 @@ struct Config {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;            // verify client certificates when set
+  std::string tls_client_names;              // comma-separated: the client certificate must name one (CN or DNS SAN)
   std::string api_token_file;                // bearer token for mutating /v1 calls
 
   // Valkey.
@@ -153,6 +154,9 @@ Result<Floor> ParseFloor(const std::string& v);
 // The names of a comma-separated list of priority classes (spaces trimmed);
 // an empty name (",,") or one that is not a DNS subdomain is an error.
 Result<std::vector<std::string>> ParseClassList(const std::string& v);
+// tls.client_names: comma-separated certificate names (a CN such as
+// "system:kube-scheduler", or a DNS name), printable ASCII without spaces.
+Result<std::vector<std::string>> ParseCertNameList(const std::string& v);
 
 // Per-GPU capacity after the reserve: physical − max(percent × physical, min), ≥ 0.
 int64_t ApplyReserve(const Config& cfg, int64_t physical);

@@ -71,6 +71,7 @@ struct ServerOptions {
   std::string tls_cert_file;       // HTTPS when set (with tls_key_file)
   std::string tls_key_file;
   std::string tls_client_ca_file;  // require client certificates when set
+  std::vector<std::string> tls_client_names;  // and (non-empty) one naming one of these (CN or DNS SAN)
   int tls_reload_check_ms = 2000;  // how often the cert/key files are checked for changes
 };
 

@@ -259,6 +259,7 @@ true
 {{- $tls := dict "cert_file" "/etc/vramd/tls/tls.crt" "key_file" "/etc/vramd/tls/tls.key" -}}
 {{- if .Values.tls.clientAuth.enabled -}}
 {{- $_ := set $tls "client_ca_file" "/etc/vramd/tls/ca.crt" -}}
+{{- $_ := set $tls "client_names" (include "vramd.tls.clientNames" . | fromJsonArray) -}}
 {{- end -}}
 {{- $_ := set $managed "tls" $tls -}}
 {{- end -}}
@@ -333,7 +334,37 @@ extenders:
 {{- end -}}
 
 {{/* Checks that fail the render with a clear message. */}}
+{{- /* The names a client certificate must hold on the extender port (issue
+       33): tls.clientAuth.allowedNames, else the certificate the chart has
+       issued: cert-manager's (CN scheduler.name) or ensure-secrets' (CN
+       vramd-scheduler). A JSON array. */ -}}
+{{- define "vramd.tls.clientNames" -}}
+{{- if .Values.tls.clientAuth.allowedNames -}}
+{{- toJson .Values.tls.clientAuth.allowedNames -}}
+{{- else if .Values.tls.clientAuth.existingSecret -}}
+{{- fail "tls.clientAuth.existingSecret needs tls.clientAuth.allowedNames: the names (CN or DNS subjectAltName) its certificate holds; vramd accepts no other client certificate" -}}
+{{- else if .Values.tls.certManager.enabled -}}
+{{- toJson (list .Values.scheduler.name) -}}
+{{- else -}}
+{{- toJson (list "vramd-scheduler") -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vramd.validate" -}}
+{{- /* Issue 33: no open door without an explicit acknowledgement. */ -}}
+{{- $npOff := not .Values.networkPolicy.enabled -}}
+{{- $apiOpen := or $npOff (empty .Values.networkPolicy.apiFrom) -}}
+{{- range .Values.networkPolicy.apiFrom -}}
+{{- if and (hasKey . "namespaceSelector") (empty .namespaceSelector) (not (hasKey . "podSelector")) -}}
+{{- $apiOpen = true -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not .Values.apiToken.enabled) $apiOpen (not .Values.insecure.acknowledge) -}}
+{{- fail "apiToken.enabled=false while the API port admits every pod (networkPolicy disabled, or networkPolicy.apiFrom empty or admitting every namespace): anyone on the pod network could rewrite any node's usage and any GPU lock. Restrict networkPolicy.apiFrom, or set insecure.acknowledge=true" -}}
+{{- end -}}
+{{- if and (or (not .Values.tls.enabled) (not .Values.tls.clientAuth.enabled)) $npOff (not .Values.insecure.acknowledge) -}}
+{{- fail "tls.enabled=false or tls.clientAuth.enabled=false with networkPolicy.enabled=false: any pod could call the extender's bind verb. Enable the NetworkPolicy, or set insecure.acknowledge=true" -}}
+{{- end -}}
 {{- if and .Values.tls.certManager.enabled .Values.tls.existingSecret -}}
 {{- fail "tls.certManager.enabled and tls.existingSecret exclude each other: cert-manager writes the TLS Secret" -}}
 {{- end -}}
