@@ -630,27 +630,12 @@ Result<Floor> ParseFloor(const std::string& v) {
   return f;
 }
 
-Result<std::vector<std::string>> ParseCertNameList(const std::string& v) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (!v.empty() && start <= v.size()) {
-    size_t comma = v.find(',', start);
-    if (comma == std::string::npos) comma = v.size();
-    std::string name = v.substr(start, comma - start);
-    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
-    while (!name.empty() && name.back() == ' ') name.pop_back();
-    if (name.empty()) return InvalidArgument("an empty certificate name in the list");
-    if (name.size() > 253 || !std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; })) {
-      return InvalidArgument("\"" + name.substr(0, 64) +
-                             "\" is not a certificate name (printable ASCII without spaces, at most 253 characters)");
-    }
-    out.push_back(std::move(name));
-    start = comma + 1;
-  }
-  return out;
-}
+namespace {
 
-Result<std::vector<std::string>> ParseClassList(const std::string& v) {
+// A comma-separated list, each item trimmed of spaces; `why_not(item)` says
+// why an item is refused ("" when it is taken). "" is the empty list.
+Result<std::vector<std::string>> SplitList(const std::string& v, const char* what,
+                                           const std::function<std::string(const std::string&)>& why_not) {
   std::vector<std::string> out;
   if (v.empty()) return out;
   size_t start = 0;
@@ -660,16 +645,29 @@ Result<std::vector<std::string>> ParseClassList(const std::string& v) {
     std::string name = v.substr(start, comma - start);
     while (!name.empty() && name.front() == ' ') name.erase(name.begin());
     while (!name.empty() && name.back() == ' ') name.pop_back();
-    if (name.empty()) return InvalidArgument("an empty priority class name in the list");
-    if (!IsDnsSubdomain(name)) {
-      return InvalidArgument("\"" + name +
-                             "\" is not a priority class name (a DNS subdomain: lowercase letters, digits, '-' and "
-                             "'.', at most 253 characters)");
+    if (name.empty()) return InvalidArgument(std::string("an empty ") + what + " in the list");
+    if (std::string why = why_not(name); !why.empty()) {
+      return InvalidArgument("\"" + name.substr(0, 64) + "\" is not a " + what + " (" + why + ")");
     }
     out.push_back(std::move(name));
     start = comma + 1;
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseCertNameList(const std::string& v) {
+  return SplitList(v, "certificate name", [](const std::string& name) -> std::string {
+    const bool ok = name.size() <= 253 && std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
+    return ok ? "" : "printable ASCII without spaces, at most 253 characters";
+  });
+}
+
+Result<std::vector<std::string>> ParseClassList(const std::string& v) {
+  return SplitList(v, "priority class name", [](const std::string& name) -> std::string {
+    return IsDnsSubdomain(name) ? "" : "a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters";
+  });
 }
 
 int64_t ApplyReserve(const Config& cfg, int64_t physical) {
