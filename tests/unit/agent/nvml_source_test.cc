@@ -21,6 +21,7 @@
 // NVML's opaque C types, by name (the fake's raw entry points are called below).
 struct nvmlDevice_st;
 struct nvmlProcessDetailList_v1;
+struct nvmlProcessUtilizationSample;
 
 namespace vramd::agent {
 namespace {
@@ -622,8 +623,9 @@ TEST_F(NvmlSourceTest, TheFakeWritesProcessUtilizationSamplesAtNvmlsOffsets) {
   auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
   auto shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
   auto handle = reinterpret_cast<int (*)(unsigned int, nvmlDevice_st**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-  auto util = reinterpret_cast<int (*)(nvmlDevice_st*, void*, unsigned int*, unsigned long long)>(
-      dlsym(lib, "nvmlDeviceGetProcessUtilization"));
+  auto util = reinterpret_cast<int (*)(nvmlDevice_st*, nvmlProcessUtilizationSample*, unsigned int*,
+                                       unsigned long long)>(dlsym(lib, "nvmlDeviceGetProcessUtilization"));
+  auto samples = [](unsigned char* b) { return reinterpret_cast<nvmlProcessUtilizationSample*>(b); };
   ASSERT_TRUE(init && shutdown && handle && util);
   ASSERT_EQ(init(), 0);
   nvmlDevice_st* d = nullptr;
@@ -633,7 +635,7 @@ TEST_F(NvmlSourceTest, TheFakeWritesProcessUtilizationSamplesAtNvmlsOffsets) {
   EXPECT_EQ(count, 1u);
   unsigned char buf[64] = {};
   count = 2;
-  ASSERT_EQ(util(d, buf, &count, 0), 0);
+  ASSERT_EQ(util(d, samples(buf), &count, 0), 0);
   ASSERT_EQ(count, 1u);
   uint32_t u32[4];
   uint64_t ts;
@@ -647,7 +649,7 @@ TEST_F(NvmlSourceTest, TheFakeWritesProcessUtilizationSamplesAtNvmlsOffsets) {
   EXPECT_EQ(u32[2], 2u);
   EXPECT_EQ(u32[3], 1u);
   count = 2;
-  EXPECT_EQ(util(d, buf, &count, 123456789), 6);  // NOT_FOUND: nothing newer
+  EXPECT_EQ(util(d, samples(buf), &count, 123456789), 6);  // NOT_FOUND: nothing newer
   ASSERT_EQ(shutdown(), 0);
   dlclose(lib);
 }
