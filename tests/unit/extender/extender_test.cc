@@ -32,6 +32,14 @@ std::string FilterBody(const std::string& uid, const std::string& vram, std::vec
   return json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
 }
 
+// A preempt call for pod `uid` (40Gi) with kube-scheduler's proposal: `victim` on node "big".
+std::string PreemptBody(const std::string& uid, const std::string& victim) {
+  json body = json::parse(FilterBody(uid, "40Gi", {}));
+  body.erase("NodeNames");
+  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", victim}}}}, {"NumPDBViolations", 0}}}};
+  return body.dump();
+}
+
 std::string BindBody(const std::string& uid, const std::string& node) {
   return json{{"PodName", "p-" + uid}, {"PodNamespace", "default"}, {"PodUID", uid}, {"Node", node}}.dump();
 }
@@ -283,17 +291,11 @@ TEST_F(StandaloneExtender, APodHoldingRoomGetsNoPreemptionVictimsAndBindsIntoIts
   hold.per_gpu = 40 * kGi;
   hold.state = ledger::EntryState::kHold;
   ASSERT_EQ(*store.HoldRoom("big", {}, hold, 60'000), store::LedgerStore::HoldOutcome::kHeld);
-  json body = json::parse(FilterBody("u2", "40Gi", {}));
-  body.erase("NodeNames");
-  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}}};
-  Response r = ext.Preempt(body.dump());
+  Response r = ext.Preempt(PreemptBody("u2", "v1"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_TRUE(json::parse(r.body)["NodeNameToMetaVictims"].empty()) << r.body;
   // Anyone else may still preempt there.
-  body = json::parse(FilterBody("u3", "40Gi", {}));
-  body.erase("NodeNames");
-  body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}}};
-  r = ext.Preempt(body.dump());
+  r = ext.Preempt(PreemptBody("u3", "v1"));
   EXPECT_TRUE(json::parse(r.body)["NodeNameToMetaVictims"].contains("big")) << r.body;
   // The room is spent for u3 and free for u2, whose bind takes its hold.
   EXPECT_TRUE(json::parse(ext.Filter(FilterBody("u3", "40Gi", {"big"})).body)["NodeNames"].empty());
@@ -312,10 +314,7 @@ TEST_F(StandaloneExtender, APodWhoseRoomIsStillBeingMadeGetsNoPreemptionVictims)
   ASSERT_EQ(ext.Filter(FilterBody("v2", "40Gi", {"big"})).status, 200);
   ASSERT_EQ(json::parse(ext.Bind(BindBody("v2", "big")).body)["Error"], "");
   auto preempt = [&](const std::string& uid) {
-    json body = json::parse(FilterBody(uid, "40Gi", {}));
-    body.erase("NodeNames");
-    body["NodeNameToMetaVictims"] = {{"big", {{"Pods", {{{"UID", "v2"}}}}, {"NumPDBViolations", 0}}}};
-    Response r = ext.Preempt(body.dump());
+    Response r = ext.Preempt(PreemptBody(uid, "v2"));
     EXPECT_EQ(r.status, 200) << r.body;
     return json::parse(r.body)["NodeNameToMetaVictims"].contains("big");
   };
