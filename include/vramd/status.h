@@ -44,6 +44,7 @@ inline Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; 
 inline Status Conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] Result {

@@ -1,6 +1,7 @@
 #include "vramd/config/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -247,6 +248,20 @@ std::vector<Key> BuildKeys() {
                         &Config::tls_client_names, [](const std::string& v) { return ParseCertNameList(v).status(); }));
   k.push_back(StringKey("api_token_file", "--api-token-file", "VRAMD_API_TOKEN_FILE",
                         "bearer token required by mutating /v1 calls", &Config::api_token_file));
+  k.push_back(BoolKey("auth.identities", "--auth-identities", "VRAMD_AUTH_IDENTITIES",
+                      "accept Kubernetes tokens (TokenReview) as identities: usage only from the node's own agent, "
+                      "GPU locks owned by the calling pod, reads scoped to what the caller may get; the API token "
+                      "then reads only",
+                      &Config::auth_identities));
+  k.push_back(StringKey("auth.audience", "--auth-audience", "VRAMD_AUTH_AUDIENCE",
+                        "the audience identity tokens must be minted for", &Config::auth_audience, CheckNotEmpty));
+  k.push_back(StringKey("auth.agent_service_account", "--auth-agent-service-account",
+                        "VRAMD_AUTH_AGENT_SERVICE_ACCOUNT",
+                        "NAMESPACE/NAME of the node agents' ServiceAccount (with auth.identities, the only "
+                        "identity that reports usage)",
+                        &Config::auth_agent_service_account, [](const std::string& v) {
+                          return v.empty() ? Status::Ok() : ParseServiceAccount(v).status();
+                        }));
   k.push_back(StringKey("valkey.url", "--valkey", "VRAMD_VALKEY",
                         "Valkey URL, redis://host:port[/db] or redis+sentinel://host:port,.../master[/db] "
                         "(no password here)",
@@ -351,6 +366,13 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("node_sync_interval_ms", "--node-sync-interval-ms", "VRAMD_NODE_SYNC_INTERVAL_MS",
                      "how often node capacities are read from Kubernetes", &Config::node_sync_interval_ms, 100,
                      3'600'000));
+  k.push_back(StringKey("node_sync.agent_capacity_labels", "--node-sync-agent-capacity-labels",
+                        "VRAMD_NODE_SYNC_AGENT_CAPACITY_LABELS",
+                        "comma-separated KEY=VALUE node labels, any of which lets a node without configured, "
+                        "annotated or GFD-labelled capacity take its agent's reported GPUs as capacity (empty: "
+                        "none); a node without one gets no capacity from a report",
+                        &Config::node_sync_agent_capacity_labels,
+                        [](const std::string& v) { return ParseLabelPairs(v).status(); }));
   k.push_back(IntKey("reconcile_interval_ms", "--reconcile-interval-ms", "VRAMD_RECONCILE_INTERVAL_MS",
                      "reconcile pass interval", &Config::reconcile_interval_ms, 100, 3'600'000));
   k.push_back(IntKey("reconcile_min_gap_ms", "--reconcile-min-gap-ms", "VRAMD_RECONCILE_MIN_GAP_MS",
@@ -508,6 +530,7 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 const std::set<std::string>& ListKeys() {
   static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
                                              "watchdog.system_namespaces", "tls.client_names",
+                                             "node_sync.agent_capacity_labels",
                                              "queues.preemptible_classes"};
   return keys;
 }
@@ -670,6 +693,53 @@ Result<std::vector<std::string>> ParseClassList(const std::string& v) {
   });
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> ParseLabelPairs(const std::string& v) {
+  Result<std::vector<std::string>> items = SplitList(v, "KEY=VALUE label", [](const std::string& item) -> std::string {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return "KEY=VALUE";
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto label_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; };
+    size_t slash = key.rfind('/');
+    const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+    if (slash != std::string::npos && !IsDnsSubdomain(key.substr(0, slash))) return "the key's prefix is a DNS subdomain";
+    if (name.empty() || name.size() > 63 || !std::all_of(name.begin(), name.end(), label_char)) {
+      return "the key's name is 1 to 63 of [A-Za-z0-9._-]";
+    }
+    if (value.size() > 63 || !std::all_of(value.begin(), value.end(), label_char)) {
+      return "the value is at most 63 of [A-Za-z0-9._-]";
+    }
+    return "";
+  });
+  if (!items.ok()) return items.status();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& item : *items) {
+    size_t eq = item.find('=');
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return out;
+}
+
+bool HasAnyLabel(const std::map<std::string, std::string>& labels,
+                 const std::vector<std::pair<std::string, std::string>>& pairs) {
+  return std::any_of(pairs.begin(), pairs.end(), [&](const auto& p) {
+    auto it = labels.find(p.first);
+    return it != labels.end() && it->second == p.second;
+  });
+}
+
+Result<std::pair<std::string, std::string>> ParseServiceAccount(const std::string& v) {
+  size_t slash = v.find('/');
+  if (slash == std::string::npos || v.find('/', slash + 1) != std::string::npos) {
+    return InvalidArgument("a ServiceAccount is NAMESPACE/NAME");
+  }
+  std::string ns = v.substr(0, slash), name = v.substr(slash + 1);
+  if (!IsDnsSubdomain(ns) || ns.size() > 63 || ns.find('.') != std::string::npos) {
+    return InvalidArgument("\"" + ns.substr(0, 64) + "\" is not a namespace name");
+  }
+  if (!IsDnsSubdomain(name)) return InvalidArgument("\"" + name.substr(0, 64) + "\" is not a ServiceAccount name");
+  return std::make_pair(ns, name);
+}
+
 int64_t ApplyReserve(const Config& cfg, int64_t physical) {
   return ledger::CapacityAfterReserve(physical, cfg.reserve_percent, cfg.reserve_min_bytes);
 }
@@ -775,6 +845,12 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
   }
   if (!cfg.tls_client_ca_file.empty() && cfg.tls_cert_file.empty()) {
     return InvalidArgument("tls.client_ca_file needs tls.cert_file and tls.key_file");
+  }
+  if (cfg.auth_identities && !cfg.kube_enabled) {
+    return InvalidArgument("auth.identities needs Kubernetes (TokenReview); standalone mode uses api_token_file");
+  }
+  if (cfg.auth_identities && cfg.auth_agent_service_account.empty()) {
+    return InvalidArgument("auth.identities needs auth.agent_service_account (NAMESPACE/NAME of the node agents)");
   }
   if (!cfg.api_listen.empty() && cfg.api_listen == cfg.listen && !cfg.listen.ends_with(":0")) {
     return InvalidArgument("api_listen must differ from listen (both are " + cfg.listen + ")");

@@ -16,6 +16,7 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
                          metrics::Registry* registry)
     : store_(store),
       started_ms_(clock->NowMs()),
+      agent_labels_(reconcile::AgentLabels(cfg)),
       leader_(std::move(lease), reconcile::MakeReplicaIdentity(), cfg.leader_lease_ms, registry),
       pod_watcher_(kube, [this] { reconciler_.Poke(); }, registry),
       node_watcher_(kube,

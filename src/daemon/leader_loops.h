@@ -49,9 +49,13 @@ class LeaderLoops {
   // this replica as leader, or by the leader that serves the ledger).
   http::ReplicaReadiness Readiness();
 
-  // Whether the node watch (every replica runs it) knows the node; nullopt
-  // until its copy is synced. For usage reports of nodes not in the ledger.
-  std::optional<bool> NodeInCluster(const std::string& name) const { return node_watcher_.Has(name); }
+  // Whether the node watch (every replica runs it) knows the node and it is
+  // marked as a GPU node (node_sync.agent_capacity_labels); nullopt until its
+  // copy is synced. For usage reports of nodes not in the ledger: only such a
+  // node may be added from its agent's report (issue 33).
+  std::optional<bool> NodeInCluster(const std::string& name) const {
+    return node_watcher_.Has(name, [this](const kube::NodeInfo& n) { return config::HasAnyLabel(n.labels, agent_labels_); });
+  }
 
   // Tenancy (issue 16): the queue set every replica keeps from the VramQueue
   // watch, and the queues' view; the leader's queue pass runs after its
@@ -61,6 +65,7 @@ class LeaderLoops {
  private:
   store::LedgerStore* store_;
   const int64_t started_ms_;
+  const std::vector<std::pair<std::string, std::string>> agent_labels_;  // node_sync.agent_capacity_labels
   // In construction order: the watchers' callbacks poke reconciler_, which
   // is built last but only called once Start() has run.
   reconcile::LeaderElector leader_;

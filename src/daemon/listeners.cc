@@ -23,10 +23,13 @@ Result<std::unique_ptr<Listeners>> Listeners::Create(const config::Config& cfg, 
 void Listeners::Register(const http::ApiServices& api, gpulock::LockService* locks) {
   http::RegisterRoutes(*main_, api);
   const http::LockTargetCheck known = http::LedgerLockTargets(api.store);
-  http::RegisterLockRoutes(*main_, locks, api.api_token, known);
+  std::shared_ptr<http::Authenticator> auth =
+      api.auth ? api.auth : std::make_shared<http::Authenticator>(http::SharedTokenOnly(api.api_token),
+                                                                 nullptr, api.clock);
+  http::RegisterLockRoutes(*main_, locks, auth, known);
   if (api_) {
     http::RegisterApiListenerRoutes(*api_, api);
-    http::RegisterLockRoutes(*api_, locks, api.api_token, known);
+    http::RegisterLockRoutes(*api_, locks, auth, known);
   }
 }
 

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
     api.tenancy = [t = loops->tenancy()] { return t->View(); };
   }
   if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
+  api.auth = std::make_shared<http::Authenticator>(daemon::AuthOptionsFrom(cfg, *secrets), kube.get(), &clock);
   listeners.Register(api, &locks);
 
   if (Status s = listeners.Start(); !s.ok()) {

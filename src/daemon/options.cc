@@ -76,6 +76,18 @@ gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
   return l;
 }
 
+http::AuthOptions AuthOptionsFrom(const config::Config& cfg, const Secrets& secrets) {
+  http::AuthOptions a = http::SharedTokenOnly(secrets.api_token);
+  a.identities = cfg.auth_identities;
+  a.audience = cfg.auth_audience;
+  if (Result<std::pair<std::string, std::string>> sa = config::ParseServiceAccount(cfg.auth_agent_service_account);
+      sa.ok()) {
+    a.agent_namespace = sa->first;
+    a.agent_service_account = sa->second;
+  }
+  return a;
+}
+
 http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets) {
   http::ApiServices a;
   a.usage_max_age_ms = cfg.usage_max_age_ms;

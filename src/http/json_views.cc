@@ -40,7 +40,8 @@ Reply JsonReply(int status, const json& j) {
   return r;
 }
 
-json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms, double max_peak_ratio) {
+json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms, double max_peak_ratio,
+              const PodScope& scope) {
   std::vector<ledger::Vectors> vec = ledger::GpuVectors(node, now_ms, usage_max_age_ms);
   const std::vector<ledger::GpuPeak> peaks = ledger::GpuPeaks(node);
   json gpus = json::array();
@@ -65,13 +66,23 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     for (const ledger::PodUsage& p : g.pods) {
       bool tracked = std::any_of(node.entries.begin(), node.entries.end(),
                                  [&](const ledger::Entry& e) { return e.pod_uid == p.uid; });
-      if (!tracked) untracked.push_back(json{{"uid", p.uid}, {"used_bytes", p.used}});
+      if (!tracked) untracked.push_back(json{{"uid", scope.all ? json(p.uid) : json(nullptr)}, {"used_bytes", p.used}});
     }
     gj["untracked_pods"] = std::move(untracked);
     gpus.push_back(std::move(gj));
   }
   json pods = json::array();
   for (const ledger::Entry& e : node.entries) {
+    if (!scope.Shows(e.ns)) {
+      pods.push_back(json{{"hidden", true},
+                          {"gpus", e.gpus},
+                          {"vram_per_gpu_bytes", e.per_gpu},
+                          {"peak_per_gpu_bytes", e.peak_per_gpu},
+                          {"state", ledger::EntryStateName(e.state)},
+                          {"priority", e.priority},
+                          {"used_per_gpu_bytes", e.used}});
+      continue;
+    }
     pods.push_back(json{{"uid", e.pod_uid},
                         {"namespace", e.ns},
                         {"name", e.name},

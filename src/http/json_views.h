@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -18,12 +20,22 @@ namespace vramd::http {
 // cluster) is written with U+FFFD in place of the bad bytes, never a throw.
 Reply JsonReply(int status, const nlohmann::json& j);
 
+// Which pods a reader may see by name (issue 33): all, or those of the
+// namespaces `visible` accepts. A hidden pod keeps its figures and loses its
+// namespace, name, UID and owner ("hidden": true); the UIDs of pods the
+// ledger does not track (their namespace is unknown) are shown to `all` only.
+struct PodScope {
+  bool all = true;
+  std::function<bool(const std::string& ns)> visible;
+  bool Shows(const std::string& ns) const { return all || (visible && visible(ns)); }
+};
+
 // The JSON view of a node: vectors, the six metrics, per GPU and per pod.
 // Ratios that are infinite are rendered as the string "+Inf".
 // Per GPU also the peak rule's figures (ledger/fit.h): peak_bytes (P),
 // victim_bytes (V) and burst_safe (PeakOk under `max_peak_ratio`).
 nlohmann::json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms,
-                        double max_peak_ratio = 1.5);
+                        double max_peak_ratio = 1.5, const PodScope& scope = {});
 
 // GET /v1/queues: {"queues": [{"name", "parent", "valid", "reason",
 // "message", "deserved_bytes", "limit_bytes" (null: no limit), "weight",

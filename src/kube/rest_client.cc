@@ -290,6 +290,25 @@ class RestClient final : public KubeClient, public SecretClient {
     return Status::Ok();
   }
 
+  Result<TokenUser> ReviewToken(const std::string& token, const std::string& audience) override {
+    const std::string what = "TokenReview";
+    Result<HttpReply> r = Send(Method::kPost, Api("/apis/authentication.k8s.io/v1/tokenreviews"),
+                               TokenReviewBody(token, audience), "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return DecodeTokenReview(r->body, audience);
+  }
+
+  Result<bool> MayAccess(const TokenUser& user, const std::string& verb, const std::string& resource,
+                         const std::string& ns, const std::string& name) override {
+    const std::string what = "SubjectAccessReview";
+    Result<HttpReply> r = Send(Method::kPost, Api("/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+                               SubjectAccessReviewBody(user, verb, resource, ns, name), "application/json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return DecodeSubjectAccessReview(r->body);
+  }
+
   Status CreateSecret(const Secret& secret) override {
     const std::string what = "create secret " + secret.ns + "/" + secret.name;
     const std::string path = Api("/api/v1/namespaces/" + PercentEncode(secret.ns) + "/secrets");

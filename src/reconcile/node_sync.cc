@@ -11,9 +11,15 @@
 
 namespace vramd::reconcile {
 
+std::vector<std::pair<std::string, std::string>> AgentLabels(const config::Config& cfg) {
+  Result<std::vector<std::pair<std::string, std::string>>> pairs =
+      config::ParseLabelPairs(cfg.node_sync_agent_capacity_labels);
+  return pairs.ok() ? *pairs : std::vector<std::pair<std::string, std::string>>{};
+}
+
 NodeSync::NodeSync(const config::Config& cfg, store::LedgerStore* store, kube::KubeClient* kube,
                    metrics::Registry* registry)
-    : cfg_(cfg), store_(store), kube_(kube) {
+    : cfg_(cfg), agent_labels_(AgentLabels(cfg)), store_(store), kube_(kube) {
   passes_ = &registry->AddCounter("vramd_node_sync_passes_total", "Node capacity sync passes by result.", {"result"});
   passes_->With({"ok"});
   passes_->With({"error"});
@@ -107,6 +113,12 @@ Result<NodeSyncStats> NodeSync::SyncOnce() {
       if (phys->bytes.empty()) {
         auto agent = reported.find(n.name);
         if (agent == reported.end() || agent->second.empty()) continue;
+        // A report is the node's word about itself: it becomes capacity
+        // only on a node an admin marked as a GPU node (issue 33).
+        if (!config::HasAnyLabel(n.labels, agent_labels_)) {
+          ++stats.unmarked_reporters;
+          continue;
+        }
         std::vector<store::GpuCapacity> gpus;
         for (const store::ReportedGpu& g : agent->second) {
           gpus.push_back({g.index, config::ApplyReserve(cfg_, g.total), ""});

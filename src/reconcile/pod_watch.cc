@@ -225,10 +225,12 @@ std::optional<std::vector<kube::NodeInfo>> NodeWatcher::Nodes() const {
   return out;
 }
 
-std::optional<bool> NodeWatcher::Has(const std::string& name) const {
+std::optional<bool> NodeWatcher::Has(const std::string& name,
+                                     const std::function<bool(const kube::NodeInfo&)>& also) const {
   MutexLock lock(&mu_);
   if (!synced_) return std::nullopt;
-  return nodes_.count(name) > 0;
+  auto it = nodes_.find(name);
+  return it != nodes_.end() && (!also || also(it->second));
 }
 
 void NodeWatcher::Loop(std::stop_token st) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vramd/ledger/placement.h"
@@ -39,6 +41,10 @@ struct Config {
   std::string tls_client_ca_file;            // verify client certificates when set
   std::string tls_client_names;              // comma-separated: the client certificate must name one (CN or DNS SAN)
   std::string api_token_file;                // bearer token for mutating /v1 calls
+  // Identities (issue 33): Kubernetes tokens checked by TokenReview.
+  bool auth_identities = false;              // auth.identities
+  std::string auth_audience = "vramd";       // auth.audience
+  std::string auth_agent_service_account;    // auth.agent_service_account: NAMESPACE/NAME
 
   // Valkey.
   std::string valkey_url = "redis://127.0.0.1:6379";
@@ -69,6 +75,11 @@ struct Config {
   std::string kube_ca_file;
   int kube_timeout_ms = 4000;
   int node_sync_interval_ms = 5000;
+  // node_sync.agent_capacity_labels: KEY=VALUE labels, any of which marks a
+  // node whose agent's reported GPUs may become its capacity (issue 33).
+  std::string node_sync_agent_capacity_labels =
+      "node-restriction.kubernetes.io/vramd-gpu-node=true,nvidia.com/gpu.present=true,"
+      "feature.node.kubernetes.io/amd-gpu=true";
 
   // Background work.
   int reconcile_interval_ms = 5000;
@@ -157,6 +168,16 @@ Result<std::vector<std::string>> ParseClassList(const std::string& v);
 // tls.client_names: comma-separated certificate names (a CN such as
 // "system:kube-scheduler", or a DNS name), printable ASCII without spaces.
 Result<std::vector<std::string>> ParseCertNameList(const std::string& v);
+
+// node_sync.agent_capacity_labels: comma-separated KEY=VALUE pairs (keys
+// and values as Kubernetes labels allow); empty: no node takes capacity
+// from its agent's report.
+Result<std::vector<std::pair<std::string, std::string>>> ParseLabelPairs(const std::string& v);
+// Whether `labels` hold one of the pairs.
+bool HasAnyLabel(const std::map<std::string, std::string>& labels,
+                 const std::vector<std::pair<std::string, std::string>>& pairs);
+// auth.agent_service_account: NAMESPACE/NAME.
+Result<std::pair<std::string, std::string>> ParseServiceAccount(const std::string& v);
 
 // Per-GPU capacity after the reserve: physical − max(percent × physical, min), ≥ 0.
 int64_t ApplyReserve(const Config& cfg, int64_t physical);

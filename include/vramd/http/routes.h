@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "vramd/clock.h"
 #include "vramd/extender/extender.h"
 #include "vramd/gpulock/locks.h"
+#include "vramd/http/auth.h"
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/model.h"
@@ -49,7 +51,10 @@ struct ApiServices {
   metrics::Registry* registry = nullptr;
   const Clock* clock = nullptr;
   int64_t usage_max_age_ms = 60'000;
-  std::string api_token;  // required on mutating /v1 calls when non-empty
+  std::string api_token;  // required on mutating /v1 calls when non-empty (when auth is unset)
+  // Who calls and what they may do (vramd/http/auth.h); unset: the shared
+  // api_token alone, identities off.
+  std::shared_ptr<Authenticator> auth;
   kube::KubeClient* kube = nullptr;  // for GET /v1/explain?namespace=&pod= (null: standalone)
   std::string resource_name = "vramd.io/vram";
   ledger::Policy policy;
@@ -119,6 +124,11 @@ using LockTargetCheck = std::function<Status(const std::string& node, int gpu)>;
 LockTargetCheck LedgerLockTargets(store::LedgerStore* store);
 
 // `known` (unset: none) is asked before every mutating call.
+// Who may call them: MayCallLock (identities on: the owner is the caller's
+// pod); GET /v1/locks shows owners to callers with a credential only.
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, std::shared_ptr<Authenticator> auth,
+                        LockTargetCheck known = nullptr);
+// With the shared token alone (identities off).
 void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token,
                         LockTargetCheck known = nullptr);
 

@@ -14,6 +14,7 @@
 
 #include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/queues.h"
+#include "vramd/kube/token_review.h"
 #include "vramd/status.h"
 
 namespace vramd::kube {
@@ -185,6 +186,22 @@ class KubeClient {
   // `patch_json` (QueueStatusPatch). kNotFound when the object (or the CRD)
   // is gone.
   virtual Status PatchQueueStatus(const std::string& name, const std::string& patch_json) = 0;
+
+  // Identities (issue 33). TokenReview: who `token` is, for `audience`
+  // (kUnauthenticated when the API server does not accept it; see
+  // DecodeTokenReview). SubjectAccessReview: whether `user` may `verb`
+  // `resource` (core group) in `ns` (`name`: one object). Clients that
+  // cannot ask answer kUnavailable.
+  virtual Result<TokenUser> ReviewToken(const std::string& token, const std::string& audience) {
+    (void)token;
+    (void)audience;
+    return Unavailable("this Kubernetes client cannot review tokens");
+  }
+  virtual Result<bool> MayAccess(const TokenUser& user, const std::string& verb, const std::string& resource,
+                                 const std::string& ns, const std::string& name) {
+    (void)user, (void)verb, (void)resource, (void)ns, (void)name;
+    return Unavailable("this Kubernetes client cannot review access");
+  }
 };
 
 // Errors of every call: HTTP 404 → kNotFound, 409 and 410 → kConflict,

@@ -55,7 +55,11 @@ struct NodeSyncStats {
   int invalid = 0;           // nodes skipped for malformed labels/annotations
   std::vector<MalformedNode> malformed;  // those nodes, with the reason
   std::vector<std::string> shrunk_below_allocation;  // reported, not truncated
+  int unmarked_reporters = 0;  // nodes whose agent reported GPUs, not marked as GPU nodes: no capacity from it
 };
+
+// node_sync.agent_capacity_labels, parsed (the config was validated).
+std::vector<std::pair<std::string, std::string>> AgentLabels(const config::Config& cfg);
 
 // Whether a reconcile pass should also sync node capacities. Reconcile
 // passes follow pod watch events (up to one per reconcile_min_gap_ms while
@@ -103,6 +107,7 @@ class NodeSync {
   void ReportMalformed(const std::vector<MalformedNode>& now);
 
   const config::Config& cfg_;
+  const std::vector<std::pair<std::string, std::string>> agent_labels_;
   store::LedgerStore* store_;
   kube::KubeClient* kube_;
   NodeSource node_source_;

@@ -80,8 +80,10 @@ class NodeWatcher {
   // The nodes as last listed and watched; nullopt until a list succeeded and
   // whenever the watch is broken (callers then list themselves).
   std::optional<std::vector<kube::NodeInfo>> Nodes() const;
-  // Whether the copy holds a node of this name; nullopt when Nodes() would be.
-  std::optional<bool> Has(const std::string& name) const;
+  // Whether the copy holds a node of this name (for which `also`, when
+  // set, is true); nullopt when Nodes() would be.
+  std::optional<bool> Has(const std::string& name,
+                          const std::function<bool(const kube::NodeInfo&)>& also = nullptr) const;
 
  private:
   void Loop(std::stop_token st);

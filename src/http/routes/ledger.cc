@@ -211,7 +211,7 @@ Result<ledger::UsageReport> DecodeUsageReport(std::string_view body) {
 // (their reported usage, largest first) and what no tracked pod explains
 // (untracked pods, processes outside pods) — why U may be above A. Null
 // without such a report.
-static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_age_ms) {
+static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_age_ms, const PodScope& scope) {
   json gpus = json::array();
   for (const ledger::Gpu& g : n.gpus) {
     if (g.total == 0 || !ledger::UsageFresh(g.used_ts_ms, now, usage_max_age_ms)) continue;
@@ -228,6 +228,10 @@ static json PodUsageView(const ledger::Node& n, int64_t now, int64_t usage_max_a
   std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->used > b->used; });
   json pods = json::array();
   for (const ledger::Entry* e : entries) {
+    if (!scope.Shows(e->ns)) {
+      pods.push_back(json{{"hidden", true}, {"vram_per_gpu_bytes", e->per_gpu}, {"used_per_gpu_bytes", e->used}});
+      continue;
+    }
     pods.push_back(json{{"namespace", e->ns},
                         {"name", e->name},
                         {"vram_per_gpu_bytes", e->per_gpu},
@@ -269,7 +273,7 @@ static json GroupedReasons(const ledger::FilterResult& r) {
 // Per node of the ledger: would this pod fit now, and if not, why (the
 // node's own figures); and the grouped reasons Filter gives.
 static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, const ledger::Policy& policy,
-                           int64_t usage_max_age_ms, int64_t now, const TenancyFn& tenancy) {
+                           int64_t usage_max_age_ms, int64_t now, const TenancyFn& tenancy, const PodScope& scope) {
   Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod.spec, policy.victim_classes);
   json out = {{"pod", {{"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}}}};
   if (!req.ok()) {
@@ -306,7 +310,7 @@ static http::Reply Explain(const kube::PodInfo& pod, store::LedgerStore* store, 
       case ledger::Verdict::kNoRoomNow:
         row["verdict"] = "no_room_now";
         row["reason"] = d.reason;
-        if (json usage = PodUsageView(*nodes[i], now, usage_max_age_ms); !usage.is_null()) row["usage"] = usage;
+        if (json usage = PodUsageView(*nodes[i], now, usage_max_age_ms, scope); !usage.is_null()) row["usage"] = usage;
         break;
       case ledger::Verdict::kUnresolvable:
         row["verdict"] = "never_fits";
@@ -331,12 +335,49 @@ constexpr size_t kExplainMaxBodyBytes = 512 << 10;
 constexpr size_t kExplainMaxJsonItems = 65536;
 constexpr int kExplainMaxConcurrent = 2;
 
+// The caller's PodScope: everything for the shared token or with identities
+// off; for an identity, the namespaces where it may get pods (cluster-wide
+// when it may get them everywhere), each asked once per request.
+static PodScope ScopeOf(const std::shared_ptr<Authenticator>& auth, const Caller& who) {
+  if (auth->PodsVisible(who, "")) return PodScope{};
+  auto seen = std::make_shared<std::map<std::string, bool>>();
+  return PodScope{.all = false, .visible = [auth, who, seen](const std::string& ns) {
+                    auto it = seen->find(ns);
+                    if (it == seen->end()) it = seen->emplace(ns, auth->PodsVisible(who, ns)).first;
+                    return it->second;
+                  }};
+}
+
+// Identify and MayRead; nullopt with `*refused` set when the caller may not read.
+static std::optional<PodScope> ReaderScope(const std::shared_ptr<Authenticator>& auth, const http::Request& r,
+                                           http::Reply* refused) {
+  Result<Caller> who = auth->Identify(r.authorization);
+  if (!who.ok()) {
+    *refused = AuthErrorReply(who.status());
+    return std::nullopt;
+  }
+  if (Verdict v = MayRead(auth->options(), *who); !v.allowed()) {
+    *refused = http::ErrorReply(v.status, v.message);
+    return std::nullopt;
+  }
+  return ScopeOf(auth, *who);
+}
+
+static std::shared_ptr<Authenticator> AuthOf(const ApiServices& svc) {
+  if (svc.auth) return svc.auth;
+  return std::make_shared<Authenticator>(SharedTokenOnly(svc.api_token), nullptr, svc.clock);
+}
+
 void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
+  std::shared_ptr<Authenticator> auth = AuthOf(svc);
   store::LedgerStore* store = svc.store;
   const Clock* clock = svc.clock;
   int64_t max_age = svc.usage_max_age_ms;
   const double ratio = svc.policy.max_peak_ratio;  // burst_safe (ledger::BurstSafe)
-  server.Route("GET", "/v1/nodes", "v1_nodes", [store, clock, max_age, ratio](const http::Request&) {
+  server.Route("GET", "/v1/nodes", "v1_nodes", [auth, store, clock, max_age, ratio](const http::Request& r) {
+    http::Reply refused;
+    std::optional<PodScope> scope = ReaderScope(auth, r, &refused);
+    if (!scope) return refused;
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     std::vector<const ledger::Node*> nodes;
@@ -344,15 +385,18 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     std::sort(nodes.begin(), nodes.end(), [](auto* a, auto* b) { return a->name < b->name; });
     json arr = json::array();
     int64_t now = clock->NowMs();
-    for (const ledger::Node* n : nodes) arr.push_back(NodeView(*n, now, max_age, ratio));
+    for (const ledger::Node* n : nodes) arr.push_back(NodeView(*n, now, max_age, ratio, *scope));
     return JsonReply(200, json{{"epoch", (*snap)->epoch}, {"nodes", std::move(arr)}});
   });
-  server.Route("GET", "/v1/nodes/{node}", "v1_node", [store, clock, max_age, ratio](const http::Request& r) {
+  server.Route("GET", "/v1/nodes/{node}", "v1_node", [auth, store, clock, max_age, ratio](const http::Request& r) {
+    http::Reply refused;
+    std::optional<PodScope> scope = ReaderScope(auth, r, &refused);
+    if (!scope) return refused;
     Result<ledger::SnapshotPtr> snap = store->Snapshot();
     if (!snap.ok()) return http::ErrorReply(503, "VRAM ledger unavailable: " + snap.status().message());
     const ledger::Node* n = (*snap)->Find(r.params.at("node"));
     if (n == nullptr) return http::ErrorReply(404, "node " + r.params.at("node") + " is not in the ledger");
-    return JsonReply(200, NodeView(*n, clock->NowMs(), max_age, ratio));
+    return JsonReply(200, NodeView(*n, clock->NowMs(), max_age, ratio, *scope));
   });
 
   TenancyFn tenancy = svc.tenancy;
@@ -373,13 +417,23 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
       return http::ErrorReply(400, "use GET /v1/explain?namespace=NS&pod=NAME, or POST a Pod object");
     }
     if (kube == nullptr) return http::ErrorReply(400, "standalone mode: POST the Pod object to /v1/explain");
-    Result<kube::PodInfo> pod = kube->GetPod(ns == r.query.end() ? "default" : ns->second, name->second);
+    http::Reply refused;
+    std::optional<PodScope> scope = ReaderScope(auth, r, &refused);
+    if (!scope) return refused;
+    const std::string pod_ns = ns == r.query.end() ? "default" : ns->second;
+    // vramd reads the pod with its own right only for a caller who may read
+    // it too (no confused deputy).
+    if (!scope->Shows(pod_ns)) {
+      return http::ErrorReply(403, "you may not get pods in namespace " + pod_ns + ", so vramd explains none there");
+    }
+    Result<kube::PodInfo> pod = kube->GetPod(pod_ns, name->second);
     if (!pod.ok()) {
       return http::ErrorReply(pod.status().code() == Code::kNotFound ? 404 : 503, pod.status().message());
     }
-    return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
+    return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy, *scope);
   });
-  // POST /v1/explain needs no token, and its body is decoded into a JSON
+  // POST /v1/explain needs a reader's credential only when identities are
+  // on (the other pods it names are scoped as GET's), and its body is decoded into a JSON
   // tree (kube::DecodePod): the body, the tree and the requests decoded at
   // once are bounded (kExplain*), so that no client can make vramd hold more
   // than a few MiB for it (issue 30).
@@ -390,21 +444,25 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
           return http::ErrorReply(413, "body has more than " + std::to_string(kExplainMaxJsonItems) +
                                            " JSON values and keys; a Pod object has far fewer");
         }
+        http::Reply refused;
+        std::optional<PodScope> scope = ReaderScope(auth, r, &refused);
+        if (!scope) return refused;
         Result<kube::PodInfo> pod = kube::DecodePod(r.body, resource);
         if (!pod.ok()) return http::ErrorReply(400, "body must be a Pod object: " + pod.status().message());
-        return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy);
+        return Explain(*pod, store, policy, max_age, clock->NowMs(), tenancy, *scope);
       },
       RouteLimits{.max_body_bytes = kExplainMaxBodyBytes, .max_concurrent = kExplainMaxConcurrent});
 
-  std::string token = svc.api_token;
   auto in_cluster = svc.node_in_cluster;
-  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [store, token, in_cluster](const http::Request& r) {
-    if (!http::BearerMatches(r.authorization, token)) {
-      return http::ErrorReply(401, "a valid bearer token is required");
+  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [auth, store, in_cluster](const http::Request& r) {
+    const std::string& name = r.params.at("node");
+    Result<Caller> who = auth->Identify(r.authorization);
+    if (!who.ok()) return AuthErrorReply(who.status());
+    if (Verdict v = MayReportUsage(auth->options(), *who, name); !v.allowed()) {
+      return http::ErrorReply(v.status, v.message);
     }
     Result<ledger::UsageReport> report = DecodeUsageReport(r.body);
     if (!report.ok()) return http::ErrorReply(400, report.status().message());
-    const std::string& name = r.params.at("node");
     // The watched view is enough to refuse early; the store's script checks
     // the node and its GPUs again atomically.
     Result<ledger::SnapshotPtr> snap = store->WatchedSnapshot();

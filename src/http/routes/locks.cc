@@ -110,11 +110,28 @@ LockTargetCheck LedgerLockTargets(store::LedgerStore* store) {
 
 void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::string& api_token,
                         LockTargetCheck known) {
+  RegisterLockRoutes(server, locks, std::make_shared<Authenticator>(SharedTokenOnly(api_token), nullptr, nullptr),
+                     std::move(known));
+}
+
+void RegisterLockRoutes(Server& server, gpulock::LockService* locks, std::shared_ptr<Authenticator> auth,
+                        LockTargetCheck known) {
   // Authentication comes first: a refused call reads and writes nothing.
-  auto mutating = [locks, api_token, known](LockOp op) {
-    return [locks, api_token, known, op](const http::Request& r) -> http::Reply {
-      if (!http::BearerMatches(r.authorization, api_token)) {
-        return http::ErrorReply(401, "a valid bearer token is required");
+  auto mutating = [locks, auth, known](LockOp op) {
+    return [locks, auth, known, op](const http::Request& r) -> http::Reply {
+      Result<Caller> who = auth->Identify(r.authorization);
+      if (!who.ok()) return AuthErrorReply(who.status());
+      // A refused caller learns nothing of the lock: the owner is checked
+      // from the body before the path is looked at.
+      Result<LockCall> call = DecodeLockCall(op, std::string(r.body));
+      if (!call.ok()) {
+        if (Verdict v = MayCallLock(auth->options(), *who, ""); !v.allowed() && v.status == 401) {
+          return http::ErrorReply(v.status, v.message);
+        }
+        return StatusReply(call.status());
+      }
+      if (Verdict v = MayCallLock(auth->options(), *who, call->owner); !v.allowed()) {
+        return http::ErrorReply(v.status, v.message);
       }
       std::string node;
       int gpu = 0;
@@ -122,8 +139,6 @@ void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::
       if (known) {
         if (Status s = known(node, gpu); !s.ok()) return StatusReply(s);
       }
-      Result<LockCall> call = DecodeLockCall(op, std::string(r.body));
-      if (!call.ok()) return StatusReply(call.status());
       json out = Target(node, gpu, call->owner);
       switch (op) {
         case LockOp::kAcquire: {
@@ -169,21 +184,29 @@ void RegisterLockRoutes(Server& server, gpulock::LockService* locks, const std::
                small);
   server.Route("POST", "/v1/locks/{node}/{gpu}/release", "v1_lock_release", mutating(LockOp::kRelease), small);
 
-  server.Route("GET", "/v1/locks", "v1_locks", [locks](const http::Request&) {
+  server.Route("GET", "/v1/locks", "v1_locks", [locks, auth](const http::Request& r) {
+    Result<Caller> who = auth->Identify(r.authorization);
+    if (!who.ok()) return AuthErrorReply(who.status());
+    if (Verdict v = MayRead(auth->options(), *who); !v.allowed()) return http::ErrorReply(v.status, v.message);
+    // Owners (pod UIDs) and fencing tokens only to a caller with a credential
+    // when one is required anywhere.
+    const bool owners = who->kind != Caller::Kind::kAnonymous ||
+                        (auth->options().shared_token.empty() && !auth->options().identities);
     Result<std::vector<LockInfo>> list = locks->List();
     if (!list.ok()) return StatusReply(list.status());
     json arr = json::array();
     for (const LockInfo& l : *list) {
       json waiters = json::array();
       for (const Waiter& w : l.waiters) {
-        waiters.push_back(json{{"owner", w.owner}, {"expires_in_seconds", Seconds(w.expires_in_ms)}});
+        waiters.push_back(json{{"owner", owners ? json(w.owner) : json(nullptr)},
+                               {"expires_in_seconds", Seconds(w.expires_in_ms)}});
       }
       arr.push_back(json{{"node", l.node},
                          {"gpu", l.gpu},
                          {"held", !l.holder.empty()},
-                         {"holder", l.holder.empty() ? json(nullptr) : json(l.holder)},
+                         {"holder", l.holder.empty() || !owners ? json(nullptr) : json(l.holder)},
                          {"ttl_seconds", Seconds(l.ttl_ms)},
-                         {"token", l.token},
+                         {"token", owners ? json(l.token) : json(nullptr)},
                          {"granted_ms", l.granted_ms},
                          {"waiters", std::move(waiters)}});
     }

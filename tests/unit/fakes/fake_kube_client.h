@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -36,6 +37,34 @@ class FakeKubeClient : public kube::KubeClient {
     std::string ns, name, uid, type, reason, message;
   };
   std::vector<PodEvent> events;               // every PostPodEvent, in order (also in calls)
+
+  // Identities: the tokens the "API server" accepts (for any audience in
+  // `audiences`), and who may get pods where ("username\nnamespace").
+  std::map<std::string, kube::TokenUser> tokens;
+  std::set<std::string> audiences{"vramd"};
+  std::map<std::string, bool> access;
+  Status fail_review;
+  int token_reviews = 0, access_reviews = 0;
+
+  Result<kube::TokenUser> ReviewToken(const std::string& token, const std::string& audience) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++token_reviews;
+    if (!fail_review.ok()) return fail_review;
+    auto it = tokens.find(token);
+    if (it == tokens.end() || audiences.count(audience) == 0) {
+      return Unauthenticated("the API server did not authenticate the token");
+    }
+    return it->second;
+  }
+  Result<bool> MayAccess(const kube::TokenUser& user, const std::string& verb, const std::string& resource,
+                         const std::string& ns, const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++access_reviews;
+    calls.push_back("access " + user.username + " " + verb + " " + resource + " " + ns + (name.empty() ? "" : "/" + name));
+    if (!fail_review.ok()) return fail_review;
+    auto it = access.find(user.username + "\n" + ns);
+    return it != access.end() && it->second;
+  }
 
   Result<kube::PodInfo> GetPod(const std::string& ns, const std::string& name) override {
     std::lock_guard<std::mutex> l(mu_);
