@@ -150,7 +150,11 @@ const std::vector<Column<LockRow>>& LockColumns() {
       {"QUEUE", true,
        [](const LockRow& r) {
          std::string q;
-         for (const json& w : At(*r.lock, "waiters")) q += (q.empty() ? "" : ",") + w.value("owner", "");
+         for (const json& w : At(*r.lock, "waiters")) {
+           // The owner is null for a caller vramd shows no owners to.
+           const json& owner = At(w, "owner");
+           q += (q.empty() ? "" : ",") + (owner.is_string() ? owner.get<std::string>() : std::string("?"));
+         }
          return q.empty() ? "-" : q;
        }},
   };

@@ -192,7 +192,7 @@ class LockCliTest : public ::testing::Test {
   // The lock as GET /v1/locks shows it (null when it has never been taken).
   nlohmann::json Lock(const std::string& node, int gpu) {
     httplib::Client c("127.0.0.1", port_);
-    auto r = c.Get("/v1/locks");
+    auto r = c.Get("/v1/locks", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}});
     if (!r || r->status != 200) return nullptr;
     const nlohmann::json body = nlohmann::json::parse(r->body);
     for (const auto& l : body["locks"]) {

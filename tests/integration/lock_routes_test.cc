@@ -14,7 +14,10 @@
 #include <random>
 #include <thread>
 
+#include "unit/fakes/fake_clock.h"
+#include "unit/fakes/fake_kube_client.h"
 #include "vramd/gpulock/locks.h"
+#include "vramd/http/auth.h"
 #include "vramd/http/routes.h"
 #include "vramd/http/server.h"
 #include "vramd/metrics/registry.h"
@@ -49,13 +52,15 @@ class LockRoutesTest : public ::testing::Test {
     Start(client_);
   }
 
-  void Start(std::shared_ptr<store::ValkeyClient> client, http::LockTargetCheck known = nullptr) {
+  void Start(std::shared_ptr<store::ValkeyClient> client, http::LockTargetCheck known = nullptr,
+             std::shared_ptr<http::Authenticator> auth = nullptr) {
     locks_ = std::make_unique<LockService>(store::NewValkeyLockStore(client), &registry_);
     http::ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;
     server_ = std::make_unique<http::Server>(so, &registry_);
-    RegisterLockRoutes(*server_, locks_.get(), kToken, std::move(known));
+    if (auth) RegisterLockRoutes(*server_, locks_.get(), std::move(auth), std::move(known));
+    else RegisterLockRoutes(*server_, locks_.get(), kToken, std::move(known));
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
     http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
@@ -105,6 +110,82 @@ TEST_F(LockRoutesTest, AMissingOrWrongTokenIs401WithoutSideEffects) {
     }
   }
   EXPECT_EQ(KeyCount(), 0u);
+}
+
+// Issue 33 (attack): with identities on, a lock belongs to the calling pod.
+// A tenant's pod cannot take, renew or release a lock in another pod's name
+// (nor stamp lock activity for it), the shared token takes none, and the
+// listing shows owners to callers with a credential only. Nothing refused
+// writes a key.
+TEST_F(LockRoutesTest, WithIdentitiesALockIsOwnedByTheCallingPodOnly) {
+  constexpr const char* kMine = "7c2e9d10-aaaa-bbbb-cccc-ddddeeeeffff";
+  constexpr const char* kVictim = "0b1f7a56-1111-2222-3333-444455556666";
+  server_->Stop();
+  testing::FakeKubeClient kube;
+  testing::FakeClock clock;
+  kube::TokenUser u;
+  u.username = "system:serviceaccount:team-a:trainer";
+  u.sa_namespace = "team-a";
+  u.sa_name = "trainer";
+  u.pod_name = "trainer-0";
+  u.pod_uid = kMine;
+  u.node_name = "n1";
+  kube.tokens["trainer-token"] = u;
+  http::AuthOptions o = http::SharedTokenOnly(kToken);
+  o.identities = true;
+  o.agent_namespace = "vramd";
+  o.agent_service_account = "vramd-agent";
+  Start(client_, nullptr, std::make_shared<http::Authenticator>(o, &kube, &clock));
+
+  // The victim's lock, taken as it would be (through a service that trusts its caller).
+  ASSERT_TRUE(locks_->Acquire("n1", 0, std::string(kVictim) + "/w", 30'000, 0).ok());
+  const size_t before = KeyCount();
+  const std::string victim = std::string(R"({"owner":")") + kVictim + R"(/w"})";
+  for (const char* op : {"acquire", "heartbeat", "release"}) {
+    auto r = Post(std::string("/v1/locks/n1/0/") + op, victim, "trainer-token");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403) << op << ": " << r->body;
+    EXPECT_THAT(r->body, HasSubstr("caller's own pod")) << op;
+    r = Post(std::string("/v1/locks/n1/1/") + op, victim, kToken);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403) << op << ": " << r->body;
+    EXPECT_THAT(r->body, HasSubstr("shared API token")) << op;
+  }
+  EXPECT_EQ(KeyCount(), before);
+  Result<std::vector<LockInfo>> held = locks_->List();
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].holder, std::string(kVictim) + "/w");  // still the victim's
+
+  // Its own lock, on another GPU: granted.
+  auto mine = Post("/v1/locks/n1/1/acquire", std::string(R"({"owner":")") + kMine + R"(/w"})", "trainer-token");
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->status, 200) << mine->body;
+  EXPECT_TRUE(json::parse(mine->body)["granted"].get<bool>());
+
+  auto anonymous = http_->Get("/v1/locks");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  auto listed = http_->Get("/v1/locks", httplib::Headers{{"Authorization", "Bearer trainer-token"}});
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->status, 200);
+  EXPECT_THAT(listed->body, HasSubstr(kVictim));
+}
+
+// Identities off, a token configured: the listing shows who holds a lock
+// only to a caller with the token.
+TEST_F(LockRoutesTest, OwnersAreListedOnlyToCallersWithTheToken) {
+  ASSERT_TRUE(locks_->Acquire("n1", 0, "pod-a/x", 30'000, 0).ok());
+  auto anonymous = http_->Get("/v1/locks");
+  ASSERT_TRUE(anonymous);
+  ASSERT_EQ(anonymous->status, 200);
+  json a = json::parse(anonymous->body)["locks"][0];
+  EXPECT_TRUE(a["held"].get<bool>());
+  EXPECT_TRUE(a["holder"].is_null()) << a.dump();
+  EXPECT_TRUE(a["token"].is_null()) << a.dump();
+  auto with = http_->Get("/v1/locks", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}});
+  ASSERT_TRUE(with);
+  EXPECT_EQ(json::parse(with->body)["locks"][0]["holder"], "pod-a/x");
 }
 
 // Issue 33 (attack): lock calls for a node or GPU vramd does not know would
@@ -187,7 +268,7 @@ TEST_F(LockRoutesTest, AcquireHeartbeatReleaseAndList) {
   ASSERT_EQ(hb->status, 200) << hb->body;
   EXPECT_EQ(json::parse(hb->body)["ttl_seconds"], 30.0);
 
-  auto list = http_->Get("/v1/locks");
+  auto list = http_->Get("/v1/locks", httplib::Headers{{"Authorization", std::string("Bearer ") + kToken}});
   ASSERT_EQ(list->status, 200);
   json jl = json::parse(list->body)["locks"];
   ASSERT_EQ(jl.size(), 1u);
