@@ -7,6 +7,7 @@
 #include <iterator>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "daemon/logging.h"
@@ -26,7 +27,9 @@ const char* kUsage = R"(Usage: vramd ensure-secrets --namespace NS [--tls-secret
                             [--kube-timeout-ms MS]
 
 Creates each named Secret in NS when it does not exist; never changes one that does
-(rotation: delete the Secret, then restart the pods that use it). Run as an init container.
+(rotation: delete the Secret, then restart the pods that use it). An existing Secret is
+used only when it carries the labels below, its type and every key listed: anything else
+is an error (exit 1), never trusted. Run as a Job before vramd starts (the Helm chart).
   --tls-secret NAME    type kubernetes.io/tls: ca.crt, tls.crt, tls.key (server certificate for
                        --dns-names: DNS names or IP addresses), client.crt, client.key (client
                        certificate CN=vramd-scheduler); one CA (EC P-256, 10 years) signs both
@@ -35,9 +38,10 @@ Creates each named Secret in NS when it does not exist; never changes one that d
   --valkey-secret NAME key `password`: the Valkey password (32 random bytes, hex)
   --label KEY=VALUE    a label on each Secret created (repeatable), beside
                        app.kubernetes.io/managed-by=vramd-ensure-secrets
-The API server: in-cluster service account by default (it needs `create` on secrets in NS),
-or --kube-api with --kube-token-file and --kube-ca-file.
-Exit status: 0 every Secret exists, 1 an API error, 2 bad arguments.
+The API server: in-cluster service account by default (it needs `create` on secrets in NS
+and `get` on the named ones), or --kube-api with --kube-token-file and --kube-ca-file.
+Exit status: 0 every Secret exists and is ensure-secrets', 1 an API error or a Secret
+ensure-secrets did not make, 2 bad arguments.
 )";
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -220,27 +224,70 @@ std::vector<kube::Secret> SecretsToCreate(const EnsureSecretsOptions& opts, cons
   return out;
 }
 
-int EnsureSecrets(kube::SecretClient& client, const std::vector<kube::Secret>& secrets, std::ostream& out,
-                  std::ostream& err, int attempts, std::chrono::milliseconds pause) {
-  int rc = 0;
-  for (const kube::Secret& s : secrets) {
-    const std::string ref = "secret " + s.ns + "/" + s.name;
-    Status st;
+Status CheckExistingSecret(const kube::Secret& want, const kube::Secret& got) {
+  std::vector<std::string> wrong;
+  for (const auto& [k, v] : want.labels) {
+    auto it = got.labels.find(k);
+    if (it == got.labels.end()) {
+      wrong.push_back("no label " + k + "=" + v);
+    } else if (it->second != v) {
+      wrong.push_back("label " + k + "=" + it->second + ", expected " + v);
+    }
+  }
+  if (got.type != want.type) wrong.push_back("type " + got.type + ", expected " + want.type);
+  for (const auto& [k, v] : want.data) {
+    auto it = got.data.find(k);
+    if (it == got.data.end()) {
+      wrong.push_back("no key " + k);
+    } else if (it->second.empty()) {
+      wrong.push_back("key " + k + " is empty");
+    }
+  }
+  if (wrong.empty()) return Status::Ok();
+  std::string why;
+  for (const std::string& w : wrong) why += (why.empty() ? "" : "; ") + w;
+  return InvalidArgument("secret " + want.ns + "/" + want.name +
+                            " exists but is not one vramd ensure-secrets made (" + why +
+                            "); refusing to use it. Delete it to have a new one made, or give your own Secret "
+                            "to the chart as existingSecret");
+}
+
+int EnsureSecrets(kube::SecretClient& client, kube::SecretReader& reader, const std::vector<kube::Secret>& secrets,
+                  std::ostream& out, std::ostream& err, int attempts, std::chrono::milliseconds pause) {
+  // Runs `call` until it answers something other than kUnavailable, `attempts` times at most.
+  auto retried = [&](auto call) {
     for (int attempt = 1;; ++attempt) {
-      st = client.CreateSecret(s);
-      if (st.code() != Code::kUnavailable || attempt >= attempts) break;
+      auto r = call();
+      Status st;
+      if constexpr (std::is_same_v<decltype(r), Status>) {
+        st = r;
+      } else {
+        st = r.status();
+      }
+      if (st.code() != Code::kUnavailable || attempt >= attempts) return r;
       err << "vramd ensure-secrets: " << st.message() << " (attempt " << attempt << " of " << attempts
           << "; trying again)\n";
       std::this_thread::sleep_for(pause);
     }
+  };
+  int rc = 0;
+  for (const kube::Secret& s : secrets) {
+    const std::string ref = "secret " + s.ns + "/" + s.name;
+    Status st = retried([&] { return client.CreateSecret(s); });
     if (st.ok()) {
       out << ref << ": created (" << Describe(s) << ")\n";
-    } else if (st.code() == Code::kConflict) {
-      out << ref << ": exists, left unchanged\n";
-    } else {
-      err << "vramd ensure-secrets: " << st.message() << "\n";
-      rc = 1;
+      continue;
     }
+    if (st.code() == Code::kConflict) {
+      Result<kube::Secret> got = retried([&] { return reader.GetSecret(s.ns, s.name); });
+      st = got.ok() ? CheckExistingSecret(s, *got) : got.status();
+      if (st.ok()) {
+        out << ref << ": exists, checked (" << Describe(*got) << ")\n";
+        continue;
+      }
+    }
+    err << "vramd ensure-secrets: " << st.message() << "\n";
+    rc = 1;
   }
   return rc;
 }
@@ -261,12 +308,17 @@ int EnsureSecretsMain(int argc, char** argv) {
     std::cerr << "vramd ensure-secrets: " << client.status().message() << "\n";
     return 2;
   }
+  Result<std::unique_ptr<kube::SecretReader>> reader = kube::NewSecretReader(opts->kube);
+  if (!reader.ok()) {
+    std::cerr << "vramd ensure-secrets: " << reader.status().message() << "\n";
+    return 2;
+  }
   Result<SecretMaterial> material = GenerateMaterial(*opts);
   if (!material.ok()) {
     std::cerr << "vramd ensure-secrets: " << material.status().message() << "\n";
     return 2;
   }
-  return EnsureSecrets(**client, SecretsToCreate(*opts, *material), std::cout, std::cerr);
+  return EnsureSecrets(**client, **reader, SecretsToCreate(*opts, *material), std::cout, std::cerr);
 }
 
 }  // namespace vramd::daemon

@@ -8,9 +8,14 @@
 //                        [--label KEY=VALUE]... [--kube-api URL --kube-token-file F --kube-ca-file F]
 //
 // Each named Secret is created with one POST (the API server creates it
-// atomically); when it already exists (409: made earlier, or by a replica
-// starting at the same time) it is left as it is and used. Nothing is ever
-// updated or deleted: rotation is deleting the Secret and restarting.
+// atomically); when it already exists (409: made earlier, or by a run starting
+// at the same time) it is read back and used only when it is one ensure-secrets
+// made: every label ensure-secrets puts on it (managed-by and the --label ones),
+// its type, and every key with a value (CheckExistingSecret). Anything else is
+// an error naming the Secret: whoever may create Secrets in the namespace must
+// not be able to plant one (a known password, their own CA) that vramd then
+// trusts. Nothing is ever updated or deleted: rotation is deleting the Secret
+// and restarting.
 //   TLS Secret (type kubernetes.io/tls): ca.crt, tls.crt, tls.key (server,
 //     valid for the DNS names), client.crt, client.key (CN vramd-scheduler,
 //     for kube-scheduler); one CA signs both, its key is discarded
@@ -20,7 +25,7 @@
 // Every Secret carries the label app.kubernetes.io/managed-by=vramd-ensure-secrets
 // and the --label ones. The API server is reached like vramd's (in-cluster
 // service account, or the --kube-* flags); the service account needs
-// `create` on secrets in NS, nothing else.
+// `create` on secrets in NS and `get` on the named Secrets, nothing else.
 #pragma once
 
 #include <chrono>
@@ -31,6 +36,7 @@
 
 #include "daemon/tls_bundle.h"
 #include "vramd/kube/kube_client.h"
+#include "vramd/kube/secret_reader.h"
 #include "vramd/kube/secrets.h"
 #include "vramd/status.h"
 
@@ -70,15 +76,24 @@ Result<SecretMaterial> GenerateMaterial(const EnsureSecretsOptions& opts);
 // The Secrets to create, in the order TLS, token, Valkey, only those named. Pure.
 std::vector<kube::Secret> SecretsToCreate(const EnsureSecretsOptions& opts, const SecretMaterial& material);
 
+// Whether `got`, a Secret found under the name of `want` (one of
+// SecretsToCreate), is one ensure-secrets made: every label of `want` with the
+// same value, the same type, and every key of `want` present with a non-empty
+// value (further labels and keys are allowed). kInvalidArgument naming the
+// Secret, what differs, and what to do. Pure.
+Status CheckExistingSecret(const kube::Secret& want, const kube::Secret& got);
+
 // Creates each Secret. Writes one line per Secret to `out`
-// ("secret NS/NAME: created (...)" or "secret NS/NAME: exists, left
-// unchanged") and each error to `err`. A transport error or 5xx (kUnavailable)
-// is tried again up to `attempts` times in all, `pause` apart (safe: a POST
-// whose answer was lost finds its Secret on the next try, 409). Returns the
-// exit status: 0 when every Secret exists now, 1 otherwise (every Secret is
-// still tried).
-int EnsureSecrets(kube::SecretClient& client, const std::vector<kube::Secret>& secrets, std::ostream& out,
-                  std::ostream& err, int attempts = 5, std::chrono::milliseconds pause = std::chrono::seconds(1));
+// ("secret NS/NAME: created (...)" or "secret NS/NAME: exists, checked
+// (...)") and each error to `err`. On a 409 the existing Secret is read with
+// `reader` and must pass CheckExistingSecret, or the run fails. A transport
+// error or 5xx (kUnavailable) is tried again up to `attempts` times in all,
+// `pause` apart (safe: a POST whose answer was lost finds its Secret on the
+// next try, 409). Returns the exit status: 0 when every Secret exists now and
+// is ensure-secrets', 1 otherwise (every Secret is still tried).
+int EnsureSecrets(kube::SecretClient& client, kube::SecretReader& reader, const std::vector<kube::Secret>& secrets,
+                  std::ostream& out, std::ostream& err, int attempts = 5,
+                  std::chrono::milliseconds pause = std::chrono::seconds(1));
 
 // The subcommand: argv[0] is "ensure-secrets". Exit status 0 done, 1 an
 // API error, 2 bad arguments or no API server to talk to.

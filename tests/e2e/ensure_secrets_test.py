@@ -1,10 +1,14 @@
 """`vramd ensure-secrets` against the real kube-apiserver (1.20) of the
-testbed, as the user `vramd` (static token) holding only what the docs say
-it needs: `create` on secrets in its namespace. Without it: 403, exit 1.
-With it: the three Secrets are created once, accepted by the API server's
-own validation (kubernetes.io/tls with the extra keys), and a second run,
-or two runs racing, leave them as they are. The certificates verify with
-the openssl command."""
+testbed, as the user `vramd` (static token) holding only what the chart's
+ensure-secrets Role grants: `create` on secrets in its namespace and `get` on
+the named Secrets. Without create: 403, exit 1. With it: the three Secrets are
+created once, accepted by the API server's own validation (kubernetes.io/tls
+with the extra keys); a second run without `get` cannot check the existing
+ones and fails; with `get` a second run, or two runs racing, check them and
+leave them as they are. The certificates verify with the openssl command.
+Issue 33 item 6: a Secret of an expected name planted beforehand (no
+managed-by label, or the label copied but a key missing) is refused, exit 1,
+and left as it was."""
 
 import base64
 import os
@@ -19,6 +23,22 @@ from common import VRAMD  # noqa: E402
 from testbed import Testbed, clean_env  # noqa: E402
 
 NS = "vramd-secrets"
+
+
+def grant_get(tb, names):
+    """`get` on exactly `names` (resourceNames), beside the create rule; waits until it holds."""
+    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": list(names)}]
+    tb.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": "ensure-secrets", "namespace": NS}, "rules": rules})
+
+    def granted():
+        review = tb.api.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "vramd", "resourceAttributes": {
+                "verb": "get", "resource": "secrets", "namespace": NS, "name": names[-1]}}})
+        return bool(review.get("status", {}).get("allowed"))
+    tb.wait_for(granted, timeout=10, message="the get rule to take effect")
 
 
 def run(tb, *args, wait=True):
@@ -81,12 +101,18 @@ class EnsureSecretsOnARealApiServer(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
             self.assertIn(f"DNS:vramd.{NS}.svc, DNS:vramd.{NS}.svc.cluster.local", v.stdout)
 
-            # Again: nothing changes.
+            # Again: nothing changes. Without `get` the existing Secrets cannot be
+            # checked: refused (never trusted unread).
             versions = {n: tb.api.get(f"/api/v1/namespaces/{NS}/secrets/{n}")["metadata"]["resourceVersion"]
                         for n in ("vramd-tls", "vramd-token", "vramd-valkey")}
             rc, out, err = run(tb, *names)
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn(f"get secret {NS}/vramd-tls: HTTP 403", err)
+            planted = ["planted-valkey", "planted-token"]
+            grant_get(tb, ["vramd-tls", "vramd-token", "vramd-valkey", "race-tls", "race-token", *planted])
+            rc, out, err = run(tb, *names)
             self.assertEqual(rc, 0, err)
-            self.assertEqual(out.count("exists, left unchanged"), 3, out)
+            self.assertEqual(out.count("exists, checked"), 3, out)
             for n, rv in versions.items():
                 self.assertEqual(tb.api.get(f"/api/v1/namespaces/{NS}/secrets/{n}")["metadata"]["resourceVersion"],
                                  rv, n)
@@ -101,7 +127,31 @@ class EnsureSecretsOnARealApiServer(unittest.TestCase):
                 outs.append(out)
             for n in ("race-tls", "race-token"):
                 self.assertEqual(sum(o.count(f"secret {NS}/{n}: created") for o in outs), 1, outs)
-                self.assertEqual(sum(o.count(f"secret {NS}/{n}: exists, left unchanged") for o in outs), 1, outs)
+                self.assertEqual(sum(o.count(f"secret {NS}/{n}: exists, checked") for o in outs), 1, outs)
+
+            # Issue 33 item 6, the attack: whoever may create Secrets in the
+            # namespace plants them before the chart's Job runs: a Valkey
+            # password they know (no labels), and a token Secret with the
+            # managed-by label copied but under another key.
+            tb.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": "planted-valkey", "namespace": NS},
+                      "data": {"password": base64.b64encode(b"known-to-the-attacker").decode()}})
+            tb.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": "planted-token", "namespace": NS,
+                                   "labels": {"app.kubernetes.io/managed-by": "vramd-ensure-secrets"}},
+                      "data": {"tokn": base64.b64encode(b"x").decode()}})
+            before = {n: tb.api.get(f"/api/v1/namespaces/{NS}/secrets/{n}") for n in planted}
+            rc, out, err = run(tb, "--valkey-secret", "planted-valkey", "--token-secret", "planted-token")
+            self.assertEqual(rc, 1, out + err)
+            self.assertEqual(out, "", "nothing is reported as usable")
+            self.assertIn(f"secret {NS}/planted-valkey exists but is not one vramd ensure-secrets made "
+                          "(no label app.kubernetes.io/managed-by=vramd-ensure-secrets); refusing to use it", err)
+            self.assertIn(f"secret {NS}/planted-token exists but is not one vramd ensure-secrets made "
+                          "(no key token); refusing to use it", err)
+            for n in planted:
+                after = tb.api.get(f"/api/v1/namespaces/{NS}/secrets/{n}")
+                self.assertEqual(after["metadata"]["resourceVersion"], before[n]["metadata"]["resourceVersion"], n)
+                self.assertEqual(after["data"], before[n]["data"], n)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`vramd ensure-secrets` (issue 13, secure by default), the real binary
 against a small Kubernetes API stub on loopback (POST .../secrets with
-create-only semantics: 201, or 409 AlreadyExists without a change), then
+create-only semantics: 201, or 409 AlreadyExists without a change; GET of
+one Secret, read back after a 409 and checked), then
 the certificates it made securing a real vramd: mTLS on `listen`, none on
 api_listen, the token Secret as the API token. Not the real kube-apiserver:
 the e2e testbed's apiserver would add minutes to this tier for one POST
@@ -49,6 +50,16 @@ class ApiStub:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):
+                m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/secrets/([^/]+)", self.path)
+                with stub.lock:
+                    if self.headers.get("Authorization") != "Bearer " + API_TOKEN:
+                        return self.answer(401, {"kind": "Status", "message": "Unauthorized", "code": 401})
+                    secret = stub.secrets.get((m.group(1), m.group(2))) if m else None
+                    if secret is None:
+                        return self.answer(404, {"kind": "Status", "message": "not found", "code": 404})
+                    return self.answer(200, {**secret, "kind": "Secret"})
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -127,8 +138,10 @@ class EnsureSecrets(unittest.TestCase):
             # Again (a restart, or another replica): every Secret exists and stays as it was.
             rc, out, err = ensure_secrets(self.stub, w, *ALL)
             self.assertEqual(rc, 0, err)
-            self.assertEqual(out.splitlines(), [f"secret gpu/{n}: exists, left unchanged"
-                                                for n in ("vramd-tls", "vramd-token", "vramd-valkey")])
+            self.assertEqual(out.splitlines(), [
+                "secret gpu/vramd-tls: exists, checked (kubernetes.io/tls: ca.crt, client.crt, client.key, tls.crt, tls.key)",
+                "secret gpu/vramd-token: exists, checked (Opaque: token)",
+                "secret gpu/vramd-valkey: exists, checked (Opaque: password)"])
             self.assertEqual(json.dumps(sorted(self.stub.secrets.items())), stored)
 
     def test_an_api_error_exits_non_zero_and_names_it(self):

@@ -149,11 +149,28 @@ TEST(EnsureSecrets, GeneratesOnlyWhatIsAskedForAndDifferentValues) {
 }
 
 // Answers each CreateSecret from a script of statuses per Secret name
-// (empty: created).
-class ScriptedSecretClient : public kube::SecretClient {
+// (empty: created), and each GetSecret with the Secret in `existing` (none:
+// 404), after the statuses scripted in `get_answers`.
+class ScriptedSecretClient : public kube::SecretClient, public kube::SecretReader {
  public:
   std::map<std::string, std::deque<Status>> answers;
   std::vector<std::string> calls;
+  std::map<std::string, kube::Secret> existing;
+  std::map<std::string, std::deque<Status>> get_answers;
+  std::vector<std::string> gets;
+
+  Result<kube::Secret> GetSecret(const std::string& ns, const std::string& name) override {
+    gets.push_back(name);
+    std::deque<Status>& q = get_answers[name];
+    if (!q.empty()) {
+      Status st = q.front();
+      q.pop_front();
+      return st;
+    }
+    auto it = existing.find(name);
+    if (it == existing.end()) return NotFound("get secret " + ns + "/" + name + ": HTTP 404");
+    return it->second;
+  }
 
   Status CreateSecret(const kube::Secret& s) override {
     calls.push_back(s.name);
@@ -167,16 +184,23 @@ class ScriptedSecretClient : public kube::SecretClient {
 
 std::vector<kube::Secret> Named(std::vector<std::string> names) {
   std::vector<kube::Secret> out;
-  for (const std::string& n : names) out.push_back(kube::Secret{"gpu", n, "Opaque", {{"k", "v"}}, {}});
+  for (const std::string& n : names) {
+    out.push_back(kube::Secret{"gpu", n, "Opaque", {{"k", "v"}}, {{kManagedByLabel, kManagedByValue}}});
+  }
   return out;
 }
 
 TEST(EnsureSecrets, CreatesOrLeavesEachSecretAndSaysWhich) {
   ScriptedSecretClient client;
   client.answers["old"] = {Conflict("create secret gpu/old: HTTP 409: secrets \"old\" already exists")};
+  client.existing["old"] = Named({"old"})[0];
+  client.existing["old"].data["k"] = "the value made earlier";
+  client.existing["old"].labels["helm.sh/chart"] = "vramd-1.0.0";  // more labels and keys are fine
+  client.existing["old"].data["extra"] = "x";
   std::ostringstream out, err;
-  EXPECT_EQ(EnsureSecrets(client, Named({"new", "old"}), out, err, 5, std::chrono::milliseconds(0)), 0);
-  EXPECT_EQ(out.str(), "secret gpu/new: created (Opaque: k)\nsecret gpu/old: exists, left unchanged\n");
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"new", "old"}), out, err, 5, std::chrono::milliseconds(0)), 0);
+  EXPECT_EQ(out.str(), "secret gpu/new: created (Opaque: k)\nsecret gpu/old: exists, checked (Opaque: extra, k)\n");
+  EXPECT_EQ(client.gets, (std::vector<std::string>{"old"}));
   EXPECT_EQ(err.str(), "");
   EXPECT_EQ(client.calls, (std::vector<std::string>{"new", "old"}));
 }
@@ -185,7 +209,7 @@ TEST(EnsureSecrets, AnApiErrorFailsTheRunButEverySecretIsTried) {
   ScriptedSecretClient client;
   client.answers["a"] = {Internal("create secret gpu/a: HTTP 403 (forbidden: check vramd's RBAC role): no")};
   std::ostringstream out, err;
-  EXPECT_EQ(EnsureSecrets(client, Named({"a", "b"}), out, err, 5, std::chrono::milliseconds(0)), 1);
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"a", "b"}), out, err, 5, std::chrono::milliseconds(0)), 1);
   EXPECT_EQ(out.str(), "secret gpu/b: created (Opaque: k)\n");
   EXPECT_NE(err.str().find("HTTP 403"), std::string::npos) << err.str();
   EXPECT_EQ(client.calls, (std::vector<std::string>{"a", "b"})) << "a 403 is not tried again";
@@ -196,7 +220,7 @@ TEST(EnsureSecrets, UnavailableIsTriedAgainUpToTheAttempts) {
   client.answers["a"] = {Unavailable("transport error"), Unavailable("HTTP 503"), Status::Ok()};
   client.answers["b"] = {Unavailable("x"), Unavailable("x"), Unavailable("x")};
   std::ostringstream out, err;
-  EXPECT_EQ(EnsureSecrets(client, Named({"a", "b"}), out, err, 3, std::chrono::milliseconds(0)), 1);
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"a", "b"}), out, err, 3, std::chrono::milliseconds(0)), 1);
   EXPECT_EQ(out.str(), "secret gpu/a: created (Opaque: k)\n");
   EXPECT_EQ(client.calls, (std::vector<std::string>{"a", "a", "a", "b", "b", "b"}));
   EXPECT_NE(err.str().find("attempt 2 of 3"), std::string::npos) << err.str();
@@ -205,9 +229,81 @@ TEST(EnsureSecrets, UnavailableIsTriedAgainUpToTheAttempts) {
 TEST(EnsureSecrets, ALostAnswerThenConflictCountsAsExisting) {
   ScriptedSecretClient client;  // the first POST created it but its answer was lost
   client.answers["a"] = {Unavailable("read timeout"), Conflict("already exists")};
+  client.existing["a"] = Named({"a"})[0];
   std::ostringstream out, err;
-  EXPECT_EQ(EnsureSecrets(client, Named({"a"}), out, err, 5, std::chrono::milliseconds(0)), 0);
-  EXPECT_EQ(out.str(), "secret gpu/a: exists, left unchanged\n");
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"a"}), out, err, 5, std::chrono::milliseconds(0)), 0);
+  EXPECT_EQ(out.str(), "secret gpu/a: exists, checked (Opaque: k)\n");
+}
+
+// Issue 33 item 6: someone with `create` on Secrets in the namespace plants one
+// of the expected name before the chart is installed (their own password, CA or
+// token). ensure-secrets must refuse it, naming it, and never say it exists.
+TEST(EnsureSecrets, APlantedSecretWithoutTheLabelsOrKeysIsRefused) {
+  ScriptedSecretClient client;
+  for (const char* n : {"tls", "token", "valkey"}) client.answers[n] = {Conflict("already exists")};
+  kube::Secret planted = Named({"valkey"})[0];
+  planted.labels.clear();  // the attacker's own: no managed-by label
+  planted.data = {{"k", "attacker-known-password"}};
+  client.existing["valkey"] = planted;
+  kube::Secret no_key = Named({"token"})[0];  // the label copied, a key missing
+  no_key.data = {{"other", "x"}};
+  client.existing["token"] = no_key;
+  client.existing["tls"] = Named({"tls"})[0];  // the real one
+  std::ostringstream out, err;
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"tls", "token", "valkey"}), out, err, 5, std::chrono::milliseconds(0)),
+            1);
+  EXPECT_EQ(out.str(), "secret gpu/tls: exists, checked (Opaque: k)\n") << "only the genuine one is accepted";
+  EXPECT_NE(err.str().find("secret gpu/token exists but is not one vramd ensure-secrets made (no key k)"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("secret gpu/valkey exists but is not one vramd ensure-secrets made (no label "
+                           "app.kubernetes.io/managed-by=vramd-ensure-secrets)"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(client.gets, (std::vector<std::string>{"tls", "token", "valkey"}));
+}
+
+TEST(EnsureSecrets, AGetErrorAfterAConflictFailsTheRunAndUnavailableIsTriedAgain) {
+  ScriptedSecretClient client;
+  client.answers["a"] = {Conflict("already exists")};
+  client.answers["b"] = {Conflict("already exists")};
+  client.existing["a"] = Named({"a"})[0];
+  client.get_answers["a"] = {Unavailable("HTTP 503")};
+  client.get_answers["b"] = {Internal("get secret gpu/b: HTTP 403 (forbidden)")};
+  std::ostringstream out, err;
+  EXPECT_EQ(EnsureSecrets(client, client, Named({"a", "b"}), out, err, 3, std::chrono::milliseconds(0)), 1);
+  EXPECT_EQ(out.str(), "secret gpu/a: exists, checked (Opaque: k)\n");
+  EXPECT_NE(err.str().find("HTTP 403"), std::string::npos) << err.str();
+  EXPECT_EQ(client.gets, (std::vector<std::string>{"a", "a", "b"}));
+}
+
+TEST(CheckExistingSecret, SaysEverythingThatDiffers) {
+  kube::Secret want{"ns", "s", "kubernetes.io/tls", {{"ca.crt", "a"}, {"tls.key", "b"}},
+                    {{kManagedByLabel, kManagedByValue}, {"team", "gpu"}}};
+  EXPECT_TRUE(CheckExistingSecret(want, want).ok());
+  kube::Secret got = want;
+  got.type = "Opaque";
+  got.labels[kManagedByLabel] = "helm";
+  got.labels.erase("team");
+  got.data["tls.key"] = "";
+  got.data.erase("ca.crt");
+  Status st = CheckExistingSecret(want, got);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "secret ns/s exists but is not one vramd ensure-secrets made (label app.kubernetes.io/managed-by=helm, "
+            "expected vramd-ensure-secrets; no label team=gpu; type Opaque, expected kubernetes.io/tls; no key "
+            "ca.crt; key tls.key is empty); refusing to use it. Delete it to have a new one made, or give your own "
+            "Secret to the chart as existingSecret");
+  // Each difference alone is enough.
+  for (int i = 0; i < 5; ++i) {
+    kube::Secret one = want;
+    if (i == 0) one.labels.erase(kManagedByLabel);
+    if (i == 1) one.labels["team"] = "other";
+    if (i == 2) one.type = "Opaque";
+    if (i == 3) one.data.erase("ca.crt");
+    if (i == 4) one.data["ca.crt"] = "";
+    EXPECT_FALSE(CheckExistingSecret(want, one).ok()) << i;
+  }
 }
 
 }  // namespace
