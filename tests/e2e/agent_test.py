@@ -5,7 +5,9 @@ Real kube-apiserver + kube-scheduler + etcd, a real redis-server, vramd with
 an API token, and the real vramd-agent binary reading the fake NVML (loaded
 through dlopen like libnvidia-ml.so.1) and a fake /proc. The GPU node carries
 no capacity annotation and no GFD label: its capacity comes from the agent's
-report alone (the last capacity source). A zombie process (its pod is gone)
+report alone (the last capacity source), which vramd takes because the node
+is marked as a GPU node (GPU Feature Discovery's nvidia.com/gpu.present;
+issue 33: an unmarked node's report is never capacity). A zombie process (its pod is gone)
 holds 50Gi of the 80Gi GPU, so a 40Gi pod is refused with a reason naming the
 usage while a 20Gi pod is bound; the bound pod's own process is then
 attributed to it through its real UID, beside the zombie's and a host
@@ -44,7 +46,8 @@ def cgroup_v1(uid):
 class AgentDrivesScheduling(SharedTestbed):
     @classmethod
     def prepare(cls, tb):
-        tb.create_node(NODE)  # no vramd.io/capacity, no GFD labels
+        # No vramd.io/capacity and no GFD count/memory labels: marked as a GPU node only.
+        tb.create_node(NODE, labels={"nvidia.com/gpu.present": "true"})
         token = tb.write_file("api-token", TOKEN + "\n")
         # No reserve, so the capacity is exactly the agent's total.
         cls.vramd = start_vramd(tb, config={"reserve": {"percent": 0, "min_bytes": "0"}},

@@ -479,7 +479,9 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     Status s = store->PushReport(name, *report, cluster);
     if (s.code() == Code::kNotFound) {
       return http::ErrorReply(400, "node " + name + " is not in the ledger" +
-                                       (in_cluster ? ", nor a node of the cluster" : ""));
+                                       (in_cluster ? ", nor a GPU node of the cluster (a node with one of "
+                                                    "node_sync.agent_capacity_labels)"
+                                                  : ""));
     }
     if (s.code() == Code::kInvalidArgument) return http::ErrorReply(400, s.message());
     if (!s.ok()) return http::ErrorReply(s.code() == Code::kUnavailable ? 503 : 500, s.message());

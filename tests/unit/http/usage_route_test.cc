@@ -147,7 +147,7 @@ TEST_F(UsageRouteTest, RefusalsAre400sThatChangeNothing) {
   };
   const std::string big = std::to_string(81 * kGi);
   const std::vector<Case> cases = {
-      {"unknown node", "nope", AgentReport(), 400, "node nope is not in the ledger, nor a node of the cluster"},
+      {"unknown node", "nope", AgentReport(), 400, "node nope is not in the ledger, nor a GPU node of the cluster"},
       {"unknown GPU", "n1", R"({"gpus":[{"index":5,"total_bytes":10,"used_bytes":1}]})", 400, "node n1 has no GPU 5"},
       {"unknown GPU (old report)", "n1", R"({"gpus":{"5":1}})", 400, "node n1 has no GPU 5"},
       {"used > total", "n1", AgentReport(81 * kGi), 400, "is larger than total_bytes"},
