@@ -1,5 +1,6 @@
 #include "vramd/config/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -193,6 +194,55 @@ TEST(Config, ProtectedClassesFromAFileArrayOrACommaList) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(*ParseClassList(c->watchdog_protected_classes), (std::vector<std::string>{"a", "b.c"}));
   EXPECT_TRUE(ParseClassList("")->empty());
+  std::remove(f.c_str());
+}
+
+// Issue 33: the identity keys and the GPU-node labels.
+TEST(Config, IdentitiesNeedKubernetesAndTheAgentsServiceAccount) {
+  Result<Config> c = LoadArgs({"--auth-identities", "--auth-agent-service-account", "vramd-system/vramd-agent"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->auth_identities);
+  EXPECT_EQ(c->auth_audience, "vramd");
+  Result<std::pair<std::string, std::string>> sa = ParseServiceAccount(c->auth_agent_service_account);
+  ASSERT_TRUE(sa.ok());
+  EXPECT_EQ(sa->first, "vramd-system");
+  EXPECT_EQ(sa->second, "vramd-agent");
+  struct Bad {
+    std::vector<const char*> args;
+    const char* says;
+  } bad[] = {
+      {{"--auth-identities"}, "needs auth.agent_service_account"},
+      {{"--auth-identities", "--auth-agent-service-account", "a/b", "--no-kube"}, "needs Kubernetes"},
+      {{"--auth-agent-service-account", "vramd-agent"}, "NAMESPACE/NAME"},
+      {{"--auth-agent-service-account", "a/b/c"}, "NAMESPACE/NAME"},
+      {{"--auth-agent-service-account", "Bad_NS/x"}, "not a namespace name"},
+      {{"--auth-audience", ""}, "auth"},
+  };
+  for (const Bad& b : bad) {
+    Result<Config> r = LoadArgs(b.args);
+    ASSERT_FALSE(r.ok()) << b.says;
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr(b.says));
+  }
+}
+
+TEST(Config, AgentCapacityLabelsAreKeyValuePairs) {
+  Result<std::vector<std::pair<std::string, std::string>>> def = ParseLabelPairs(Config{}.node_sync_agent_capacity_labels);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(def->size(), 3u);
+  EXPECT_TRUE(HasAnyLabel({{"nvidia.com/gpu.present", "true"}}, *def));
+  EXPECT_FALSE(HasAnyLabel({{"nvidia.com/gpu.present", "false"}}, *def));
+  EXPECT_FALSE(HasAnyLabel({}, *def));
+  Result<std::vector<std::pair<std::string, std::string>>> one = ParseLabelPairs(" example.com/gpu=yes ,plain= ");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, (std::vector<std::pair<std::string, std::string>>{{"example.com/gpu", "yes"}, {"plain", ""}}));
+  EXPECT_TRUE(ParseLabelPairs("")->empty());
+  for (const char* bad : {"novalue", "=x", "UPPER_/x=y", "a/=y", "k=v v", ",", "k=" "0123456789012345678901234567890123456789012345678901234567890123"}) {
+    EXPECT_FALSE(ParseLabelPairs(bad).ok()) << bad;
+  }
+  std::string f = WriteTemp(R"({"node_sync":{"agent_capacity_labels":["a.io/gpu=true","b=1"]}})");
+  Result<Config> c = LoadArgs({"--config", f.c_str()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->node_sync_agent_capacity_labels, "a.io/gpu=true,b=1");
   std::remove(f.c_str());
 }
 

@@ -1,6 +1,7 @@
 // Node sync's last capacity source (issue 14): the physical totals a node
 // agent reported, minus the reserve, for a node with no config entry,
-// annotation or GFD labels; never over those sources.
+// annotation or GFD labels; never over those sources, and only on a node an
+// admin marked as a GPU node (issue 33: node_sync.agent_capacity_labels).
 #include <gtest/gtest.h>
 
 #include "fakes/fake_kube_client.h"
@@ -13,11 +14,13 @@ namespace {
 
 constexpr int64_t kGi = int64_t{1} << 30;
 
-kube::NodeInfo Node(const std::string& name, std::map<std::string, std::string> annotations = {}) {
+kube::NodeInfo Node(const std::string& name, std::map<std::string, std::string> annotations = {},
+                    std::map<std::string, std::string> labels = {{"nvidia.com/gpu.present", "true"}}) {
   kube::NodeInfo n;
   n.name = name;
   n.uid = "uid-" + name;
   n.annotations = std::move(annotations);
+  n.labels = std::move(labels);
   return n;
 }
 
@@ -62,6 +65,51 @@ TEST(NodeSyncAgentCapacity, ANodeWithNoOtherSourceGetsTheAgentsTotalsMinusTheRes
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->capacity_writes, 0);
   ASSERT_TRUE(store.PushReport("bare", Report({0, 2}, 80 * kGi), false).ok());
+}
+
+// Issue 33 (attack): an agent (or whoever holds its credential) reports GPUs
+// for a CPU-only node. Its report is never capacity unless an admin marked
+// the node, by one of the configured labels with its exact value.
+TEST(NodeSyncAgentCapacity, OnlyANodeMarkedAsAGpuNodeTakesItsAgentsTotals) {
+  config::Config cfg;
+  cfg.reserve_percent = 0;
+  struct Case {
+    const char* name;
+    std::map<std::string, std::string> labels;
+    bool capacity;
+  } cases[] = {
+      {"unlabelled", {}, false},
+      {"GFD's gpu.present", {{"nvidia.com/gpu.present", "true"}}, true},
+      {"gpu.present false", {{"nvidia.com/gpu.present", "false"}}, false},
+      {"NFD's amd-gpu", {{"feature.node.kubernetes.io/amd-gpu", "true"}}, true},
+      {"the admin-only node-restriction label", {{"node-restriction.kubernetes.io/vramd-gpu-node", "true"}}, true},
+      {"a look-alike key", {{"vramd.io/gpu-node", "true"}}, false},
+  };
+  for (const Case& c : cases) {
+    testing::FakeLedgerStore store;
+    testing::FakeKubeClient kube;
+    kube.nodes = {Node("n", {}, c.labels)};
+    ASSERT_TRUE(store.PushReport("n", Report({0}, 80 * kGi), true).ok());
+    metrics::Registry reg;
+    NodeSync sync(cfg, &store, &kube, &reg);
+    Result<NodeSyncStats> r = sync.SyncOnce();
+    ASSERT_TRUE(r.ok()) << c.name;
+    EXPECT_EQ((*store.Snapshot())->Find("n") != nullptr, c.capacity) << c.name;
+    EXPECT_EQ(r->unmarked_reporters, c.capacity ? 0 : 1) << c.name;
+  }
+  // Configured otherwise: only that label marks; empty: none.
+  for (const auto& [labels, want] : std::vector<std::pair<std::string, bool>>{
+           {"example.com/gpu=yes", true}, {"", false}}) {
+    cfg.node_sync_agent_capacity_labels = labels;
+    testing::FakeLedgerStore store;
+    testing::FakeKubeClient kube;
+    kube.nodes = {Node("n", {}, {{"example.com/gpu", "yes"}})};
+    ASSERT_TRUE(store.PushReport("n", Report({0}, 80 * kGi), true).ok());
+    metrics::Registry reg;
+    NodeSync sync(cfg, &store, &kube, &reg);
+    ASSERT_TRUE(sync.SyncOnce().ok());
+    EXPECT_EQ((*store.Snapshot())->Find("n") != nullptr, want) << labels;
+  }
 }
 
 TEST(NodeSyncAgentCapacity, AStoreThatCannotAnswerFailsThePassAndRemovesNothing) {
