@@ -66,12 +66,12 @@ PROFILES = {
                    monitoring=True, pdb=True, api_token=True, netpol=True,
                    ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
                    kube="1.31.0", scheduler_tag="v1.31.0"),
-    "external": dict(replicas=2, anti="", tls=True, client_auth=False, bundled=False, delivery="env",
+    "external": dict(replicas=2, anti="", tls=True, client_auth=False, bundled=False, delivery="file",
                      api=API + "v1beta1", leader=True, preemption_off=True,
                      monitoring=False, pdb=False, api_token=True, netpol=True,
                      ensure={"token-secret": f"{RELEASE}-api-token"},
                      kube="1.21.14", scheduler_tag="v1.21.14"),
-    "testbed": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="env",
+    "testbed": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="file",
                     api=API + "v1beta1", leader=False, preemption_off=True,
                     monitoring=False, pdb=True, api_token=True, netpol=True,
                     ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
@@ -350,6 +350,11 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
         C.check("api_token_file" not in config, f"[{profile}] no api_token_file without apiToken")
 
     check_ensure_secrets(profile, docs, exp, spec, c)
+    check_no_secret_rights(profile, docs, spec["serviceAccountName"])
+    files = check_vramd_secret_files(profile, spec, c)
+    if exp["tls"]:
+        C.check(sorted(k for n, k, p in files if n == "tls") == ["ca.crt", "tls.crt", "tls.key"],
+                f"[{profile}] vramd's TLS volume gives exactly ca.crt, tls.crt, tls.key: {files}")
     if exp["netpol"]:
         check_network_policies(profile, docs, exp, dep, cport["name"])
     else:
@@ -401,7 +406,34 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
             vc = pod_spec(s)["containers"][0]
             C.check(re.match(r"^[^:]+:[^:]+$", vc["image"].split("/")[-1]) is not None, f"[{profile}] Valkey image needs a tag")
             venv = {e["name"]: e for e in vc.get("env", [])}
-            C.check("secretKeyRef" in venv.get("VALKEY_PASSWORD", {}).get("valueFrom", {}), f"[{profile}] Valkey password must come from a Secret")
+            # Issue 33 (item 5 and Low): the password as a file, never in the environment.
+            C.check(not any(re.search(r"pass|secret|auth", n, re.I) for n in venv),
+                    f"[{profile}] Valkey's password must not be in its environment: {sorted(venv)}")
+            vspec = pod_spec(s)
+            pw = mounted_path_source(vspec, vc, "/run/valkey-secret/password")
+            C.check(pw is not None and pw[0] is not None and "secret" in pw[0]
+                    and [it["path"] for it in pw[0]["secret"].get("items", [])] == ["password"],
+                    f"[{profile}] Valkey reads its password from the mounted Secret /run/valkey-secret/password")
+            script = " ".join(vc.get("args", []))
+            C.check("user default off" in script and "user vramd reset on" in script and "/etc/valkey/vramd.acl" in script,
+                    f"[{profile}] Valkey's start script must turn the default user off and define vramd's from vramd.acl")
+            C.check(re.search(r"^timeout [1-9][0-9]*$", text, re.M) is not None, f"[{profile}] Valkey needs an idle timeout")
+            C.check(re.search(r"^maxclients [1-9][0-9]*$", text, re.M) is not None, f"[{profile}] Valkey needs maxclients")
+            acl = conf["data"].get("vramd.acl", "") if conf else ""
+            rules = acl.split()
+            C.check(rules[:4] == ["resetkeys", "~vramd:*", "resetchannels", "&vramd:*"] and "-@all" in rules,
+                    f"[{profile}] vramd's ACL: only keys and channels vramd:*, from -@all: {acl[:120]}")
+            # Exactly what tests/system/valkey_acl_test.py runs vramd under (chart_acl there).
+            with open(os.path.join(ROOT, "deploy", "helm", "vramd", "files", "valkey-vramd.acl")) as f:
+                want_acl = "resetkeys ~vramd:* resetchannels &vramd:* " + " ".join(
+                    ln.strip() for ln in f if ln.strip() and not ln.strip().startswith("#"))
+            C.check(acl == want_acl, f"[{profile}] vramd.acl differs from files/valkey-vramd.acl as the system test builds it")
+            allowed = {r[1:] for r in rules if r.startswith("+")}
+            for bad in ("@all", "@admin", "@dangerous", "config", "debug", "flushall", "flushdb", "keys", "acl",
+                        "shutdown", "monitor", "module", "replicaof", "slaveof", "save", "bgsave", "script", "function"):
+                C.check(bad not in allowed and not any(a.startswith(bad + "|") for a in allowed),
+                        f"[{profile}] vramd's ACL must not allow {bad}")
+            C.check(config["valkey"].get("username") == "vramd", f"[{profile}] vramd logs in as the ACL user vramd: {config['valkey']}")
             C.check(f'{s["metadata"]["name"]}.{NAMESPACE}.svc:6379' in vurl, f"[{profile}] vramd must use the bundled Valkey's Service")
     else:
         C.check(not sts, f"[{profile}] no Valkey StatefulSet with an external URL")
@@ -617,6 +649,17 @@ def check_agent(profile, docs, exp):
                     f"[{profile}] {name}: must tolerate amd.com/gpu taints")
         else:
             check_security(profile, ds)
+            # Issue 33 item 5: hostPID; a uid or group shared with another pod of the
+            # chart would let the agent read its /proc/PID/environ and /proc/PID/root.
+            psc = spec.get("securityContext", {})
+            mine = {("uid", psc.get("runAsUser"))} | {("gid", psc.get(k)) for k in ("runAsGroup", "fsGroup") if k in psc} | \
+                {("gid", g) for g in psc.get("supplementalGroups", [])}
+            for w in find(docs, "Deployment") + find(docs, "StatefulSet"):
+                opsc = pod_spec(w).get("securityContext", {})
+                theirs = {("uid", opsc.get("runAsUser", 65532))} | \
+                    {("gid", opsc.get(k)) for k in ("runAsGroup", "fsGroup") if k in opsc}
+                C.check(not (mine & theirs), f"[{profile}] {name} shares {sorted(mine & theirs)} with {w['kind']} "
+                        f"{w['metadata']['name']}: the agent needs a uid and groups of its own (hostPID)")
             C.check(spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true",
                     f"[{profile}] {name}: nodeSelector nvidia.com/gpu.present=true by default")
             C.check(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])),
@@ -649,16 +692,30 @@ def selects(selector, labels):
 
 def check_ensure_secrets(profile, docs, exp, spec, vramd):
     """GitOps-safe secrets: the chart renders no Secret (nothing generated at render
-    time, no `lookup`); the init container `vramd ensure-secrets` creates exactly the
-    missing ones, with RBAC for exactly those names; vramd's pod mounts them as
-    optional volumes (the kubelet mounts volumes before init containers run)."""
+    time, no `lookup`); the Job `vramd ensure-secrets` (a pre-install/pre-upgrade
+    hook) creates exactly the missing ones under a ServiceAccount of its own, with
+    `create` and `get` on exactly those names; vramd's pods have no init container
+    and wait for the Secrets (no volume is optional). Issue 33 item 6: vramd's own
+    ServiceAccount has no right on Secrets (check_no_secret_rights)."""
     C.check(not find(docs, "Secret"), f"[{profile}] the chart must render no Secret (ensure-secrets creates them)")
     want = exp["ensure"]
-    inits = [i for i in spec.get("initContainers", []) if i["name"] == "ensure-secrets"]
+    C.check(not spec.get("initContainers"), f"[{profile}] vramd has no init container (ensure-secrets is a Job)")
+    jobs = [j for j in find(docs, "Job") if j["metadata"]["name"] == f"{RELEASE}-ensure-secrets"]
+    sa_name = f"{RELEASE}-ensure-secrets"
     if not want:
-        C.check(not inits, f"[{profile}] no ensure-secrets init container when every Secret is given")
-    elif C.check(len(inits) == 1, f"[{profile}] vramd needs the ensure-secrets init container"):
-        init = inits[0]
+        C.check(not jobs, f"[{profile}] no ensure-secrets Job when every Secret is given")
+    elif C.check(len(jobs) == 1, f"[{profile}] expected the Job {RELEASE}-ensure-secrets"):
+        job = jobs[0]
+        ann = job["metadata"].get("annotations", {})
+        C.check(ann.get("helm.sh/hook") == "pre-install,pre-upgrade",
+                f"[{profile}] the ensure-secrets Job must be a pre-install,pre-upgrade hook: {ann}")
+        jspec = pod_spec(job)
+        check_security(profile, job)
+        C.check(jspec.get("serviceAccountName") == sa_name and sa_name != spec["serviceAccountName"],
+                f"[{profile}] the ensure-secrets Job runs as its own ServiceAccount {sa_name}, not vramd's: "
+                f"{jspec.get('serviceAccountName')}")
+        C.check(len(find(docs, "ServiceAccount", sa_name)) == 1, f"[{profile}] the chart creates the ServiceAccount {sa_name}")
+        init = jspec["containers"][0]
         C.check(init["image"] == vramd["image"], f"[{profile}] ensure-secrets must run vramd's image")
         args = init.get("args", [])
         C.check(args[:1] == ["ensure-secrets"] and "command" not in init, f"[{profile}] ensure-secrets args: {args}")
@@ -672,12 +729,13 @@ def check_ensure_secrets(profile, docs, exp, spec, vramd):
                     f"[{profile}] --dns-names must name the Service and localhost: {names}")
         else:
             C.check("--dns-names" not in flags, f"[{profile}] --dns-names only with --tls-secret")
-    # Secret volumes: optional exactly for what ensure-secrets creates.
-    for v in spec.get("volumes", []):
-        sec = v.get("secret")
-        if sec:
-            C.check(bool(sec.get("optional")) == (sec["secretName"] in want.values()),
-                    f"[{profile}] volume {v['name']} (Secret {sec['secretName']}): optional iff ensure-secrets creates it")
+    # Secret volumes: never optional (the pods wait until the Job made them).
+    for w in find(docs, "Deployment") + find(docs, "StatefulSet") + find(docs, "DaemonSet"):
+        for v in pod_spec(w).get("volumes", []):
+            sec = v.get("secret")
+            if sec:
+                C.check(not sec.get("optional"),
+                        f"[{profile}] {w['metadata']['name']} volume {v['name']} (Secret {sec['secretName']}) must not be optional")
     roles = [r for r in find(docs, "Role") if r["metadata"]["name"] == f"{RELEASE}-ensure-secrets"]
     if not want:
         C.check(not roles, f"[{profile}] no ensure-secrets Role without ensure-secrets")

@@ -232,6 +232,15 @@ refuse "must not carry credentials" --set valkey.external.url=redis://:hunter2@v
 refuse "needs valkey.auth.existingSecret" --set valkey.external.url=redis://valkey:6379
 refuse "config.listen is set by the chart" --set config.listen=0.0.0.0:1
 refuse "valkey.auth.delivery must be" --set valkey.auth.delivery=argv
+# Issue 33 item 5: the agent (hostPID) never shares a uid or group with vramd, the scheduler or Valkey.
+refuse "agent.podSecurityContext.runAsUser 65532 is also podSecurityContext (vramd)'s uid" --set agent.enabled=true \
+  --set agent.podSecurityContext.runAsUser=65532
+refuse "a group of scheduler.podSecurityContext" --set agent.enabled=true --set scheduler.podSecurityContext.fsGroup=65533
+refuse "a group of valkey.podSecurityContext" --set agent.enabled=true --set agent.podSecurityContext.fsGroup=999
+refuse "needs runAsUser and runAsGroup of the agent's own" --set agent.enabled=true --set agent.podSecurityContext.runAsUser=null
+# Valkey's ACL (issue 33 Low): prefixes that would widen ~PREFIX:*, and the default user, are refused.
+refuse "valkey.keyPrefix must not hold glob characters" --set 'valkey.keyPrefix=v*'
+refuse "the bundled Valkey turns its \`default\` user off" --set valkey.auth.username=default
 
 step "GitOps-safe: no lookup, nothing random at render time"
 # A call of a function that reads the cluster or makes up a value: after "{{", "(" or "|".

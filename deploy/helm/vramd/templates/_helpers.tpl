@@ -156,7 +156,7 @@ app.kubernetes.io/part-of: vramd
 {{- if .Values.apiToken.existingSecret }}{{ .Values.apiToken.existingSecretKey }}{{ else }}token{{ end -}}
 {{- end -}}
 
-{{/* The Secrets the init container `vramd ensure-secrets` creates when absent (GitOps-safe:
+{{/* The Secrets the Job `vramd ensure-secrets` creates when absent (GitOps-safe:
      nothing is generated at render time, nothing is read back with `lookup`):
      a dict of flag -> Secret name, empty when every Secret is given or cert-manager's. */}}
 {{- define "vramd.ensureSecrets" -}}
@@ -240,6 +240,18 @@ true
 {{- default (include "vramd.valkey.fullname" .) .Values.valkey.auth.existingSecret -}}
 {{- end -}}
 
+{{/* The ACL user vramd logs in as: valkey.auth.username; for the bundled Valkey
+     with auth, "vramd" when that is empty (its `default` user is off); "" otherwise. */}}
+{{- define "vramd.valkey.username" -}}
+{{- if .Values.valkey.auth.enabled -}}
+{{- if .Values.valkey.auth.username -}}
+{{- .Values.valkey.auth.username -}}
+{{- else if include "vramd.valkey.bundled" . -}}
+vramd
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "vramd.valkey.passwordKey" -}}
 {{- if .Values.valkey.auth.existingSecret }}{{ .Values.valkey.auth.existingSecretPasswordKey }}{{ else }}password{{ end -}}
 {{- end -}}
@@ -248,8 +260,8 @@ true
 {{- define "vramd.configJson" -}}
 {{- $managed := dict "listen" (include "vramd.listen" .) "api_listen" (include "vramd.apiListen" .) "kube" (dict "enabled" true) -}}
 {{- $valkey := dict "url" (include "vramd.valkey.url" .) "key_prefix" .Values.valkey.keyPrefix -}}
-{{- if and .Values.valkey.auth.enabled .Values.valkey.auth.username -}}
-{{- $_ := set $valkey "username" .Values.valkey.auth.username -}}
+{{- with include "vramd.valkey.username" . -}}
+{{- $_ := set $valkey "username" . -}}
 {{- end -}}
 {{- if and .Values.valkey.auth.enabled (eq .Values.valkey.auth.delivery "file") -}}
 {{- $_ := set $valkey "password_file" "/etc/vramd/valkey/password" -}}
@@ -401,8 +413,41 @@ extenders:
 {{- if and .Values.valkey.auth.enabled (not .Values.valkey.auth.existingSecret) (not (include "vramd.valkey.bundled" .)) -}}
 {{- fail "valkey.external.url with valkey.auth.enabled needs valkey.auth.existingSecret (the password of that Valkey)" -}}
 {{- end -}}
-{{- if and .Values.valkey.auth.username (not .Values.valkey.external.url) -}}
-{{- fail "valkey.auth.username is for an external Valkey with ACLs; the bundled Valkey has only the default user" -}}
+{{- if and .Values.valkey.auth.username (not (regexMatch "^[A-Za-z0-9_.-]+$" .Values.valkey.auth.username)) -}}
+{{- fail "valkey.auth.username: letters, digits, '_', '.' and '-' only" -}}
+{{- end -}}
+{{- if and .Values.valkey.auth.username (not .Values.valkey.auth.enabled) -}}
+{{- fail "valkey.auth.username needs valkey.auth.enabled (a user logs in with a password)" -}}
+{{- end -}}
+{{- if eq .Values.valkey.auth.username "default" | and (include "vramd.valkey.bundled" .) -}}
+{{- fail "valkey.auth.username: the bundled Valkey turns its `default` user off; choose another name (empty: vramd)" -}}
+{{- end -}}
+{{- /* Issue 33 item 5: the agent shares the host's PID namespace; a process of
+       vramd's, the scheduler's or Valkey's uid or group could read their
+       /proc/PID/environ and /proc/PID/root (Secrets). The amd preset runs as
+       root with CAP_SYS_PTRACE by design (values.yaml). */ -}}
+{{- if and .Values.agent.enabled (ne .Values.agent.preset "amd") -}}
+{{- $a := .Values.agent.podSecurityContext -}}
+{{- if not (and $a.runAsUser $a.runAsGroup) -}}
+{{- fail "agent.podSecurityContext needs runAsUser and runAsGroup of the agent's own (not the image's 65532, vramd's uid): the agent runs with hostPID" -}}
+{{- end -}}
+{{- $others := dict "podSecurityContext (vramd)" .Values.podSecurityContext -}}
+{{- if .Values.scheduler.enabled -}}{{- $_ := set $others "scheduler.podSecurityContext" .Values.scheduler.podSecurityContext -}}{{- end -}}
+{{- if include "vramd.valkey.bundled" . -}}{{- $_ := set $others "valkey.podSecurityContext" .Values.valkey.podSecurityContext -}}{{- end -}}
+{{- $agentGroups := list (toString $a.runAsGroup) -}}
+{{- with $a.fsGroup }}{{ $agentGroups = append $agentGroups (toString .) }}{{ end -}}
+{{- range $a.supplementalGroups }}{{ $agentGroups = append $agentGroups (toString .) }}{{ end -}}
+{{- range $who, $o := $others -}}
+{{- $uid := toString (default 65532 $o.runAsUser) -}}
+{{- if eq (toString $a.runAsUser) $uid -}}
+{{- fail (printf "agent.podSecurityContext.runAsUser %s is also %s's uid: the agent runs with hostPID and could read that pod's /proc/PID/environ and /proc/PID/root; give the agent a uid of its own" $uid $who) -}}
+{{- end -}}
+{{- range $g := list $o.runAsGroup $o.fsGroup -}}
+{{- if and $g (has (toString $g) $agentGroups) -}}
+{{- fail (printf "the agent's groups (agent.podSecurityContext runAsGroup/fsGroup/supplementalGroups) include %v, a group of %s: give the agent groups of its own" $g $who) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.valkey.external.url (regexMatch "^[a-z+]+://[^/@]*@" .Values.valkey.external.url) -}}
 {{- fail "valkey.external.url must not carry credentials; use valkey.auth (a Secret)" -}}
