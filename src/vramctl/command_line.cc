@@ -89,7 +89,8 @@ std::string NormalizeServer(std::string url) {
 const std::vector<GlobalFlag>& GlobalFlags() {
   static const std::vector<GlobalFlag> flags = {
       {"--server", "-s", "URL", "VRAMD_SERVER", "vramd's address, http:// or https:// (default http://127.0.0.1:8080)"},
-      {"--token-file", nullptr, "FILE", "VRAMD_TOKEN_FILE", "bearer token for mutating calls"},
+      {"--token-file", nullptr, "FILE", "VRAMD_TOKEN_FILE",
+       "bearer token: the API token, or with identities a Kubernetes token for the audience vramd (reads need one too)"},
       {"--cacert", nullptr, "FILE", "VRAMD_CACERT", "https: trust this CA (PEM) instead of the system's CAs"},
       {"--cert", nullptr, "FILE", "VRAMD_CERT", "https: client certificate (PEM), for a vramd that requires one"},
       {"--key", nullptr, "FILE", "VRAMD_KEY", "https: the client certificate's key (PEM)"},

@@ -54,10 +54,10 @@ VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
              {("vramd.io", "vramqueues/status", v) for v in ("patch", "update")}
 
 API = "kubescheduler.config.k8s.io/"
-# ensure: the Secrets the init container `vramd ensure-secrets` must create (flag -> name).
+# ensure: the Secrets the Job `vramd ensure-secrets` must create (flag -> name).
 ENSURE_ALL = {"tls-secret": f"{RELEASE}-tls", "token-secret": f"{RELEASE}-api-token", "valkey-secret": f"{RELEASE}-valkey"}
 PROFILES = {
-    "default": dict(replicas=2, anti="soft", tls=True, client_auth=True, bundled=True, delivery="env",
+    "default": dict(replicas=2, anti="soft", tls=True, client_auth=True, bundled=True, delivery="file",
                     api=API + "v1", leader=True, preemption_off=False,
                     monitoring=False, pdb=True, api_token=True, netpol=True, ensure=ENSURE_ALL,
                     kube="1.31.0", scheduler_tag="v1.31.0"),
@@ -747,12 +747,57 @@ def check_ensure_secrets(profile, docs, exp, spec, vramd):
         for res in r.get("resources", []):
             for verb in r.get("verbs", []):
                 granted.add((tuple(r.get("apiGroups", [])), res, verb, tuple(sorted(r.get("resourceNames", [])))))
-    expected = {(("",), "secrets", "create", ())}  # one POST per Secret; a 409 means done
+    # One POST per Secret; on a 409 one GET of that Secret, to check its labels and keys.
+    expected = {(("",), "secrets", "create", ()), (("",), "secrets", "get", tuple(sorted(want.values())))}
     C.check(granted == expected, f"[{profile}] ensure-secrets Role grants {sorted(granted)}, expected exactly {sorted(expected)}")
     bindings = [b for b in find(docs, "RoleBinding") if b["roleRef"]["name"] == f"{RELEASE}-ensure-secrets"]
     C.check(len(bindings) == 1 and bindings[0]["roleRef"]["kind"] == "Role"
-            and bindings[0]["subjects"] == [{"kind": "ServiceAccount", "name": spec["serviceAccountName"], "namespace": NAMESPACE}],
-            f"[{profile}] the ensure-secrets Role must be bound to vramd's ServiceAccount only")
+            and bindings[0]["subjects"] == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}],
+            f"[{profile}] the ensure-secrets Role must be bound to the ServiceAccount {sa_name} only")
+    for d in roles + bindings + find(docs, "ServiceAccount", sa_name):
+        C.check(d["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-install,pre-upgrade",
+                f"[{profile}] {d['kind']} {sa_name} must be a hook like its Job (it exists before the Job runs)")
+
+
+def check_no_secret_rights(profile, docs, sa):
+    """Issue 33 item 6: no Role or ClusterRole bound to vramd's ServiceAccount
+    grants anything on Secrets (a compromised vramd cannot create, read or plant one)."""
+    roles = {(d["kind"], d["metadata"]["name"]): d for d in find(docs, "Role") + find(docs, "ClusterRole")}
+    bound = 0
+    for b in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == NAMESPACE
+                   for s in b.get("subjects", [])):
+            continue
+        bound += 1
+        role = roles.get((b["roleRef"]["kind"], b["roleRef"]["name"]))
+        if not C.check(role is not None, f"[{profile}] {b['kind']} {b['metadata']['name']} binds a role the chart does not render"):
+            continue
+        for r in role.get("rules", []):
+            res = r.get("resources", [])
+            C.check("secrets" not in res and "*" not in res,
+                    f"[{profile}] vramd's ServiceAccount {sa} gets {r.get('verbs')} on {res} through "
+                    f"{b['kind']} {b['metadata']['name']}: it must have no right on Secrets")
+    C.check(bound >= 1, f"[{profile}] vramd's ServiceAccount should be bound to its ClusterRole")
+
+
+def check_vramd_secret_files(profile, spec, container):
+    """Issue 33 item 6: vramd mounts only the keys it reads. Every Secret volume of
+    its container lists its items; the TLS Secret gives tls.crt, tls.key and ca.crt,
+    never client.key or client.crt (the scheduler's client certificate)."""
+    vols = volume_sources(spec)
+    files = []
+    for m in container.get("volumeMounts", []):
+        sec = vols.get(m["name"], {}).get("secret")
+        if not sec:
+            continue
+        items = sec.get("items")
+        if not C.check(bool(items), f"[{profile}] vramd's Secret volume {m['name']} must list its items (only the keys vramd reads)"):
+            continue
+        files += [(m["name"], it["key"], it["path"]) for it in items]
+    for name, key, path in files:
+        C.check(key not in ("client.key", "client.crt") and not path.startswith("client."),
+                f"[{profile}] vramd mounts {key} from volume {name}: the scheduler's client certificate is not vramd's")
+    return files
 
 
 def check_network_policies(profile, docs, exp, dep, extender_port):

@@ -21,6 +21,11 @@ One test, in stages that build on each other, each timed:
                to the chart's vramd: `vramctl pods` shows each pod's bytes,
                `vramctl nodes` the outside-pods bytes, and the pod over its
                request gets the watchdog's dry-run VramdWouldEvict (no other)
+  agent uid    issue 33 item 5: from inside the agent's container (hostPID,
+               its own uid 65533), reading vramd's /proc/PID/environ, the
+               scheduler's client key through /proc/PID/root and Valkey's
+               password file fails (permission denied); the same reads of the
+               agent's own process succeed
   upgrade      `helm upgrade` with a config change rolls vramd's pods; Ready again
   uninstall    `helm uninstall`: the release's pods and objects gone
   reinstall    `helm install` again: Ready again, and a GPU pod binds again
@@ -136,7 +141,7 @@ class ChartOnRealNode(unittest.TestCase):
         """Values that point the agent at the fake NVML (written per run: the
         host directory depends on VRAMD_REALNODE_DIR). Everything else of the
         agent's path is the chart's: the Service URL, TLS with the release's
-        CA, the API token Secret, hostPID, uid 65532 without capabilities."""
+        CA, the API token Secret, hostPID, uid 65533 without capabilities."""
         path = os.path.join(self.helm_home, "values-fake-nvml.yaml")
         with open(path, "w") as f:
             json.dump({"agent": {
@@ -401,6 +406,8 @@ class ChartOnRealNode(unittest.TestCase):
                 self.run_gpu_pod("gpu-job-1")))
             self.stage("agent: real pods' PIDs attributed, pushed over TLS + token",
                        self._agent)
+            self.stage("agent (hostPID) cannot read vramd's, the scheduler's, Valkey's /proc",
+                       self._agent_isolation)
             self.stage("a pod in another namespace cannot bind a pod", self._intruder)
             self.stage("helm upgrade + rollout Ready", self._upgrade)
             self.stage("helm uninstall + gone", self._uninstall)
@@ -509,6 +516,76 @@ class ChartOnRealNode(unittest.TestCase):
                          .get("phase"), "Running", "dry-run evicts nothing")
         # Back to an idle GPU for the rest of the test.
         self.write_fake_gpu([])
+
+    def release_pod(self, component: str) -> dict:
+        pods = [p for p in self.api.get(f"/api/v1/namespaces/{NS}/pods",
+                                        labelSelector=f"app.kubernetes.io/component={component}")["items"]
+                if p["status"].get("phase") == "Running"]
+        self.assertTrue(pods, f"no running {component} pod")
+        return pods[0]
+
+    def _agent_isolation(self) -> None:
+        """Issue 33 item 5. The agent runs with hostPID: it sees every process of
+        the node. Run as the agent's container runs (containerd exec into its
+        task: the container's user, groups, capabilities and seccomp), it tries
+        to read vramd's environment (where an env-delivered Valkey password
+        would be), the scheduler's client key through /proc/PID/root, and
+        Valkey's password file the same way: each must fail with permission
+        denied. The same reads of the agent's own process must work, and the
+        same reads as uid 65532 (the uid the agent shared with vramd and the
+        scheduler before) must work too, so that a refusal is the kernel's uid
+        check and not a missing file or tool."""
+        agent = self.release_pod("agent")
+        agent_cid = agent["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        pids = {name: self.container_pid(self.release_pod(name)) for name in ("server", "scheduler", "valkey")}
+        pids["agent"] = self.container_pid(agent)
+        log(f"PIDs: {pids}")
+        targets = [
+            ("vramd-environ", f"/proc/{pids['server']}/environ"),
+            ("vramd-root", f"/proc/{pids['server']}/root/etc/vramd/config.json"),
+            ("scheduler-client-key", f"/proc/{pids['scheduler']}/root/etc/vramd-scheduler/tls/client.key"),
+            ("scheduler-environ", f"/proc/{pids['scheduler']}/environ"),
+            ("valkey-password", f"/proc/{pids['valkey']}/root/run/valkey-secret/password"),
+            ("valkey-environ", f"/proc/{pids['valkey']}/environ"),
+            ("own-environ", f"/proc/{pids['agent']}/environ"),
+            ("own-root-ca", f"/proc/{pids['agent']}/root/etc/vramd-agent/tls/ca.crt"),
+        ]
+        script = 'echo "ID uid=$(id -u) gid=$(id -g) groups=$(id -G | tr " " ,)"; ' + "".join(
+            f'err=$(cat {path} 2>&1 >/dev/null); rc=$?; '
+            f'echo "{name} rc=$rc bytes=$(cat {path} 2>/dev/null | wc -c) err=$err"; '
+            for name, path in targets)
+        out = self.node.ctr("tasks", "exec", "--exec-id", f"issue33-{int(time.time())}", agent_cid,
+                            "/bin/sh", "-c", script, timeout=60)
+        log(f"from inside the agent's container:\n{out.strip()}")
+        lines = {l.split()[0]: l for l in out.splitlines() if l.strip()}
+        self.assertIn("uid=65533 gid=65533", lines.get("ID", ""), out)
+        for group in ("65532", "999"):
+            self.assertNotIn(group, lines["ID"].split("groups=", 1)[1].split(","), out)
+        for name, path in targets:
+            line = lines.get(name, "")
+            if name.startswith("own-"):
+                self.assertIn(" rc=0 ", line, f"the agent must read its own {path}: {out}")
+                self.assertNotIn(" bytes=0 ", line, out)
+            else:
+                self.assertIn("Permission denied", line, f"{path}: {out}")
+                self.assertNotIn(" rc=0 ", line, out)
+                self.assertIn(" bytes=0 ", line, out)
+        # The control: the same container, the same reads, as uid/gid 65532 (what
+        # the agent shared with vramd and the scheduler before issue 33): they
+        # succeed, so the refusals above are the separate uid's doing.
+        shared = ["vramd-environ", "scheduler-client-key"]
+        out = self.node.ctr("tasks", "exec", "--exec-id", f"issue33c-{int(time.time())}", "--user", "65532:65532",
+                            agent_cid, "/bin/sh", "-c", script, timeout=60)
+        log(f"the same, as uid 65532 (vramd's and the scheduler's):\n{out.strip()}")
+        lines = {l.split()[0]: l for l in out.splitlines() if l.strip()}
+        self.assertIn("uid=65532 gid=65532", lines.get("ID", ""), out)
+        for name in shared:
+            self.assertIn(" rc=0 ", lines.get(name, ""), f"{name} as uid 65532: {out}")
+            self.assertNotIn(" bytes=0 ", lines.get(name, ""), out)
+        self.assertIn("NODE_NAME=", self.node.ctr("tasks", "exec", "--exec-id", f"issue33b-{int(time.time())}",
+                                                   agent_cid, "/bin/sh", "-c",
+                                                   f"tr '\\0' '\\n' </proc/{pids['agent']}/environ",
+                                                   timeout=60), "the own-process read shows its environment")
 
     def _intruder(self) -> None:
         """Secure by default, shown from a pod: a pod of another namespace
