@@ -92,16 +92,17 @@ Authenticator::Authenticator(AuthOptions opts, kube::KubeClient* kube, const Clo
     : opts_(std::move(opts)), kube_(kube), clock_(clock) {}
 
 Result<Caller> Authenticator::Identify(std::string_view authorization) {
-  if (authorization.empty()) return Caller{};
+  // Nothing to check a credential against: every caller is anonymous.
+  if (authorization.empty() || (opts_.shared_token.empty() && !opts_.identities)) return Caller{};
   if (authorization.compare(0, kBearer.size(), kBearer) != 0) {
-    return Unauthenticated("the Authorization header must be \"Bearer <token>\"");
+    return Unauthenticated("a valid bearer token is required (the Authorization header must be \"Bearer <token>\")");
   }
   if (!opts_.shared_token.empty() && BearerMatches(std::string(authorization), opts_.shared_token)) {
     return Caller{Caller::Kind::kShared, {}};
   }
   std::string token(authorization.substr(kBearer.size()));
   if (!opts_.identities || kube_ == nullptr || token.empty() || token.size() > 16 * 1024) {
-    return Unauthenticated("the bearer token is not valid");
+    return Unauthenticated("a valid bearer token is required");
   }
   const int64_t now = clock_->NowMs();
   {

@@ -51,7 +51,9 @@ VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
              {("", "nodes", v) for v in ("get", "list", "watch", "patch")} | \
              {("", "events", "create")} | \
              {("vramd.io", "vramqueues", v) for v in ("get", "list", "watch")} | \
-             {("vramd.io", "vramqueues/status", v) for v in ("patch", "update")}
+             {("vramd.io", "vramqueues/status", v) for v in ("patch", "update")} | \
+             {("authentication.k8s.io", "tokenreviews", "create"),  # identities (issue 33)
+              ("authorization.k8s.io", "subjectaccessreviews", "create")}
 
 API = "kubescheduler.config.k8s.io/"
 # ensure: the Secrets the Job `vramd ensure-secrets` must create (flag -> name).
@@ -677,9 +679,23 @@ def check_agent(profile, docs, exp):
         C.check(c.get("command") == ["/usr/bin/vramd-agent"], f"[{profile}] {name}: runs /usr/bin/vramd-agent")
         server = args[args.index("--server") + 1] if "--server" in args else ""
         C.check(server.startswith("https://" if exp["tls"] else "http://"), f"[{profile}] {name}: --server {server!r}")
+        # Issue 33 item 1: the agent's credential is its pod's own projected token for
+        # vramd's audience, under a ServiceAccount of its own that vramd names as the reporter.
+        C.check("--token-file" in args, f"[{profile}] {name}: the agent presents a token")
         if "--token-file" in args:
             src = mounted_path_source(spec, c, args[args.index("--token-file") + 1])
-            C.check(src is not None and src[0] is not None and "secret" in src[0], f"[{profile}] {name}: the token file must come from a Secret")
+            projected = (src[0] or {}).get("projected", {}).get("sources", []) if src else []
+            C.check(len(projected) == 1 and projected[0].get("serviceAccountToken", {}).get("audience") == "vramd",
+                    f"[{profile}] {name}: the token file is a projected ServiceAccount token for audience vramd: {src}")
+        sa = spec.get("serviceAccountName", "")
+        C.check(sa == f"{RELEASE}-agent" and find(docs, "ServiceAccount", sa),
+                f"[{profile}] {name}: runs as its own ServiceAccount {RELEASE}-agent, is {sa!r}")
+        cfg = json.loads(one(docs, "ConfigMap", RELEASE, profile)["data"]["config.json"])
+        C.check(cfg.get("auth", {}).get("agent_service_account") == f"{NAMESPACE}/{sa}" and cfg["auth"].get("identities") is True,
+                f"[{profile}] {name}: vramd takes usage from {NAMESPACE}/{sa} only: {cfg.get('auth')}")
+        for b in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
+            C.check(not any(s.get("name") == sa for s in b.get("subjects", [])),
+                    f"[{profile}] {name}: the agent's ServiceAccount has no RBAC, bound by {b['metadata']['name']}")
         if exp["tls"]:
             C.check("--cacert" in args, f"[{profile}] {name}: must verify vramd with --cacert")
 
@@ -802,7 +818,8 @@ def check_vramd_secret_files(profile, spec, container):
 
 def check_network_policies(profile, docs, exp, dep, extender_port):
     """vramd: the extender port only from the vramd-scheduler pods, the API port from
-    every pod of the cluster, nothing else; Valkey: only from vramd's pods."""
+    the release namespace, monitoring and labelled namespaces, nothing else;
+    Valkey: only from vramd's pods."""
     vramd_labels = dep["spec"]["template"]["metadata"]["labels"]
     sched = one(docs, "Deployment", f"{RELEASE}-scheduler", profile)
     sched_labels = sched["spec"]["template"]["metadata"]["labels"] if sched else {}
@@ -822,7 +839,12 @@ def check_network_policies(profile, docs, exp, dep, extender_port):
         C.check(len(ext_from) == 1 and set(ext_from[0]) == {"podSelector"} and selects(ext_from[0]["podSelector"], sched_labels)
                 and not selects(ext_from[0]["podSelector"], vramd_labels),
                 f"[{profile}] the extender port must admit only the vramd-scheduler pods: {ext_from}")
-        C.check(rules.get("api") == [{"namespaceSelector": {}}], f"[{profile}] the api port: every pod of the cluster, is {rules.get('api')}")
+        # Issue 33 item 3: the release's namespace (vramd, agents, scheduler), monitoring,
+        # and namespaces an admin labelled; never every pod of the cluster.
+        C.check(rules.get("api") == [{"podSelector": {}},
+                                     {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+                                     {"namespaceSelector": {"matchLabels": {"vramd.io/api-access": "true"}}}],
+                f"[{profile}] the api port: the release namespace, monitoring and labelled namespaces, is {rules.get('api')}")
     vk = find(docs, "NetworkPolicy", f"{RELEASE}-valkey")
     if exp["bundled"]:
         sts = find(docs, "StatefulSet")

@@ -192,14 +192,20 @@ refuse() {  # refuse "MESSAGE PART" helm-args...
   echo "refused ($want): $*"
 }
 # Issue 33: an open door is refused unless acknowledged.
-refuse "apiToken.enabled=false while the API port admits every pod" --set apiToken.enabled=false
-refuse "apiToken.enabled=false while the API port admits every pod" --set apiToken.enabled=false \
-  --set 'networkPolicy.apiFrom=null'
+# With identities off the shared token is the only key to usage and locks.
+open_door="apiToken.enabled=false and identities.enabled=false while the API port admits every pod"
+refuse "$open_door" --set apiToken.enabled=false --set identities.enabled=false \
+  --set-json 'networkPolicy.apiFrom=[{"namespaceSelector":{}}]'
+refuse "$open_door" --set apiToken.enabled=false --set identities.enabled=false --set 'networkPolicy.apiFrom=null'
+refuse "$open_door" --set apiToken.enabled=false --set identities.enabled=false --set networkPolicy.enabled=false
+"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false >/dev/null ||
+  die "apiToken off with identities on (the default) must render: the agents and workloads present their own tokens"
 refuse "any pod could call the extender's bind verb" --set tls.clientAuth.enabled=false --set networkPolicy.enabled=false
 refuse "any pod could call the extender's bind verb" --set tls.enabled=false --set networkPolicy.enabled=false
-"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false \
-  --set insecure.acknowledge=true >/dev/null || die "insecure.acknowledge=true must render an open API port"
-"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false \
+"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false --set identities.enabled=false \
+  --set networkPolicy.enabled=false --set insecure.acknowledge=true >/dev/null ||
+  die "insecure.acknowledge=true must render an open API port"
+"$helm" template vramd "$chart" --namespace vramd-system --set apiToken.enabled=false --set identities.enabled=false \
   --set 'networkPolicy.apiFrom[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
   >/dev/null || die "apiToken off with a restricted apiFrom must render"
 echo "rendered: apiToken off acknowledged, and apiToken off behind a restricted apiFrom"

@@ -94,7 +94,8 @@ class Authenticator {
 
   const AuthOptions& options() const { return opts_; }
 
-  // The caller of a request with this Authorization header. kUnauthenticated
+  // The caller of a request with this Authorization header (anonymous when
+  // vramd has neither a shared token nor identities). kUnauthenticated
   // for a bearer token that is neither the shared one nor (identities on) one
   // the API server accepts for the audience, or a pod-bound token whose pod
   // is gone or replaced; kUnavailable when the API server cannot answer.

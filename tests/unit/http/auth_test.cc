@@ -208,6 +208,16 @@ TEST_F(AuthenticatorTest, WithIdentitiesOffNoTokenIsSentToTheApiServer) {
   EXPECT_EQ(kube_.token_reviews, 0);
 }
 
+TEST_F(AuthenticatorTest, WithoutAnyCredentialConfiguredEveryCallerIsAnonymous) {
+  Authenticator open(AuthOptions{}, &kube_, &clock_);
+  for (const char* header : {"Bearer whatever", "Basic dXNlcjpwYXNz", ""}) {
+    Result<Caller> c = open.Identify(header);
+    ASSERT_TRUE(c.ok()) << header;
+    EXPECT_EQ(c->kind, Caller::Kind::kAnonymous) << header;
+  }
+  EXPECT_EQ(kube_.token_reviews, 0);
+}
+
 TEST_F(AuthenticatorTest, PodsAreVisibleWhereTheCallerMayGetThem) {
   kube_.access["system:serviceaccount:team-a:trainer\nteam-a"] = true;
   Caller trainer = Identity(Trainer());

@@ -39,6 +39,11 @@ app.kubernetes.io/part-of: vramd
 {{- end }}
 {{- end -}}
 
+{{/* The node agents' ServiceAccount (identities: the only one that reports usage). */}}
+{{- define "vramd.agentServiceAccountName" -}}
+{{- printf "%s-agent" (include "vramd.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "vramd.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "vramd.fullname" .) .Values.serviceAccount.name -}}
@@ -278,6 +283,9 @@ vramd
 {{- if .Values.apiToken.enabled -}}
 {{- $_ := set $managed "api_token_file" "/etc/vramd/api-token/token" -}}
 {{- end -}}
+{{- if .Values.identities.enabled -}}
+{{- $_ := set $managed "auth" (dict "identities" true "audience" .Values.identities.audience "agent_service_account" (printf "%s/%s" .Release.Namespace (include "vramd.agentServiceAccountName" .))) -}}
+{{- end -}}
 {{- $cfg := mustMergeOverwrite (deepCopy (default (dict) .Values.config)) $managed -}}
 {{- toPrettyJson $cfg -}}
 {{- end -}}
@@ -371,8 +379,8 @@ extenders:
 {{- $apiOpen = true -}}
 {{- end -}}
 {{- end -}}
-{{- if and (not .Values.apiToken.enabled) $apiOpen (not .Values.insecure.acknowledge) -}}
-{{- fail "apiToken.enabled=false while the API port admits every pod (networkPolicy disabled, or networkPolicy.apiFrom empty or admitting every namespace): anyone on the pod network could rewrite any node's usage and any GPU lock. Restrict networkPolicy.apiFrom, or set insecure.acknowledge=true" -}}
+{{- if and (not .Values.apiToken.enabled) (not .Values.identities.enabled) $apiOpen (not .Values.insecure.acknowledge) -}}
+{{- fail "apiToken.enabled=false and identities.enabled=false while the API port admits every pod (networkPolicy disabled, or networkPolicy.apiFrom empty or admitting every namespace): anyone on the pod network could rewrite any node's usage and any GPU lock. Restrict networkPolicy.apiFrom, or set insecure.acknowledge=true" -}}
 {{- end -}}
 {{- if and (or (not .Values.tls.enabled) (not .Values.tls.clientAuth.enabled)) $npOff (not .Values.insecure.acknowledge) -}}
 {{- fail "tls.enabled=false or tls.clientAuth.enabled=false with networkPolicy.enabled=false: any pod could call the extender's bind verb. Enable the NetworkPolicy, or set insecure.acknowledge=true" -}}
