@@ -14,6 +14,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "vramd/metrics/thread_guard.h"
 
@@ -402,6 +403,16 @@ Status TlsContext::Reload() {
   }
   if (old != nullptr) SSL_CTX_free(old);  // connections under way hold their own reference
   return Status::Ok();
+}
+
+int64_t TlsContext::NotAfterSeconds() const {
+  MutexLock lock(&mu_);
+  if (ctx_ == nullptr) return 0;
+  X509* cert = SSL_CTX_get0_certificate(ctx_);
+  if (cert == nullptr) return 0;
+  struct tm t {};
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t) != 1) return 0;
+  return static_cast<int64_t>(timegm(&t));
 }
 
 SSL* TlsContext::NewSsl(int fd) {

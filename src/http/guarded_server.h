@@ -75,6 +75,9 @@ class TlsContext {
   Status Reload();
   // A server SSL on `fd` (null when there is no valid context).
   SSL* NewSsl(int fd);
+  // When the certificate served now expires (its notAfter, seconds since
+  // the epoch); 0 without one.
+  int64_t NotAfterSeconds() const;
 
  private:
   Result<SSL_CTX*> Build() const;

@@ -114,6 +114,7 @@ constexpr auto kTurnWait = std::chrono::seconds(2);
 struct Server::Impl {
   ServerOptions opts;
   metrics::Registry* registry;
+  metrics::Gauge* cert_expiry = nullptr;  // vramd_tls_certificate_expiry_timestamp_seconds{listener}
   metrics::Family<metrics::Counter>* requests;
   metrics::Family<metrics::Histogram>* latency;
   std::shared_ptr<TlsContext> tls;  // null: plain HTTP
@@ -165,6 +166,16 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
   if (!o.tls_cert_file.empty()) {
     impl_->tls =
         std::make_shared<TlsContext>(o.tls_cert_file, o.tls_key_file, o.tls_client_ca_file, o.tls_client_names);
+  }
+  // Issue 33: a certificate nobody renews is seen (and alerted on) weeks
+  // before it expires. The family is there without TLS too (no series).
+  auto& expiry = registry->AddGauge("vramd_tls_certificate_expiry_timestamp_seconds",
+                                    "When the TLS certificate a listener serves expires (its notAfter), by "
+                                    "listener; re-read with the certificate.",
+                                    {"listener"});
+  if (impl_->tls) {
+    impl_->cert_expiry = &expiry.With({o.name});
+    impl_->cert_expiry->Set(static_cast<double>(impl_->tls->NotAfterSeconds()));
   }
   // A connection waits for its next request as long as one read may wait
   // (rounded up to seconds, the unit of the Keep-Alive header), not longer,
@@ -438,7 +449,9 @@ void Server::Stop() {
 
 Status Server::ReloadTls() {
   if (impl_->tls == nullptr) return Status::Ok();
-  return impl_->tls->Reload();
+  Status s = impl_->tls->Reload();
+  if (s.ok()) impl_->cert_expiry->Set(static_cast<double>(impl_->tls->NotAfterSeconds()));
+  return s;
 }
 
 }  // namespace vramd::http

@@ -30,14 +30,30 @@ def make_ca(d, name):
             "-keyout", f"{name}.key", "-out", f"{name}.crt", cwd=d)
 
 
-def make_cert(d, ca, name, server=True, cn=None):
+def make_cert(d, ca, name, server=True, cn=None, days=2):
     ext = os.path.join(d, f"{name}.ext")
     with open(ext, "w") as f:
         f.write("subjectAltName=IP:127.0.0.1\n" if server else "extendedKeyUsage=clientAuth\n")
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn or name}", "-keyout", f"{name}.key",
             "-out", f"{name}.csr", cwd=d)
     openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", f"{name}.crt", cwd=d)
+            "-CAcreateserial", "-days", str(days), "-extfile", ext, "-out", f"{name}.crt", cwd=d)
+
+
+def not_after(path):
+    """A certificate's notAfter, seconds since the epoch (openssl's own reading)."""
+    out = subprocess.run(["openssl", "x509", "-enddate", "-noout", "-in", path], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return int(ssl.cert_time_to_seconds(out.split("=", 1)[1]))
+
+
+def expiry_metric(v, ctx, listener="listen"):
+    """vramd_tls_certificate_expiry_timestamp_seconds{listener} on /metrics (None when absent)."""
+    text = v.request("GET", "/metrics", ctx=ctx)[1]
+    for line in text.splitlines():
+        if line.startswith(f'vramd_tls_certificate_expiry_timestamp_seconds{{listener="{listener}"}} '):
+            return int(float(line.split()[-1]))
+    return None
 
 
 def client_ctx(d, ca, cert=None):
@@ -79,7 +95,7 @@ class Tls(unittest.TestCase):
             make_ca(d, "ca1")
             make_ca(d, "ca2")
             make_cert(d, "ca1", "server1")
-            make_cert(d, "ca2", "server2")
+            make_cert(d, "ca2", "server2", days=30)  # another notAfter, seen on /metrics after the reload
             make_cert(d, "ca1", "client")  # client certificates are signed by ca1
             os.rename(os.path.join(d, "server1.crt"), os.path.join(d, "tls.crt"))
             os.rename(os.path.join(d, "server1.key"), os.path.join(d, "tls.key"))
@@ -89,6 +105,8 @@ class Tls(unittest.TestCase):
                          "--tls-key-file", f"{d}/tls.key", "--tls-client-ca-file", f"{d}/ca1.crt"],
                         scheme="https", ssl_ctx=good)
             self.assertEqual(v.request("GET", "/healthz")[0], 200)
+            # Issue 33: the served certificate's notAfter, for the alert weeks before it.
+            self.assertEqual(expiry_metric(v, good), not_after(os.path.join(d, "tls.crt")))
             # No client certificate: the handshake is refused.
             with self.assertRaises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
                 v.request("GET", "/healthz", ctx=client_ctx(d, "ca1"))
@@ -105,6 +123,8 @@ class Tls(unittest.TestCase):
             with self.assertRaises((ssl.SSLError, urllib.error.URLError)):
                 v.request("GET", "/healthz", ctx=good)  # trusts only ca1
             self.assertIn("TLS certificate reloaded", v.log())
+            self.assertEqual(expiry_metric(v, ca2), not_after(os.path.join(d, "tls.crt")))
+            self.assertGreater(expiry_metric(v, ca2) - time.time(), 29 * 86400)  # server2's 30 days
 
             # Rotate back without a signal: the file watcher reloads it.
             make_cert(d, "ca1", "server3")
