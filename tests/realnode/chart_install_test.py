@@ -446,13 +446,19 @@ class ChartOnRealNode(unittest.TestCase):
     def vramctl(self, *args: str) -> str:
         """vramctl as an operator on this host runs it against the chart's vramd:
         https to a vramd pod on the API port, the release's CA, the name the
-        chart's certificate holds (--tls-server-name, as for a port-forward)."""
+        chart's certificate holds (--tls-server-name, as for a port-forward),
+        and the API token (an administrator's credential: with identities,
+        the chart's default, reads need one)."""
         if not hasattr(self, "_vramctl_flags"):
             secret = self.api.get(f"/api/v1/namespaces/{NS}/secrets/{RELEASE}-tls")
             ca = os.path.join(self.helm_home, "ca.crt")
             with open(ca, "wb") as f:
                 f.write(base64.b64decode(secret["data"]["ca.crt"]))
-            self._vramctl_flags = ["--cacert", ca, "--tls-server-name", f"{RELEASE}.{NS}.svc"]
+            token = os.path.join(self.helm_home, "api-token")
+            with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                f.write(base64.b64decode(
+                    self.api.get(f"/api/v1/namespaces/{NS}/secrets/{RELEASE}-api-token")["data"]["token"]))
+            self._vramctl_flags = ["--cacert", ca, "--tls-server-name", f"{RELEASE}.{NS}.svc", "--token-file", token]
         pods = [p for p in self.api.get(f"/api/v1/namespaces/{NS}/pods",
                                         labelSelector="app.kubernetes.io/component=server")["items"]
                 if p["status"].get("podIP") and p["status"].get("phase") == "Running"]
