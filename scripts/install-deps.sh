@@ -16,7 +16,7 @@ if [[ "${1:-}" == "--images" ]]; then
 fi
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3 golang-go etcd-server rsync jq openssl prometheus clang libclang-rt-14-dev gdb
-        redis-sentinel "${image_pkgs[@]}")
+        redis-sentinel ninja-build lld "${image_pkgs[@]}")
   # The real-node tier (tests/realnode): container runtime, CNI, kube-proxy's tools, cluster DNS.
   pkgs+=(containerd runc containernetworking-plugins iptables conntrack socat dnsmasq-base nftables)
   # npm (for the Helm CLI package): Debian's, unless the image already has one
