@@ -248,6 +248,22 @@ std::vector<Key> BuildKeys() {
                         &Config::tls_client_names, [](const std::string& v) { return ParseCertNameList(v).status(); }));
   k.push_back(StringKey("api_token_file", "--api-token-file", "VRAMD_API_TOKEN_FILE",
                         "bearer token required by mutating /v1 calls", &Config::api_token_file));
+  k.push_back(BoolKey("admission.enabled", "--admission-enabled", "VRAMD_ADMISSION_ENABLED",
+                      "serve the admission webhook (POST /admission/{mutate,validate,validate-direct-bind}) on "
+                      "api_listen (listen without it); the API server calls it over TLS",
+                      &Config::admission_enabled));
+  k.push_back(StringKey("admission.scheduler_name", "--admission-scheduler-name", "VRAMD_ADMISSION_SCHEDULER_NAME",
+                        "the schedulerName the webhook sets on VRAM pods left to default-scheduler (empty: never, "
+                        "for a default scheduler that carries the extender)",
+                        &Config::admission_scheduler_name));
+  k.push_back(StringKey("admission.runtime_class", "--admission-runtime-class", "VRAMD_ADMISSION_RUNTIME_CLASS",
+                        "the runtimeClassName the webhook sets on VRAM pods without one (empty: never)",
+                        &Config::admission_runtime_class));
+  k.push_back(StringKey("admission.vramd_users", "--admission-vramd-users", "VRAMD_ADMISSION_VRAMD_USERS",
+                        "comma-separated usernames that may write the placement annotations (vramd's own "
+                        "ServiceAccount, system:serviceaccount:NS:NAME); nobody else may",
+                        &Config::admission_vramd_users,
+                        [](const std::string& v) { return ParseCertNameList(v).status(); }));
   k.push_back(BoolKey("auth.identities", "--auth-identities", "VRAMD_AUTH_IDENTITIES",
                       "accept Kubernetes tokens (TokenReview) as identities: usage only from the node's own agent, "
                       "GPU locks owned by the calling pod, reads scoped to what the caller may get; the API token "
@@ -530,7 +546,7 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 const std::set<std::string>& ListKeys() {
   static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
                                              "watchdog.system_namespaces", "tls.client_names",
-                                             "node_sync.agent_capacity_labels",
+                                             "node_sync.agent_capacity_labels", "admission.vramd_users",
                                              "queues.preemptible_classes"};
   return keys;
 }

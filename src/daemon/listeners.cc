@@ -33,6 +33,10 @@ void Listeners::Register(const http::ApiServices& api, gpulock::LockService* loc
   }
 }
 
+void Listeners::RegisterAdmission(http::AdmissionServices admission) {
+  http::RegisterAdmissionRoutes(api_ ? *api_ : *main_, std::move(admission));
+}
+
 Status Listeners::Start() {
   if (Status s = main_->Start(); !s.ok()) return s;
   if (api_) {

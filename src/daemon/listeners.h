@@ -27,6 +27,9 @@ class Listeners {
 
   // Registers the routes on each listener (before Start).
   void Register(const http::ApiServices& api, gpulock::LockService* locks);
+  // The admission webhook, on api_listen when there is one (the API server
+  // presents no client certificate), else on listen.
+  void RegisterAdmission(http::AdmissionServices admission);
   // Binds and serves both; when the second cannot, the first is stopped again.
   Status Start();
   // Stops accepting on both and lets in-flight requests finish.

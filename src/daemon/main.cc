@@ -108,6 +108,15 @@ int main(int argc, char** argv) {
   if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
   api.auth = std::make_shared<http::Authenticator>(daemon::AuthOptionsFrom(cfg, *secrets), kube.get(), &clock);
   listeners.Register(api, &locks);
+  if (cfg.admission_enabled) {
+    http::AdmissionServices admission = daemon::AdmissionOptionsFrom(cfg);
+    if (loops && cfg.queues_enabled) {
+      reconcile::Tenancy* tenancy = loops->tenancy();
+      admission.queues = [tenancy] { return tenancy->Queues(); };
+      admission.tenancy_policy = tenancy->policy();
+    }
+    listeners.RegisterAdmission(std::move(admission));
+  }
 
   if (Status s = listeners.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());

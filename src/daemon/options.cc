@@ -76,6 +76,19 @@ gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
   return l;
 }
 
+http::AdmissionServices AdmissionOptionsFrom(const config::Config& cfg) {
+  http::AdmissionServices a;
+  a.resource_name = cfg.resource_name;
+  a.policy.victim_classes = cfg.burst_victim_classes;
+  a.policy.scheduler_name = cfg.admission_scheduler_name;
+  a.policy.runtime_class = cfg.admission_runtime_class;
+  if (Result<std::vector<std::string>> users = config::ParseCertNameList(cfg.admission_vramd_users); users.ok()) {
+    a.policy.vramd_users.insert(users->begin(), users->end());
+  }
+  a.policy.opt_out_label = "vramd.io/direct-bind=allowed";
+  return a;
+}
+
 http::AuthOptions AuthOptionsFrom(const config::Config& cfg, const Secrets& secrets) {
   http::AuthOptions a = http::SharedTokenOnly(secrets.api_token);
   a.identities = cfg.auth_identities;

@@ -29,6 +29,8 @@ Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Co
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg);
 // The settings of the routes; the caller adds the components they serve.
 http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets);
+// The admission webhook's rules (admission.*).
+http::AdmissionServices AdmissionOptionsFrom(const config::Config& cfg);
 // Who may call the /v1 API (auth.*, the API token).
 http::AuthOptions AuthOptionsFrom(const config::Config& cfg, const Secrets& secrets);
 

@@ -152,10 +152,11 @@ def _tail(path: str, lines: int) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _http_get_status(url: str, timeout: float = 2.0) -> int | None:
-    """Status of a plain-HTTP GET, or None when nothing answers."""
+def _http_get_status(url: str, timeout: float = 2.0, context: ssl.SSLContext | None = None) -> int | None:
+    """Status of a GET (https with `context`), or None when nothing answers."""
     u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    conn = (http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=context)
+            if u.scheme == "https" else http.client.HTTPConnection(u.hostname, u.port, timeout=timeout))
     try:
         conn.request("GET", u.path or "/")
         resp = conn.getresponse()
@@ -404,6 +405,8 @@ _KINDS = {
     "Lease": ("leases", True),
     "CustomResourceDefinition": ("customresourcedefinitions", False),
     "VramQueue": ("vramqueues", False),
+    "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
+    "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),
 }
 
 
@@ -892,7 +895,8 @@ class Testbed:
     def start_vramd(self, binary: str, args: Sequence[str], name: str | None = None,
                     health_url: str | None = None,
                     timeout: float = VRAMD_READY_TIMEOUT,
-                    env: Mapping[str, str] | None = None) -> ManagedProcess:
+                    env: Mapping[str, str] | None = None,
+                    ssl_context: ssl.SSLContext | None = None) -> ManagedProcess:
         """Starts vramd and waits until GET {health_url} answers 200.
 
         Its environment is `clean_env(env)`: the test's own `env` (e.g. a
@@ -918,7 +922,7 @@ class Testbed:
         self._vramd_count += 1
         proc = self._spawn(name, [os.path.abspath(binary), *args], env=env)
         proc.url = health_url.rsplit("/", 1)[0]
-        self._wait_ready(proc, lambda: _http_get_status(health_url) == 200, timeout,
+        self._wait_ready(proc, lambda: _http_get_status(health_url, context=ssl_context) == 200, timeout,
                          f"{name} {health_url}")
         return proc
 

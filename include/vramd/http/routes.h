@@ -22,6 +22,7 @@
 #include "vramd/http/auth.h"
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
+#include "vramd/ledger/admission.h"
 #include "vramd/ledger/model.h"
 #include "vramd/ledger/queues.h"
 #include "vramd/ledger/usage.h"
@@ -92,6 +93,23 @@ void RegisterHealthRoutes(Server& server, const ApiServices& services);
 // ledger::CheckUsageReport. kInvalidArgument with a message that names the
 // offending part. Pure; no knowledge of the ledger (CheckReportAgainstNode).
 Result<ledger::UsageReport> DecodeUsageReport(std::string_view body);
+
+// The admission webhook (issue 34, part A; docs/admission.md):
+//   POST /admission/mutate                  Pods: schedulerName, runtime class, the GPU environment (a JSON patch)
+//   POST /admission/validate                Pods: the VRAM request and vramd.io/* annotations, placement
+//                                           annotations from vramd only, no spec.nodeName with VRAM;
+//                                           VramQueues: the leader's validation
+//   POST /admission/validate-direct-bind    the same, spec.nodeName allowed (namespaces an admin opted out:
+//                                           the chart's second webhook, selected by the namespace label)
+// Each answers an AdmissionReview (v1 or v1beta1) with the request's uid.
+struct AdmissionServices {
+  std::string resource_name = "vramd.io/vram";
+  ledger::AdmissionPolicy policy;
+  // The current VramQueue set (the queue watch's); unset: queues are checked alone.
+  std::function<ledger::QueueSetPtr()> queues;
+  ledger::TenancyPolicy tenancy_policy;
+};
+void RegisterAdmissionRoutes(Server& server, AdmissionServices services);
 
 // The GPU-lock endpoints of the /v1 API (docs/locks.md):
 //   POST /v1/locks/{node}/{gpu}/acquire    {"owner", "ttl_seconds"?, "wait_seconds"?}
