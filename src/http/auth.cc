@@ -1,5 +1,7 @@
 #include "vramd/http/auth.h"
 
+#include <openssl/sha.h>
+
 #include <string>
 
 #include "vramd/gpulock/locks.h"
@@ -9,6 +11,12 @@ namespace vramd::http {
 namespace {
 
 constexpr std::string_view kBearer = "Bearer ";
+
+std::string Sha256(const std::string& text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
+}
 
 Verdict Allow() { return {}; }
 Verdict Refuse(int status, std::string message) { return {status, std::move(message)}; }
@@ -104,10 +112,13 @@ Result<Caller> Authenticator::Identify(std::string_view authorization) {
   if (!opts_.identities || kube_ == nullptr || token.empty() || token.size() > 16 * 1024) {
     return Unauthenticated("a valid bearer token is required");
   }
+  // Remembered by the token's SHA-256, never the token itself: 4,096 entries
+  // stay under a megabyte however long the tokens are.
+  const std::string key = Sha256(token);
   const int64_t now = clock_->NowMs();
   {
     MutexLock l(&mu_);
-    auto it = callers_.find(token);
+    auto it = callers_.find(key);
     if (it != callers_.end() && it->second.expires_ms > now) return it->second.caller;
   }
   if (in_flight_.fetch_add(1) >= opts_.max_reviews_in_flight) {
@@ -118,7 +129,7 @@ Result<Caller> Authenticator::Identify(std::string_view authorization) {
   in_flight_.fetch_sub(1);
   if (c.ok() || c.status().code() == Code::kUnauthenticated) {
     MutexLock l(&mu_);
-    Remember(token, c, clock_->NowMs());
+    Remember(key, c, clock_->NowMs());
   }
   return c;
 }
@@ -127,8 +138,12 @@ Result<Caller> Authenticator::Review(const std::string& token) {
   reviews_.fetch_add(1);
   Result<kube::TokenUser> u = kube_->ReviewToken(token, opts_.audience);
   if (!u.ok()) {
-    if (u.status().code() == Code::kUnavailable) return u.status();
-    return Unauthenticated(u.status().message());
+    // The token's fault: 401 (remembered briefly). vramd's or the API
+    // server's (no RBAC for TokenReview, an unreadable answer, no answer):
+    // 503, asked again next time.
+    const Code code = u.status().code();
+    if (code == Code::kUnauthenticated || code == Code::kInvalidArgument) return Unauthenticated(u.status().message());
+    return Unavailable("checking the token with the API server: " + u.status().message());
   }
   if (!u->pod_name.empty() && u->node_name.empty()) {
     // Before 1.30 the token does not name the node: the pod does.
@@ -143,12 +158,12 @@ Result<Caller> Authenticator::Review(const std::string& token) {
   return Caller{Caller::Kind::kIdentity, std::move(*u)};
 }
 
-void Authenticator::Remember(const std::string& token, const Result<Caller>& c, int64_t now) {
+void Authenticator::Remember(const std::string& key, const Result<Caller>& c, int64_t now) {
   if (callers_.size() >= opts_.max_cached) {
     std::erase_if(callers_, [now](const auto& kv) { return kv.second.expires_ms <= now; });
     if (callers_.size() >= opts_.max_cached) callers_.clear();
   }
-  callers_[token] = CachedCaller{c, now + (c.ok() ? opts_.cache_ms : opts_.refused_cache_ms)};
+  callers_[key] = CachedCaller{c, now + (c.ok() ? opts_.cache_ms : opts_.refused_cache_ms)};
 }
 
 bool Authenticator::PodsVisible(const Caller& caller, const std::string& ns) {

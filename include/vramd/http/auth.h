@@ -121,13 +121,13 @@ class Authenticator {
     int64_t expires_ms = 0;
   };
   Result<Caller> Review(const std::string& token);
-  void Remember(const std::string& token, const Result<Caller>& c, int64_t now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remember(const std::string& key, const Result<Caller>& c, int64_t now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AuthOptions opts_;
   kube::KubeClient* const kube_;
   const Clock* const clock_;
   Mutex mu_;
-  std::map<std::string, CachedCaller> callers_ GUARDED_BY(mu_);   // by token
+  std::map<std::string, CachedCaller> callers_ GUARDED_BY(mu_);   // by the token's SHA-256
   std::map<std::string, CachedAccess> access_ GUARDED_BY(mu_);    // by username + '\n' + namespace
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> reviews_{0};

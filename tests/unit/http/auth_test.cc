@@ -176,6 +176,16 @@ TEST_F(AuthenticatorTest, AnApiServerThatCannotAnswerIs503AndNotRemembered) {
   EXPECT_TRUE(auth_.Identify("Bearer agent-token").ok());
 }
 
+TEST_F(AuthenticatorTest, AnApiServerThatRefusesVramdTheReviewIs503NotTheCallersFault) {
+  kube_.fail_review = Internal("TokenReview: HTTP 403 (check vramd's RBAC): forbidden");
+  Result<Caller> c = auth_.Identify("Bearer agent-token");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable);
+  EXPECT_THAT(c.status().message(), HasSubstr("RBAC"));
+  kube_.fail_review = Status::Ok();
+  EXPECT_TRUE(auth_.Identify("Bearer agent-token").ok()) << "not remembered as a refusal";
+}
+
 TEST_F(AuthenticatorTest, APodReplacedUnderTheSameNameIsNotTheTokensPod) {
   kube_.pods["vramd/vramd-agent-x7k2p"].uid = "ffffffff-0000-0000-0000-000000000000";
   Result<Caller> c = auth_.Identify("Bearer agent-token");
