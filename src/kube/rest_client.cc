@@ -23,6 +23,7 @@
 #include "kube/token_source.h"
 #include "kube/watch_stream.h"
 #include "vramd/kube/kube_client.h"
+#include "vramd/kube/secret_reader.h"
 #include "vramd/kube/secrets.h"
 #include "vramd/mutex.h"
 
@@ -151,7 +152,7 @@ struct HttpReply {
   std::string body;
 };
 
-class RestClient final : public KubeClient, public SecretClient {
+class RestClient final : public KubeClient, public SecretClient, public SecretReader {
  public:
   RestClient(Options opts, ApiEndpoint endpoint, std::string ca_file, std::unique_ptr<TokenSource> token)
       : opts_(std::move(opts)),
@@ -307,6 +308,17 @@ class RestClient final : public KubeClient, public SecretClient {
     if (!r.ok()) return r.status();
     if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
     return DecodeSubjectAccessReview(r->body);
+  }
+
+  Result<Secret> GetSecret(const std::string& ns, const std::string& name) override {
+    const std::string what = "get secret " + ns + "/" + name;
+    const std::string path = Api("/api/v1/namespaces/" + PercentEncode(ns) + "/secrets/" + PercentEncode(name));
+    Result<HttpReply> r = Send(Method::kGet, path, "", "", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    Result<Secret> secret = SecretFromJson(r->body);
+    if (!secret.ok()) return Internal(what + ": " + secret.status().message());
+    return secret;
   }
 
   Status CreateSecret(const Secret& secret) override {
@@ -621,6 +633,12 @@ Result<std::unique_ptr<KubeClient>> NewRestClient(const Options& opts) {
   Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
   if (!c.ok()) return c.status();
   return std::unique_ptr<KubeClient>(std::move(c).value());
+}
+
+Result<std::unique_ptr<SecretReader>> NewSecretReader(const Options& opts) {
+  Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<SecretReader>(std::move(c).value());
 }
 
 Result<std::unique_ptr<SecretClient>> NewSecretClient(const Options& opts) {

@@ -1,9 +1,9 @@
 // Reading one Secret back: what `vramd ensure-secrets` does when its create
 // answers 409 (a Secret of that name exists), to trust it only when it is the
 // one ensure-secrets made (its labels and keys; src/daemon/ensure_secrets.h).
-// Apart from SecretClient (secrets.h) and the REST client on purpose: a reader
-// of its own, with the same connection set-up (Options: explicit URL, token and
-// CA, or in-cluster), used by nothing but ensure-secrets.
+// Apart from SecretClient (secrets.h): used by nothing but ensure-secrets. The
+// REST client implements it (same connection set-up: Options, explicit URL,
+// token and CA, or in-cluster).
 #pragma once
 
 #include <memory>
