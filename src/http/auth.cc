@@ -166,6 +166,14 @@ void Authenticator::Remember(const std::string& key, const Result<Caller>& c, in
   callers_[key] = CachedCaller{c, now + (c.ok() ? opts_.cache_ms : opts_.refused_cache_ms)};
 }
 
+bool Authenticator::PodVisible(const Caller& caller, const std::string& ns, const std::string& name) {
+  if (!opts_.identities || caller.kind == Caller::Kind::kShared) return true;
+  if (caller.kind != Caller::Kind::kIdentity || kube_ == nullptr) return false;
+  access_reviews_.fetch_add(1);
+  Result<bool> allowed = kube_->MayAccess(caller.user, "get", "pods", ns, name);
+  return allowed.ok() && *allowed;
+}
+
 bool Authenticator::PodsVisible(const Caller& caller, const std::string& ns) {
   if (!opts_.identities || caller.kind == Caller::Kind::kShared) return true;
   if (caller.kind != Caller::Kind::kIdentity || kube_ == nullptr) return false;

@@ -106,6 +106,8 @@ class Authenticator {
   // SubjectAccessReview lets it get pods there (cached; an API server that
   // cannot answer means no).
   bool PodsVisible(const Caller& caller, const std::string& ns);
+  // The same for one pod (a SubjectAccessReview with its name; not cached).
+  bool PodVisible(const Caller& caller, const std::string& ns, const std::string& name);
 
   // Counters for tests and metrics.
   int64_t token_reviews() const { return reviews_.load(); }

@@ -350,7 +350,7 @@ static PodScope ScopeOf(const std::shared_ptr<Authenticator>& auth, const Caller
 
 // Identify and MayRead; nullopt with `*refused` set when the caller may not read.
 static std::optional<PodScope> ReaderScope(const std::shared_ptr<Authenticator>& auth, const http::Request& r,
-                                           http::Reply* refused) {
+                                           http::Reply* refused, Caller* caller = nullptr) {
   Result<Caller> who = auth->Identify(r.authorization);
   if (!who.ok()) {
     *refused = AuthErrorReply(who.status());
@@ -360,6 +360,7 @@ static std::optional<PodScope> ReaderScope(const std::shared_ptr<Authenticator>&
     *refused = http::ErrorReply(v.status, v.message);
     return std::nullopt;
   }
+  if (caller != nullptr) *caller = *who;
   return ScopeOf(auth, *who);
 }
 
@@ -418,12 +419,14 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     }
     if (kube == nullptr) return http::ErrorReply(400, "standalone mode: POST the Pod object to /v1/explain");
     http::Reply refused;
-    std::optional<PodScope> scope = ReaderScope(auth, r, &refused);
+    Caller who;
+    std::optional<PodScope> scope = ReaderScope(auth, r, &refused, &who);
     if (!scope) return refused;
     const std::string pod_ns = ns == r.query.end() ? "default" : ns->second;
     // vramd reads the pod with its own right only for a caller who may read
-    // it too (no confused deputy).
-    if (!scope->Shows(pod_ns)) {
+    // it too (no confused deputy): its namespace's pods, or that one pod (an
+    // RBAC rule with resourceNames).
+    if (!scope->Shows(pod_ns) && !auth->PodVisible(who, pod_ns, name->second)) {
       return http::ErrorReply(403, "you may not get pods in namespace " + pod_ns + ", so vramd explains none there");
     }
     Result<kube::PodInfo> pod = kube->GetPod(pod_ns, name->second);

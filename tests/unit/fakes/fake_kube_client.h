@@ -39,7 +39,8 @@ class FakeKubeClient : public kube::KubeClient {
   std::vector<PodEvent> events;               // every PostPodEvent, in order (also in calls)
 
   // Identities: the tokens the "API server" accepts (for any audience in
-  // `audiences`), and who may get pods where ("username\nnamespace").
+  // `audiences`), and who may get pods where ("username\nnamespace", or
+  // "username\nnamespace/name" for one pod).
   std::map<std::string, kube::TokenUser> tokens;
   std::set<std::string> audiences{"vramd"};
   std::map<std::string, bool> access;
@@ -62,7 +63,7 @@ class FakeKubeClient : public kube::KubeClient {
     ++access_reviews;
     calls.push_back("access " + user.username + " " + verb + " " + resource + " " + ns + (name.empty() ? "" : "/" + name));
     if (!fail_review.ok()) return fail_review;
-    auto it = access.find(user.username + "\n" + ns);
+    auto it = access.find(user.username + "\n" + ns + (name.empty() ? "" : "/" + name));
     return it != access.end() && it->second;
   }
 

@@ -203,10 +203,15 @@ TEST_F(IdentityRoutesTest, ExplainReadsAPodOnlyForACallerWhoMayGetIt) {
   EXPECT_EQ(std::count(kube_.calls.begin(), kube_.calls.end(), "get team-b/serve"), 0)
       << "vramd read the pod for a caller who may not";
   EXPECT_EQ(Get(path, nullptr).first, 401);
+  // An RBAC rule with resourceNames: this one pod, not its namespace.
+  kube_.access["system:serviceaccount:team-a:default\nteam-b/serve"] = true;
+  auto [one, one_answer] = Get(path, "tenant-a");
+  EXPECT_EQ(one, 200) << one_answer.dump();
+  EXPECT_EQ(Get("/v1/explain?namespace=team-b&pod=other", "tenant-a").first, 403);
   auto [allowed, answer] = Get(path, "admin");
   EXPECT_EQ(allowed, 200) << answer.dump();
   EXPECT_EQ(answer["pod"]["uid"], kPodB);
-  EXPECT_EQ(std::count(kube_.calls.begin(), kube_.calls.end(), "get team-b/serve"), 1);
+  EXPECT_EQ(std::count(kube_.calls.begin(), kube_.calls.end(), "get team-b/serve"), 2);
 }
 
 }  // namespace
