@@ -263,7 +263,7 @@ std::vector<Key> BuildKeys() {
                         "comma-separated usernames that may write the placement annotations (vramd's own "
                         "ServiceAccount, system:serviceaccount:NS:NAME); nobody else may",
                         &Config::admission_vramd_users,
-                        [](const std::string& v) { return ParseCertNameList(v).status(); }));
+                        [](const std::string& v) { return ParseUserList(v).status(); }));
   k.push_back(BoolKey("auth.identities", "--auth-identities", "VRAMD_AUTH_IDENTITIES",
                       "accept Kubernetes tokens (TokenReview) as identities: usage only from the node's own agent, "
                       "GPU locks owned by the calling pod, reads scoped to what the caller may get; the API token "
@@ -694,13 +694,20 @@ Result<std::vector<std::string>> SplitList(const std::string& v, const char* wha
   return out;
 }
 
+// A certificate name or a username: printable ASCII without spaces.
+std::string PrintableNameWhyNot(const std::string& name) {
+  const bool ok = name.size() <= 253 && std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  return ok ? "" : "printable ASCII without spaces, at most 253 characters";
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ParseCertNameList(const std::string& v) {
-  return SplitList(v, "certificate name", [](const std::string& name) -> std::string {
-    const bool ok = name.size() <= 253 && std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
-    return ok ? "" : "printable ASCII without spaces, at most 253 characters";
-  });
+  return SplitList(v, "certificate name", PrintableNameWhyNot);
+}
+
+Result<std::vector<std::string>> ParseUserList(const std::string& v) {
+  return SplitList(v, "username", PrintableNameWhyNot);
 }
 
 Result<std::vector<std::string>> ParseClassList(const std::string& v) {

@@ -82,7 +82,7 @@ http::AdmissionServices AdmissionOptionsFrom(const config::Config& cfg) {
   a.policy.victim_classes = cfg.burst_victim_classes;
   a.policy.scheduler_name = cfg.admission_scheduler_name;
   a.policy.runtime_class = cfg.admission_runtime_class;
-  if (Result<std::vector<std::string>> users = config::ParseCertNameList(cfg.admission_vramd_users); users.ok()) {
+  if (Result<std::vector<std::string>> users = config::ParseUserList(cfg.admission_vramd_users); users.ok()) {
     a.policy.vramd_users.insert(users->begin(), users->end());
   }
   a.policy.opt_out_label = "vramd.io/direct-bind=allowed";

@@ -123,14 +123,7 @@ TEST_F(LockRoutesTest, WithIdentitiesALockIsOwnedByTheCallingPodOnly) {
   server_->Stop();
   testing::FakeKubeClient kube;
   testing::FakeClock clock;
-  kube::TokenUser u;
-  u.username = "system:serviceaccount:team-a:trainer";
-  u.sa_namespace = "team-a";
-  u.sa_name = "trainer";
-  u.pod_name = "trainer-0";
-  u.pod_uid = kMine;
-  u.node_name = "n1";
-  kube.tokens["trainer-token"] = u;
+  kube.tokens["trainer-token"] = testing::ServiceAccountUser("team-a", "trainer", "trainer-0", kMine, "n1");
   http::AuthOptions o = http::SharedTokenOnly(kToken);
   o.identities = true;
   o.agent_namespace = "vramd";

@@ -173,6 +173,9 @@ Result<std::vector<std::string>> ParseClassList(const std::string& v);
 // tls.client_names: comma-separated certificate names (a CN such as
 // "system:kube-scheduler", or a DNS name), printable ASCII without spaces.
 Result<std::vector<std::string>> ParseCertNameList(const std::string& v);
+// admission.vramd_users: comma-separated Kubernetes usernames
+// (system:serviceaccount:NS:NAME), printable ASCII without spaces.
+Result<std::vector<std::string>> ParseUserList(const std::string& v);
 
 // node_sync.agent_capacity_labels: comma-separated KEY=VALUE pairs (keys
 // and values as Kubernetes labels allow); empty: no node takes capacity

@@ -225,6 +225,16 @@ TEST(Config, IdentitiesNeedKubernetesAndTheAgentsServiceAccount) {
   }
 }
 
+TEST(Config, AdmissionUsersAreAListOfUsernames) {
+  Result<Config> c = LoadArgs({"--admission-vramd-users", "system:serviceaccount:vramd-system:vramd, vramd"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(*ParseUserList(c->admission_vramd_users),
+            (std::vector<std::string>{"system:serviceaccount:vramd-system:vramd", "vramd"}));
+  Result<Config> bad = LoadArgs({"--admission-vramd-users", "a,,b"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("an empty username"));
+}
+
 TEST(Config, AgentCapacityLabelsAreKeyValuePairs) {
   Result<std::vector<std::pair<std::string, std::string>>> def = ParseLabelPairs(Config{}.node_sync_agent_capacity_labels);
   ASSERT_TRUE(def.ok()) << def.status().ToString();

@@ -16,6 +16,21 @@
 
 namespace vramd::testing {
 
+// The identity the API server's TokenReview gives a ServiceAccount token
+// (system:serviceaccount:NS:NAME), bound to a pod when `pod` is set; `node`
+// as 1.30+ names it ("" as 1.20: the pod's node is looked up).
+inline kube::TokenUser ServiceAccountUser(const std::string& ns, const std::string& name, const std::string& pod = "",
+                                          const std::string& pod_uid = "", const std::string& node = "") {
+  kube::TokenUser u;
+  u.username = "system:serviceaccount:" + ns + ":" + name;
+  u.sa_namespace = ns;
+  u.sa_name = name;
+  u.pod_name = pod;
+  u.pod_uid = pod_uid;
+  u.node_name = node;
+  return u;
+}
+
 class FakeKubeClient : public kube::KubeClient {
  public:
   std::map<std::string, kube::PodInfo> pods;  // "ns/name"

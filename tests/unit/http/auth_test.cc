@@ -26,26 +26,10 @@ AuthOptions IdentitiesOn() {
 }
 
 kube::TokenUser Agent(const std::string& node) {
-  kube::TokenUser u;
-  u.username = "system:serviceaccount:vramd:vramd-agent";
-  u.sa_namespace = "vramd";
-  u.sa_name = "vramd-agent";
-  u.pod_name = "vramd-agent-x7k2p";
-  u.pod_uid = kAgentPodUid;
-  u.node_name = node;
-  return u;
+  return testing::ServiceAccountUser("vramd", "vramd-agent", "vramd-agent-x7k2p", kAgentPodUid, node);
 }
 
-kube::TokenUser Trainer() {
-  kube::TokenUser u;
-  u.username = "system:serviceaccount:team-a:trainer";
-  u.sa_namespace = "team-a";
-  u.sa_name = "trainer";
-  u.pod_name = "trainer-0";
-  u.pod_uid = kTrainerUid;
-  u.node_name = "gpu-1";
-  return u;
-}
+kube::TokenUser Trainer() { return testing::ServiceAccountUser("team-a", "trainer", "trainer-0", kTrainerUid, "gpu-1"); }
 
 Caller Anonymous() { return Caller{}; }
 Caller Shared() { return Caller{Caller::Kind::kShared, {}}; }

@@ -28,15 +28,7 @@ constexpr const char* kShared = "shared-secret";
 constexpr const char* kPodA = "aaaaaaaa-0000-0000-0000-000000000001";   // team-a/train on n1
 constexpr const char* kPodB = "bbbbbbbb-0000-0000-0000-000000000002";   // team-b/serve on n1
 
-kube::TokenUser Sa(const std::string& ns, const std::string& name, const std::string& pod, const std::string& uid) {
-  kube::TokenUser u;
-  u.username = "system:serviceaccount:" + ns + ":" + name;
-  u.sa_namespace = ns;
-  u.sa_name = name;
-  u.pod_name = pod;
-  u.pod_uid = uid;
-  return u;
-}
+using testing::ServiceAccountUser;
 
 class IdentityRoutesTest : public ::testing::Test {
  protected:
@@ -49,9 +41,9 @@ class IdentityRoutesTest : public ::testing::Test {
     // The agents of n1 and n2 (1.20 tokens: the node comes from the pod).
     AddAgent("agent-n1", "vramd-agent-n1", "11111111-0000-0000-0000-000000000001", "n1");
     AddAgent("agent-n2", "vramd-agent-n2", "22222222-0000-0000-0000-000000000002", "n2");
-    kube_.tokens["tenant-a"] = Sa("team-a", "default", "train", kPodA);
+    kube_.tokens["tenant-a"] = ServiceAccountUser("team-a", "default", "train", kPodA);
     kube_.access["system:serviceaccount:team-a:default\nteam-a"] = true;
-    kube_.tokens["admin"] = Sa("ops", "admin", "", "");
+    kube_.tokens["admin"] = ServiceAccountUser("ops", "admin", "", "");
     kube_.access["system:serviceaccount:ops:admin\n"] = true;  // may get pods everywhere
     kube::PodInfo train;
     train.ns = "team-a";
@@ -98,7 +90,7 @@ class IdentityRoutesTest : public ::testing::Test {
     ASSERT_TRUE(store.PutEntry(node, e).ok());
   }
   void AddAgent(const std::string& token, const std::string& pod, const std::string& uid, const std::string& node) {
-    kube_.tokens[token] = Sa("vramd", "vramd-agent", pod, uid);
+    kube_.tokens[token] = ServiceAccountUser("vramd", "vramd-agent", pod, uid);
     kube::PodInfo p;
     p.ns = "vramd";
     p.name = pod;
