@@ -250,8 +250,16 @@ std::vector<Key> BuildKeys() {
                         "bearer token required by mutating /v1 calls", &Config::api_token_file));
   k.push_back(BoolKey("admission.enabled", "--admission-enabled", "VRAMD_ADMISSION_ENABLED",
                       "serve the admission webhook (POST /admission/{mutate,validate,validate-direct-bind}) on "
-                      "api_listen (listen without it); the API server calls it over TLS",
+                      "admission.listen, else api_listen (listen without either); the API server calls it over TLS",
                       &Config::admission_enabled));
+  k.push_back(StringKey("admission.listen", "--admission-listen", "VRAMD_ADMISSION_LISTEN",
+                        "address and port of a listener of its own for the admission webhook: it serves "
+                        "/admission/* and nothing else (so a NetworkPolicy can open it to the API server alone), "
+                        "over TLS, never asking for a client certificate; empty: the webhook is on api_listen "
+                        "(listen without it)",
+                        &Config::admission_listen, [](const std::string& v) {
+                          return v.empty() ? Status::Ok() : CheckHostPort(v);
+                        }));
   k.push_back(StringKey("admission.scheduler_name", "--admission-scheduler-name", "VRAMD_ADMISSION_SCHEDULER_NAME",
                         "the schedulerName the webhook sets on VRAM pods left to default-scheduler (empty: never, "
                         "for a default scheduler that carries the extender)",
@@ -877,6 +885,23 @@ Result<Config> Load(int argc, const char* const* argv, const char* const* env) {
   }
   if (!cfg.api_listen.empty() && cfg.api_listen == cfg.listen && !cfg.listen.ends_with(":0")) {
     return InvalidArgument("api_listen must differ from listen (both are " + cfg.listen + ")");
+  }
+  if (!cfg.admission_listen.empty()) {
+    if (!cfg.admission_enabled) {
+      return InvalidArgument("admission.listen needs admission.enabled (the listener serves nothing else)");
+    }
+    if (cfg.tls_cert_file.empty()) {
+      return InvalidArgument("admission.listen needs tls.cert_file and tls.key_file: the API server calls "
+                             "webhooks over HTTPS only");
+    }
+    if (!cfg.admission_listen.ends_with(":0")) {
+      for (const auto& [name, other] : {std::pair{"listen", &cfg.listen}, {"api_listen", &cfg.api_listen}}) {
+        if (cfg.admission_listen == *other) {
+          return InvalidArgument(std::string("admission.listen must differ from ") + name + " (both are " +
+                                 *other + ")");
+        }
+      }
+    }
   }
   return cfg;
 }

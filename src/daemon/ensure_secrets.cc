@@ -17,14 +17,18 @@ namespace vramd::daemon {
 namespace {
 
 constexpr int kRandomBytes = 32;
-constexpr std::string_view kFlags[] = {"--namespace",   "--tls-secret", "--dns-names",       "--token-secret",
-                                       "--valkey-secret", "--label",     "--kube-api",        "--kube-token-file",
-                                       "--kube-ca-file",  "--kube-timeout-ms"};
+constexpr std::string_view kFlags[] = {"--namespace",        "--tls-secret",       "--dns-names",
+                                       "--token-secret",     "--valkey-secret",    "--label",
+                                       "--kube-api",         "--kube-token-file",  "--kube-ca-file",
+                                       "--kube-timeout-ms",  "--ca-bundle-secret", "--mutating-webhook",
+                                       "--validating-webhook"};
 
 const char* kUsage = R"(Usage: vramd ensure-secrets --namespace NS [--tls-secret NAME --dns-names a,b,...]
                             [--token-secret NAME] [--valkey-secret NAME] [--label KEY=VALUE]...
                             [--kube-api URL] [--kube-token-file FILE] [--kube-ca-file FILE]
                             [--kube-timeout-ms MS]
+       vramd ensure-secrets --namespace NS --ca-bundle-secret NAME
+                            [--mutating-webhook NAME]... [--validating-webhook NAME]...
 
 Creates each named Secret in NS when it does not exist; never changes one that does
 (rotation: delete the Secret, then restart the pods that use it). An existing Secret is
@@ -38,6 +42,10 @@ is an error (exit 1), never trusted. Run as a Job before vramd starts (the Helm 
   --valkey-secret NAME key `password`: the Valkey password (32 random bytes, hex)
   --label KEY=VALUE    a label on each Secret created (repeatable), beside
                        app.kubernetes.io/managed-by=vramd-ensure-secrets
+  --ca-bundle-secret NAME  after the webhook configurations exist (a post-install hook): set
+                       ca.crt of the TLS Secret NAME as clientConfig.caBundle of every webhook of
+                       each --mutating-webhook / --validating-webhook configuration (only where it
+                       differs; needs `get` on that Secret and `get`, `patch` on those configurations)
 The API server: in-cluster service account by default (it needs `create` on secrets in NS
 and `get` on the named ones), or --kube-api with --kube-token-file and --kube-ca-file.
 Exit status: 0 every Secret exists and is ensure-secrets', 1 an API error or a Secret
@@ -98,6 +106,24 @@ std::vector<std::string> SplitComma(const std::string& s) {
 
 Status BadFlag(const std::string& flag, const std::string& why) { return InvalidArgument(flag + ": " + why); }
 
+// Runs `call` until it answers something other than kUnavailable, `attempts` times at most.
+template <typename Call>
+auto Retried(Call call, int attempts, std::chrono::milliseconds pause, std::ostream& err) {
+  for (int attempt = 1;; ++attempt) {
+    auto r = call();
+    Status st;
+    if constexpr (std::is_same_v<decltype(r), Status>) {
+      st = r;
+    } else {
+      st = r.status();
+    }
+    if (st.code() != Code::kUnavailable || attempt >= attempts) return r;
+    err << "vramd ensure-secrets: " << st.message() << " (attempt " << attempt << " of " << attempts
+        << "; trying again)\n";
+    std::this_thread::sleep_for(pause);
+  }
+}
+
 std::string Describe(const kube::Secret& s) {
   std::string keys;
   for (const auto& [k, v] : s.data) keys += (keys.empty() ? "" : ", ") + k;
@@ -135,6 +161,16 @@ Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::strin
     } else if (flag == "--tls-secret" || flag == "--token-secret" || flag == "--valkey-secret") {
       if (!IsDnsSubdomain(value)) return BadFlag(flag, "\"" + value + "\" is not a valid Secret name");
       (flag == "--tls-secret" ? o.tls_secret : flag == "--token-secret" ? o.token_secret : o.valkey_secret) = value;
+    } else if (flag == "--ca-bundle-secret") {
+      if (!IsDnsSubdomain(value)) return BadFlag(flag, "\"" + value + "\" is not a valid Secret name");
+      o.ca_bundle_secret = value;
+    } else if (flag == "--mutating-webhook" || flag == "--validating-webhook") {
+      if (!IsDnsSubdomain(value)) return BadFlag(flag, "\"" + value + "\" is not a valid configuration name");
+      const kube::WebhookKind kind =
+          flag == "--mutating-webhook" ? kube::WebhookKind::kMutating : kube::WebhookKind::kValidating;
+      if (std::find(o.webhooks.begin(), o.webhooks.end(), std::pair{kind, value}) == o.webhooks.end()) {
+        o.webhooks.emplace_back(kind, value);
+      }
     } else if (flag == "--dns-names") {
       dns_names = value;
       dns_names_given = true;
@@ -158,8 +194,18 @@ Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::strin
     }
   }
   if (o.ns.empty()) return BadFlag("--namespace", "is required");
-  if (o.tls_secret.empty() && o.token_secret.empty() && o.valkey_secret.empty()) {
-    return InvalidArgument("nothing to do: name at least one of --tls-secret, --token-secret, --valkey-secret");
+  if (o.tls_secret.empty() && o.token_secret.empty() && o.valkey_secret.empty() && o.ca_bundle_secret.empty() &&
+      o.webhooks.empty()) {
+    return InvalidArgument("nothing to do: name at least one of --tls-secret, --token-secret, --valkey-secret, "
+                           "--ca-bundle-secret");
+  }
+  if (!o.ca_bundle_secret.empty() && o.webhooks.empty()) {
+    return BadFlag("--ca-bundle-secret", "needs --mutating-webhook or --validating-webhook");
+  }
+  if (o.ca_bundle_secret.empty() && !o.webhooks.empty()) {
+    return BadFlag(o.webhooks.front().first == kube::WebhookKind::kMutating ? "--mutating-webhook"
+                                                                             : "--validating-webhook",
+                   "needs --ca-bundle-secret");
   }
   if (!o.tls_secret.empty() && !dns_names_given) return BadFlag("--tls-secret", "needs --dns-names");
   if (o.tls_secret.empty() && dns_names_given) return BadFlag("--dns-names", "needs --tls-secret");
@@ -254,22 +300,7 @@ Status CheckExistingSecret(const kube::Secret& want, const kube::Secret& got) {
 
 int EnsureSecrets(kube::SecretClient& client, kube::SecretReader& reader, const std::vector<kube::Secret>& secrets,
                   std::ostream& out, std::ostream& err, int attempts, std::chrono::milliseconds pause) {
-  // Runs `call` until it answers something other than kUnavailable, `attempts` times at most.
-  auto retried = [&](auto call) {
-    for (int attempt = 1;; ++attempt) {
-      auto r = call();
-      Status st;
-      if constexpr (std::is_same_v<decltype(r), Status>) {
-        st = r;
-      } else {
-        st = r.status();
-      }
-      if (st.code() != Code::kUnavailable || attempt >= attempts) return r;
-      err << "vramd ensure-secrets: " << st.message() << " (attempt " << attempt << " of " << attempts
-          << "; trying again)\n";
-      std::this_thread::sleep_for(pause);
-    }
-  };
+  auto retried = [&](auto call) { return Retried(call, attempts, pause, err); };
   int rc = 0;
   for (const kube::Secret& s : secrets) {
     const std::string ref = "secret " + s.ns + "/" + s.name;
@@ -288,6 +319,62 @@ int EnsureSecrets(kube::SecretClient& client, kube::SecretReader& reader, const 
     }
     err << "vramd ensure-secrets: " << st.message() << "\n";
     rc = 1;
+  }
+  return rc;
+}
+
+int SetWebhookCaBundles(kube::WebhookClient& client, kube::SecretReader& reader, const std::string& ns,
+                        const std::string& ca_secret,
+                        const std::vector<std::pair<kube::WebhookKind, std::string>>& webhooks, std::ostream& out,
+                        std::ostream& err, int attempts, std::chrono::milliseconds pause) {
+  auto retried = [&](auto call) { return Retried(call, attempts, pause, err); };
+  const std::string from = "secret " + ns + "/" + ca_secret;
+  Result<kube::Secret> secret = retried([&] { return reader.GetSecret(ns, ca_secret); });
+  if (!secret.ok()) {
+    err << "vramd ensure-secrets: " << secret.status().message() << "\n";
+    return 1;
+  }
+  auto ca = secret->data.find("ca.crt");
+  if (ca == secret->data.end() || ca->second.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    err << "vramd ensure-secrets: " << from
+        << " has no PEM certificate under ca.crt: the webhooks' caBundle is the CA that signed vramd's "
+           "serving certificate\n";
+    return 1;
+  }
+  int rc = 0;
+  for (const auto& [kind, name] : webhooks) {
+    const std::string ref = std::string(kube::WebhookResource(kind)) + "/" + name;
+    Status st;
+    // A PATCH whose `test` fails (the configuration changed after the GET) starts again from the GET.
+    for (int round = 1; round <= attempts; ++round) {
+      Result<std::string> body = retried([&] { return client.GetWebhookConfiguration(kind, name); });
+      if (!body.ok()) {
+        st = body.status();
+        break;
+      }
+      Result<std::optional<std::string>> patch = kube::CaBundlePatch(kind, *body, ca->second);
+      if (!patch.ok()) {
+        st = Status(patch.status().code(), ref + ": " + patch.status().message());
+        break;
+      }
+      if (!*patch) {
+        out << ref << ": caBundle already set (CA from " << from << ")\n";
+        st = Status::Ok();
+        break;
+      }
+      st = retried([&] { return client.PatchWebhookConfiguration(kind, name, **patch); });
+      if (st.ok()) {
+        out << ref << ": caBundle set (CA from " << from << ")\n";
+        break;
+      }
+      if (st.code() != Code::kInvalidArgument) break;
+      err << "vramd ensure-secrets: " << st.message() << " (round " << round << " of " << attempts
+          << "; reading the configuration again)\n";
+    }
+    if (!st.ok()) {
+      err << "vramd ensure-secrets: " << st.message() << "\n";
+      rc = 1;
+    }
   }
   return rc;
 }
@@ -318,7 +405,17 @@ int EnsureSecretsMain(int argc, char** argv) {
     std::cerr << "vramd ensure-secrets: " << material.status().message() << "\n";
     return 2;
   }
-  return EnsureSecrets(**client, **reader, SecretsToCreate(*opts, *material), std::cout, std::cerr);
+  int rc = EnsureSecrets(**client, **reader, SecretsToCreate(*opts, *material), std::cout, std::cerr);
+  if (!opts->ca_bundle_secret.empty()) {
+    Result<std::unique_ptr<kube::WebhookClient>> webhooks = kube::NewWebhookClient(opts->kube);
+    if (!webhooks.ok()) {
+      std::cerr << "vramd ensure-secrets: " << webhooks.status().message() << "\n";
+      return 2;
+    }
+    rc |= SetWebhookCaBundles(**webhooks, **reader, opts->ns, opts->ca_bundle_secret, opts->webhooks, std::cout,
+                              std::cerr);
+  }
+  return rc;
 }
 
 }  // namespace vramd::daemon

@@ -6,6 +6,14 @@
 //   vramd ensure-secrets --namespace NS [--tls-secret NAME --dns-names a,b,...]
 //                        [--token-secret NAME] [--valkey-secret NAME]
 //                        [--label KEY=VALUE]... [--kube-api URL --kube-token-file F --kube-ca-file F]
+//   vramd ensure-secrets --namespace NS --ca-bundle-secret NAME
+//                        [--mutating-webhook NAME]... [--validating-webhook NAME]...
+//
+// The second form (the chart's post-install/post-upgrade hook, once its
+// webhook configurations exist) reads ca.crt of the TLS Secret NAME and sets
+// it as clientConfig.caBundle of every webhook of the named configurations
+// (SetWebhookCaBundles): the chart renders no caBundle, so Helm's three-way
+// merge on upgrade leaves the patched value alone.
 //
 // Each named Secret is created with one POST (the API server creates it
 // atomically); when it already exists (409: made earlier, or by a run starting
@@ -38,6 +46,7 @@
 #include "vramd/kube/kube_client.h"
 #include "vramd/kube/secret_reader.h"
 #include "vramd/kube/secrets.h"
+#include "vramd/kube/webhooks.h"
 #include "vramd/status.h"
 
 namespace vramd::daemon {
@@ -53,14 +62,17 @@ struct EnsureSecretsOptions {
   std::string token_secret;
   std::string valkey_secret;
   std::map<std::string, std::string> labels;  // --label, beside the managed-by one
+  std::string ca_bundle_secret;               // --ca-bundle-secret: the TLS Secret whose ca.crt goes into webhooks
+  std::vector<std::pair<kube::WebhookKind, std::string>> webhooks;  // --mutating-webhook, --validating-webhook
   kube::Options kube;                         // api_url, token_file, ca_file, timeout_ms
 };
 
 // Parses the arguments after "ensure-secrets" (`--flag value` or
 // `--flag=value`). kInvalidArgument naming the flag: an unknown flag, a
-// missing value, no --namespace, no Secret named, --tls-secret without
-// --dns-names or the reverse, a name that is not a valid Kubernetes name,
-// two flags naming the same Secret, a label not KEY=VALUE. Pure.
+// missing value, no --namespace, nothing to do (no Secret, no CA bundle),
+// --tls-secret without --dns-names or the reverse, --ca-bundle-secret without
+// a webhook configuration or the reverse, a name that is not a valid
+// Kubernetes name, two flags naming the same Secret, a label not KEY=VALUE. Pure.
 Result<EnsureSecretsOptions> ParseEnsureSecretsArgs(const std::vector<std::string>& args);
 
 // The generated values; only those of the Secrets asked for are set.
@@ -94,6 +106,21 @@ Status CheckExistingSecret(const kube::Secret& want, const kube::Secret& got);
 int EnsureSecrets(kube::SecretClient& client, kube::SecretReader& reader, const std::vector<kube::Secret>& secrets,
                   std::ostream& out, std::ostream& err, int attempts = 5,
                   std::chrono::milliseconds pause = std::chrono::seconds(1));
+
+// Sets ca.crt of the Secret NS/`ca_secret` as the caBundle of every webhook
+// of each configuration in `webhooks` (GET, CaBundlePatch, PATCH only what
+// differs). Writes one line per configuration to `out` ("mutatingwebhook
+// configurations/NAME: caBundle set on 2 webhooks (CA from secret NS/S)" or
+// "...: caBundle already set") and each error to `err`. The Secret must hold
+// a PEM certificate under ca.crt; a configuration that does not exist is an
+// error (the hook runs after the chart created them). kUnavailable is tried
+// again as EnsureSecrets does; a PATCH refused by its `test` (the
+// configuration changed meanwhile) is tried again from the GET. Returns 0 when
+// every configuration carries the CA now, 1 otherwise (each is still tried).
+int SetWebhookCaBundles(kube::WebhookClient& client, kube::SecretReader& reader, const std::string& ns,
+                        const std::string& ca_secret,
+                        const std::vector<std::pair<kube::WebhookKind, std::string>>& webhooks, std::ostream& out,
+                        std::ostream& err, int attempts = 5, std::chrono::milliseconds pause = std::chrono::seconds(1));
 
 // The subcommand: argv[0] is "ensure-secrets". Exit status 0 done, 1 an
 // API error, 2 bad arguments or no API server to talk to.

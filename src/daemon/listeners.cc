@@ -9,6 +9,8 @@ Result<std::unique_ptr<Listeners>> Listeners::Create(const config::Config& cfg, 
   if (!main_opts.ok()) return main_opts.status();
   Result<std::optional<http::ServerOptions>> api_opts = ApiServerOptionsFrom(cfg);
   if (!api_opts.ok()) return api_opts.status();
+  Result<std::optional<http::ServerOptions>> admission_opts = AdmissionServerOptionsFrom(cfg);
+  if (!admission_opts.ok()) return admission_opts.status();
   std::unique_ptr<Listeners> l(new Listeners());
   l->scheme_ = cfg.tls_cert_file.empty() ? "http" : "https";
   l->main_opts_ = *main_opts;
@@ -16,6 +18,10 @@ Result<std::unique_ptr<Listeners>> Listeners::Create(const config::Config& cfg, 
   if (*api_opts) {
     l->api_opts_ = **api_opts;
     l->api_ = std::make_unique<http::Server>(**api_opts, registry);
+  }
+  if (*admission_opts) {
+    l->admission_opts_ = **admission_opts;
+    l->admission_ = std::make_unique<http::Server>(**admission_opts, registry);
   }
   return l;
 }
@@ -34,7 +40,7 @@ void Listeners::Register(const http::ApiServices& api, gpulock::LockService* loc
 }
 
 void Listeners::RegisterAdmission(http::AdmissionServices admission) {
-  http::RegisterAdmissionRoutes(api_ ? *api_ : *main_, std::move(admission));
+  http::RegisterAdmissionRoutes(admission_ ? *admission_ : api_ ? *api_ : *main_, std::move(admission));
 }
 
 Status Listeners::Start() {
@@ -45,10 +51,18 @@ Status Listeners::Start() {
       return Status(s.code(), "api_listen: " + s.message());
     }
   }
+  if (admission_) {
+    if (Status s = admission_->Start(); !s.ok()) {
+      if (api_) api_->Stop();
+      main_->Stop();
+      return Status(s.code(), "admission.listen: " + s.message());
+    }
+  }
   return Status::Ok();
 }
 
 void Listeners::Stop() {
+  if (admission_) admission_->Stop();
   if (api_) api_->Stop();
   main_->Stop();
 }
@@ -57,6 +71,11 @@ Status Listeners::ReloadTls() {
   Status s = main_->ReloadTls();
   if (api_) {
     if (Status a = api_->ReloadTls(); !a.ok() && s.ok()) s = Status(a.code(), "api_listen: " + a.message());
+  }
+  if (admission_) {
+    if (Status a = admission_->ReloadTls(); !a.ok() && s.ok()) {
+      s = Status(a.code(), "admission.listen: " + a.message());
+    }
   }
   return s;
 }
@@ -68,6 +87,7 @@ std::string Listeners::Describe() const {
   };
   std::string d = url(main_opts_, main_->port());
   if (api_) d += " (api: " + url(*api_opts_, api_->port()) + ")";
+  if (admission_) d += " (admission: " + url(*admission_opts_, admission_->port()) + ")";
   return d;
 }
 

@@ -70,6 +70,18 @@ Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Co
   return std::optional<http::ServerOptions>(std::move(s).value());
 }
 
+Result<std::optional<http::ServerOptions>> AdmissionServerOptionsFrom(const config::Config& cfg) {
+  if (cfg.admission_listen.empty()) return std::optional<http::ServerOptions>();
+  config::Config adm = cfg;
+  adm.listen = cfg.admission_listen;
+  adm.tls_client_ca_file.clear();  // the API server presents no client certificate to a webhook
+  adm.tls_client_names.clear();
+  Result<http::ServerOptions> s = ServerOptionsFrom(adm);
+  if (!s.ok()) return Status(s.status().code(), "admission.listen: " + s.status().message());
+  s->name = "admission_listen";
+  return std::optional<http::ServerOptions>(std::move(s).value());
+}
+
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg) {
   gpulock::LockOptions l;
   l.max_waiting_calls = (cfg.http_threads - 1) / 2;  // long polls waiting at once (each holds a connection)

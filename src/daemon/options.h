@@ -26,6 +26,11 @@ Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg);
 // certificate (it serves no extender verb). kInvalidArgument when
 // `api_listen` is not HOST:PORT.
 Result<std::optional<http::ServerOptions>> ApiServerOptionsFrom(const config::Config& cfg);
+// The admission webhook's own listener, `admission.listen` (nullopt when it
+// is empty): ServerOptionsFrom's on that address, never asking for a client
+// certificate (the API server presents none). kInvalidArgument when it is not
+// HOST:PORT.
+Result<std::optional<http::ServerOptions>> AdmissionServerOptionsFrom(const config::Config& cfg);
 gpulock::LockOptions LockOptionsFrom(const config::Config& cfg);
 // The settings of the routes; the caller adds the components they serve.
 http::ApiServices ApiSettingsFrom(const config::Config& cfg, const Secrets& secrets);

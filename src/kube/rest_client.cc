@@ -25,6 +25,7 @@
 #include "vramd/kube/kube_client.h"
 #include "vramd/kube/secret_reader.h"
 #include "vramd/kube/secrets.h"
+#include "vramd/kube/webhooks.h"
 #include "vramd/mutex.h"
 
 #ifndef VRAMD_VERSION
@@ -152,7 +153,7 @@ struct HttpReply {
   std::string body;
 };
 
-class RestClient final : public KubeClient, public SecretClient, public SecretReader {
+class RestClient final : public KubeClient, public SecretClient, public SecretReader, public WebhookClient {
  public:
   RestClient(Options opts, ApiEndpoint endpoint, std::string ca_file, std::unique_ptr<TokenSource> token)
       : opts_(std::move(opts)),
@@ -282,6 +283,22 @@ class RestClient final : public KubeClient, public SecretClient, public SecretRe
                  [&](std::string_view line) { return HandleQueueWatchLine(line, on_event); });
   }
 
+  Result<std::string> GetWebhookConfiguration(WebhookKind kind, const std::string& name) override {
+    const std::string what = std::string("get ") + WebhookResource(kind) + "/" + name;
+    Result<HttpReply> r = Send(Method::kGet, WebhookPath(kind, name), "", "", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return std::move(r->body);
+  }
+
+  Status PatchWebhookConfiguration(WebhookKind kind, const std::string& name, const std::string& json_patch) override {
+    const std::string what = std::string("patch ") + WebhookResource(kind) + "/" + name;
+    Result<HttpReply> r = Send(Method::kPatch, WebhookPath(kind, name), json_patch, "application/json-patch+json", what);
+    if (!r.ok()) return r.status();
+    if (!Is2xx(r->status)) return StatusFromHttp(r->status, what, ApiMessage(r->body));
+    return Status::Ok();
+  }
+
   Status PatchQueueStatus(const std::string& name, const std::string& patch_json) override {
     const std::string what = "patch vramqueue " + name + " status";
     Result<HttpReply> r = Send(Method::kPatch, QueuesPath() + "/" + PercentEncode(name) + "/status", patch_json,
@@ -403,6 +420,11 @@ class RestClient final : public KubeClient, public SecretClient, public SecretRe
   // /apis/vramd.io/v1alpha1/vramqueues (cluster-scoped).
   std::string QueuesPath() const {
     return Api(std::string("/apis/") + ledger::kQueueGroup + "/" + ledger::kQueueVersion + "/" + ledger::kQueuePlural);
+  }
+
+  std::string WebhookPath(WebhookKind kind, const std::string& name) const {
+    return Api(std::string("/apis/admissionregistration.k8s.io/v1/") + WebhookResource(kind) + "/" +
+               PercentEncode(name));
   }
 
   std::string PodPath(const std::string& ns, const std::string& name) const {
@@ -639,6 +661,12 @@ Result<std::unique_ptr<SecretReader>> NewSecretReader(const Options& opts) {
   Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
   if (!c.ok()) return c.status();
   return std::unique_ptr<SecretReader>(std::move(c).value());
+}
+
+Result<std::unique_ptr<WebhookClient>> NewWebhookClient(const Options& opts) {
+  Result<std::unique_ptr<RestClient>> c = NewRestClientImpl(opts);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<WebhookClient>(std::move(c).value());
 }
 
 Result<std::unique_ptr<SecretClient>> NewSecretClient(const Options& opts) {

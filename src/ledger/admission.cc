@@ -18,7 +18,19 @@ std::optional<std::string> ValidateAdmission(const AdmissionRequest& in, const A
   // The request and the vramd.io/* annotations filter reads: refused now
   // rather than found Pending later.
   Result<VramRequest> req = ComputeVramRequest(pod.spec, policy.victim_classes);
-  if (!req.ok()) return "invalid VRAM request: " + req.status().message();
+  if (!req.ok()) {
+    // An UPDATE that leaves an unreadable request exactly as unreadable as it
+    // was (a pod created before its namespace was labelled; a controller that
+    // changes a label or removes a finalizer) did not make it so: refusing it
+    // would leave the pod un-updatable, stuck Terminating behind a finalizer.
+    // Filter still refuses to place such a pod.
+    bool as_before = false;
+    if (!in.create && in.old) {
+      Result<VramRequest> before = ComputeVramRequest(in.old->spec, policy.victim_classes);
+      as_before = !before.ok() && before.status().message() == req.status().message();
+    }
+    if (!as_before) return "invalid VRAM request: " + req.status().message();
+  }
   // Placement is vramd's to write (at bind): nobody else adds or changes it.
   if (policy.vramd_users.count(in.username) == 0) {
     for (const char* key : kPlacementAnnotations) {
@@ -31,7 +43,7 @@ std::optional<std::string> ValidateAdmission(const AdmissionRequest& in, const A
     }
   }
   // A pod created on a node with a VRAM request would hold VRAM vramd never granted.
-  if (in.create && req->wants_vram() && !pod.node_name.empty() && !in.namespace_may_bind_directly) {
+  if (in.create && req.ok() && req->wants_vram() && !pod.node_name.empty() && !in.namespace_may_bind_directly) {
     return "spec.nodeName with a " + pod.spec.ns + " pod requesting VRAM bypasses vramd (its VRAM would be "
            "used without being granted); leave nodeName empty, or an admin labels the namespace " +
            (policy.opt_out_label.empty() ? std::string("with the opt-out label") : policy.opt_out_label);

@@ -5,8 +5,10 @@ extender verbs, and never asks for a client certificate; with mTLS on
 /scheduler/bind. The real vramd binary against a real redis-server;
 certificates made with the openssl command, as security_test.py does."""
 
+import base64
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -125,6 +127,98 @@ class ApiListenWithMutualTls(unittest.TestCase):
             return call(url, "GET", "/healthz", ctx=ctx, timeout=2)[0] == 200
         except Exception:
             return False
+
+
+def admission_review(annotations, uid="rev-1"):
+    """An AdmissionReview v1 of a pod CREATE in team-a asking for 4Gi of VRAM, as the API server sends it."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "infer", "namespace": "team-a", "annotations": annotations},
+           "spec": {"containers": [{"name": "main", "image": "x",
+                                    "resources": {"limits": {"vramd.io/vram": "4Gi"}}}]}}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "namespace": "team-a", "operation": "CREATE",
+                        "userInfo": {"username": "alice"}, "object": pod}}
+
+
+class AdmissionListen(unittest.TestCase):
+    """admission.listen (issue 34): the webhook on a port of its own, /admission/*
+    and nothing else, TLS without a client certificate (the API server presents
+    none), so a NetworkPolicy can open that one port to the control plane; the
+    API and the extender verbs are not there, and the webhook is no longer on
+    api_listen."""
+
+    def test_the_admission_listener_serves_the_webhook_and_nothing_else(self):
+        with Workdir() as w:
+            d = w.path
+            make_ca(d, "ca1")
+            make_ca(d, "clientca")
+            make_cert(d, "ca1", "server")
+            make_cert(d, "clientca", "scheduler", server=False)
+            redis = w.redis()
+            api_port, adm_port = free_port(), free_port()
+            api, adm = f"https://127.0.0.1:{api_port}", f"https://127.0.0.1:{adm_port}"
+            anonymous = client_ctx(d, "ca1")
+            v = w.vramd(["--config", homelab_config(w, redis.url), "--tls-cert-file", f"{d}/server.crt",
+                         "--tls-key-file", f"{d}/server.key", "--tls-client-ca-file", f"{d}/clientca.crt",
+                         "--api-listen", f"127.0.0.1:{api_port}", "--admission-enabled",
+                         "--admission-listen", f"127.0.0.1:{adm_port}", "--admission-scheduler-name",
+                         "vramd-scheduler", "--admission-vramd-users", "system:serviceaccount:vramd-system:vramd"],
+                        scheme="https", ssl_ctx=client_ctx(d, "ca1", "scheduler"))
+            self.assertIn(f"(admission: https://127.0.0.1:{adm_port})", v.log())
+            wait_for(lambda: self._answers(adm, anonymous), 10, message="the admission listener")
+
+            # The webhook, without a client certificate: a malformed annotation refused with
+            # filter's message, a user-written placement annotation refused, a plain VRAM pod mutated.
+            for annotations, part in (({"vramd.io/gpu-count": "two"}, "invalid VRAM request"),
+                                      ({"vramd.io/gpus": "0"}, "annotation vramd.io/gpus is written by vramd")):
+                status, text = call(adm, "POST", "/admission/validate", admission_review(annotations), ctx=anonymous)
+                resp = json.loads(text)["response"]
+                self.assertEqual((status, resp["uid"], resp["allowed"]), (200, "rev-1", False), text)
+                self.assertIn(part, resp["status"]["message"])
+            status, text = call(adm, "POST", "/admission/mutate", admission_review({}), ctx=anonymous)
+            resp = json.loads(text)["response"]
+            self.assertEqual((status, resp["allowed"], resp["patchType"]), (200, True, "JSONPatch"), text)
+            patch = json.loads(base64.b64decode(resp["patch"]))
+            self.assertIn({"op": "add", "path": "/spec/schedulerName", "value": "vramd-scheduler"}, patch)
+            self.assertEqual(call(adm, "POST", "/admission/validate-direct-bind", admission_review({}),
+                                  ctx=anonymous)[0], 200)
+
+            # Nothing else on that port: no probes, no /metrics, no /v1, no extender verb.
+            for method, path in (("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/nodes"),
+                                 ("POST", "/scheduler/bind"), ("POST", "/scheduler/filter"), ("GET", "/v1/locks")):
+                body = bind_body("u-a", "ness-linux3") if method == "POST" else None
+                self.assertEqual(call(adm, method, path, body, ctx=anonymous)[0], 404, path)
+            # ... and the webhook is no longer on the API listener.
+            self.assertEqual(call(api, "POST", "/admission/validate", admission_review({}), ctx=anonymous)[0], 404)
+            self.assertEqual(call(api, "GET", "/healthz", ctx=anonymous)[0], 200)
+            # TLS only: plain HTTP gets no answer.
+            with self.assertRaises(Exception):
+                urllib.request.urlopen(f"http://127.0.0.1:{adm_port}/admission/validate", timeout=3).read()
+            # Its own connection metrics, the shared request metrics (the probe above, then three calls).
+            metrics = call(api, "GET", "/metrics", ctx=anonymous)[1]
+            self.assertIn('vramd_http_connections{listener="admission_listen"}', metrics)
+            validated = re.search(r'^vramd_http_requests_total\{verb="admission_validate",code="200"\} (\d+)$',
+                                  metrics, re.M)
+            self.assertTrue(validated and int(validated.group(1)) >= 3, "admission_validate requests counted")
+            self.assertEqual(v.stop(), 0)
+
+    @staticmethod
+    def _answers(url, ctx):
+        try:
+            return call(url, "POST", "/admission/validate", admission_review({}), ctx=ctx, timeout=2)[0] == 200
+        except Exception:
+            return False
+
+    def test_admission_listen_without_tls_or_without_the_webhook_is_refused_at_start(self):
+        with Workdir() as w:
+            for extra, part in ((["--admission-enabled"], "admission.listen needs tls.cert_file"),
+                                ([], "admission.listen needs admission.enabled")):
+                res = subprocess.run([VRAMD, "--no-kube", "--admission-listen", f"127.0.0.1:{free_port()}", *extra],
+                                     capture_output=True, text=True, timeout=10, env=clean_env(), cwd=w.path)
+                self.assertEqual(res.returncode, 2, res.stderr)
+                self.assertIn(part, res.stderr + res.stdout)
 
 
 class ApiListenPlain(unittest.TestCase):

@@ -41,8 +41,10 @@ struct Config {
   std::string tls_client_ca_file;            // verify client certificates when set
   std::string tls_client_names;              // comma-separated: the client certificate must name one (CN or DNS SAN)
   std::string api_token_file;                // bearer token for mutating /v1 calls
-  // The admission webhook (issue 34), on api_listen (or listen without it).
+  // The admission webhook (issue 34): on admission.listen when set, else on
+  // api_listen (or listen without it).
   bool admission_enabled = false;            // admission.enabled
+  std::string admission_listen;              // admission.listen: host:port of a listener serving only /admission/*
   std::string admission_scheduler_name;      // admission.scheduler_name: set on VRAM pods left to the default
   std::string admission_runtime_class;       // admission.runtime_class: set on VRAM pods without one
   std::string admission_vramd_users;         // admission.vramd_users: who may write placement annotations

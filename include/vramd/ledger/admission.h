@@ -55,7 +55,9 @@ struct AdmissionPolicy {
 };
 
 // nullopt: allowed. Otherwise why not, in the words filter would use:
-//  - an invalid VRAM request or vramd.io/* annotation: "invalid VRAM request: ...";
+//  - an invalid VRAM request or vramd.io/* annotation: "invalid VRAM request: ..."
+//    (on UPDATE only when the update made it so or changed why: an object that
+//    was already unreadable stays updatable, e.g. its finalizers removable);
 //  - placement annotations added or changed by anyone but vramd;
 //  - spec.nodeName on a pod created with a VRAM request (it would bypass vramd's
 //    accounting) unless the namespace opted out.

@@ -84,6 +84,30 @@ TEST(Config, ApiListenIsOffByDefaultAndSetLikeListen) {
   std::remove(f.c_str());
 }
 
+TEST(Config, AdmissionListenIsOffByDefaultAndSetWithTheWebhookAndTls) {
+  Result<Config> c = LoadArgs({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->admission_listen, "") << "off unless asked for: the webhook then shares api_listen";
+  std::string f = WriteTemp(R"({"admission":{"enabled":true,"listen":"0.0.0.0:8445"},
+                               "tls":{"cert_file":"/c","key_file":"/k"}})");
+  for (auto [args, env, want] : {
+           std::tuple<std::vector<const char*>, std::vector<const char*>, const char*>{
+               {"--config", f.c_str()}, {}, "0.0.0.0:8445"},
+           {{"--config", f.c_str()}, {"VRAMD_ADMISSION_LISTEN=[::]:9443"}, "[::]:9443"},
+           {{"--config", f.c_str(), "--admission-listen", "127.0.0.1:0"}, {}, "127.0.0.1:0"},
+           {{"--config", f.c_str(), "--admission-listen="}, {}, ""},
+       }) {
+    Result<Config> got = LoadArgs(args, env);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->admission_listen, want);
+  }
+  // Port 0 (tests: any free port) may be given to several listeners.
+  Result<Config> zeros = LoadArgs({"--config", f.c_str(), "--listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
+                                   "--admission-listen", "127.0.0.1:0"});
+  EXPECT_TRUE(zeros.ok()) << zeros.status().ToString();
+  std::remove(f.c_str());
+}
+
 struct BadConfig {
   const char* name;
   std::vector<const char*> args;
@@ -119,6 +143,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"BadApiListenPort", {}, {"VRAMD_API_LISTEN=a:99999"}, nullptr, "VRAMD_API_LISTEN"},
         BadConfig{"ApiListenSameAsListen", {"--listen", "127.0.0.1:9", "--api-listen", "127.0.0.1:9"}, {}, nullptr,
                   "api_listen must differ from listen"},
+        BadConfig{"BadAdmissionListen", {"--admission-enabled", "--tls-cert-file", "c", "--tls-key-file", "k",
+                                         "--admission-listen", "nohost"},
+                  {}, nullptr, "config key admission.listen"},
+        BadConfig{"AdmissionListenWithoutTheWebhook",
+                  {"--tls-cert-file", "c", "--tls-key-file", "k", "--admission-listen", "0.0.0.0:8445"}, {}, nullptr,
+                  "admission.listen needs admission.enabled"},
+        BadConfig{"AdmissionListenWithoutTls", {"--admission-enabled", "--admission-listen", "0.0.0.0:8445"}, {},
+                  nullptr, "admission.listen needs tls.cert_file and tls.key_file"},
+        BadConfig{"AdmissionListenSameAsListen",
+                  {"--listen", "0.0.0.0:8443", "--admission-enabled", "--tls-cert-file", "c", "--tls-key-file", "k",
+                   "--admission-listen", "0.0.0.0:8443"},
+                  {}, nullptr, "admission.listen must differ from listen (both are 0.0.0.0:8443)"},
+        BadConfig{"AdmissionListenSameAsApiListen", {}, {}, R"({"api_listen":"0.0.0.0:8081","admission":{
+                    "enabled":true,"listen":"0.0.0.0:8081"},"tls":{"cert_file":"c","key_file":"k"}})",
+                  "admission.listen must differ from api_listen (both are 0.0.0.0:8081)"},
         BadConfig{"UnknownFlag", {"--frobnicate"}, {}, nullptr, "unknown flag --frobnicate"},
         BadConfig{"FlagWithoutValue", {"--listen"}, {}, nullptr, "needs a value"},
         BadConfig{"MisspeltEnvWithValueInvalidForTheKey", {}, {"VRAMD_LISTN=nohost"}, nullptr,

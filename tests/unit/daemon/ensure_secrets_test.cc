@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 namespace vramd::daemon {
 namespace {
@@ -48,6 +51,17 @@ INSTANTIATE_TEST_SUITE_P(
                   nullptr},
         ParseCase{"NoNamespace", V{"--token-secret", "t"}, "--namespace: is required"},
         ParseCase{"NothingToDo", V{"--namespace", "gpu"}, "nothing to do"},
+        ParseCase{"CaBundle", V{"--namespace", "gpu", "--ca-bundle-secret", "vramd-tls", "--mutating-webhook",
+                                "vramd-gpu", "--validating-webhook=vramd-gpu"},
+                  nullptr},
+        ParseCase{"CaBundleWithoutWebhooks", V{"--namespace", "gpu", "--ca-bundle-secret", "vramd-tls"},
+                  "--ca-bundle-secret: needs --mutating-webhook or --validating-webhook"},
+        ParseCase{"WebhookWithoutCaBundle", V{"--namespace", "gpu", "--validating-webhook", "v"},
+                  "--validating-webhook: needs --ca-bundle-secret"},
+        ParseCase{"BadWebhookName", V{"--namespace", "gpu", "--ca-bundle-secret", "t", "--mutating-webhook", "V_1"},
+                  "--mutating-webhook: \"V_1\" is not a valid configuration name"},
+        ParseCase{"BadCaBundleSecret", V{"--namespace", "gpu", "--ca-bundle-secret", "-t", "--mutating-webhook", "m"},
+                  "--ca-bundle-secret: \"-t\" is not a valid Secret name"},
         ParseCase{"TlsWithoutNames", V{"--namespace", "gpu", "--tls-secret", "t"}, "--tls-secret: needs --dns-names"},
         ParseCase{"NamesWithoutTls", V{"--namespace", "gpu", "--token-secret", "t", "--dns-names", "a"},
                   "--dns-names: needs --tls-secret"},
@@ -275,6 +289,187 @@ TEST(EnsureSecrets, AGetErrorAfterAConflictFailsTheRunAndUnavailableIsTriedAgain
   EXPECT_EQ(out.str(), "secret gpu/a: exists, checked (Opaque: k)\n");
   EXPECT_NE(err.str().find("HTTP 403"), std::string::npos) << err.str();
   EXPECT_EQ(client.gets, (std::vector<std::string>{"a", "a", "b"}));
+}
+
+TEST(EnsureSecrets, ParsesTheCaBundleFormKeepingEachConfigurationOnce) {
+  Result<EnsureSecretsOptions> o =
+      ParseEnsureSecretsArgs({"--namespace", "gpu", "--ca-bundle-secret", "vramd-tls", "--mutating-webhook", "m",
+                              "--validating-webhook", "v", "--mutating-webhook", "m", "--validating-webhook", "m"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->ca_bundle_secret, "vramd-tls");
+  using kube::WebhookKind;
+  EXPECT_EQ(o->webhooks, (std::vector<std::pair<WebhookKind, std::string>>{
+                             {WebhookKind::kMutating, "m"}, {WebhookKind::kValidating, "v"},
+                             {WebhookKind::kValidating, "m"}}));
+  EXPECT_TRUE(o->tls_secret.empty() && o->token_secret.empty() && o->valkey_secret.empty())
+      << "the post-install form creates no Secret";
+}
+
+constexpr const char* kCaPem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+// Webhook configurations kept as JSON; a PATCH applies the caBundle ops of
+// the patch (after checking each `test`), or answers from `patch_answers`.
+class FakeWebhooks : public kube::WebhookClient {
+ public:
+  std::map<std::string, nlohmann::json> configs;  // "m/NAME" or "v/NAME"
+  std::map<std::string, std::deque<Status>> get_answers, patch_answers;
+  std::vector<std::string> calls;
+  std::function<void()> before_patch;  // e.g. someone reorders the webhooks meanwhile
+
+  static std::string Key(kube::WebhookKind k, const std::string& n) {
+    return (k == kube::WebhookKind::kMutating ? "m/" : "v/") + n;
+  }
+  Result<std::string> GetWebhookConfiguration(kube::WebhookKind kind, const std::string& name) override {
+    const std::string key = Key(kind, name);
+    calls.push_back("get " + key);
+    if (auto& q = get_answers[key]; !q.empty()) {
+      Status st = q.front();
+      q.pop_front();
+      return st;
+    }
+    auto it = configs.find(key);
+    if (it == configs.end()) return NotFound("get " + key + ": HTTP 404");
+    return it->second.dump();
+  }
+  Status PatchWebhookConfiguration(kube::WebhookKind kind, const std::string& name,
+                                   const std::string& json_patch) override {
+    const std::string key = Key(kind, name);
+    calls.push_back("patch " + key);
+    if (before_patch) std::exchange(before_patch, nullptr)();
+    if (auto& q = patch_answers[key]; !q.empty()) {
+      Status st = q.front();
+      q.pop_front();
+      return st;
+    }
+    nlohmann::json& c = configs.at(key);
+    for (const nlohmann::json& op : nlohmann::json::parse(json_patch)) {
+      const nlohmann::json::json_pointer at(op["path"].get<std::string>());
+      if (op["op"] == "test" && c.at(at) != op["value"]) return InvalidArgument(key + ": HTTP 422: test failed");
+    }
+    for (const nlohmann::json& op : nlohmann::json::parse(json_patch)) {
+      if (op["op"] == "add") c[nlohmann::json::json_pointer(op["path"].get<std::string>())] = op["value"];
+    }
+    return Status::Ok();
+  }
+};
+
+nlohmann::json Config(const char* kind, std::vector<std::string> names) {
+  nlohmann::json hooks = nlohmann::json::array();
+  for (const std::string& n : names) {
+    hooks.push_back({{"name", n}, {"clientConfig", {{"service", {{"name", "vramd"}, {"namespace", "gpu"}}}}}});
+  }
+  return {{"apiVersion", "admissionregistration.k8s.io/v1"}, {"kind", kind}, {"metadata", {{"name", "vramd"}}},
+          {"webhooks", hooks}};
+}
+
+std::string BundleOf(const nlohmann::json& c, size_t i) {
+  return c["webhooks"][i]["clientConfig"].value("caBundle", "");
+}
+
+struct CaBundleRun {
+  ScriptedSecretClient secrets;
+  FakeWebhooks hooks;
+  std::ostringstream out, err;
+  CaBundleRun() {
+    secrets.existing["vramd-tls"] = kube::Secret{"gpu", "vramd-tls", "kubernetes.io/tls",
+                                                 {{"ca.crt", kCaPem}, {"tls.crt", "x"}, {"tls.key", "y"}}, {}};
+    hooks.configs["m/vramd"] = Config("MutatingWebhookConfiguration", {"mutate.vramd.io"});
+    hooks.configs["v/vramd"] = Config("ValidatingWebhookConfiguration",
+                                      {"validate.vramd.io", "validate-direct-bind.vramd.io", "queues.vramd.io"});
+  }
+  int Run(int attempts = 3) {
+    return SetWebhookCaBundles(hooks, secrets, "gpu", "vramd-tls",
+                               {{kube::WebhookKind::kMutating, "vramd"}, {kube::WebhookKind::kValidating, "vramd"}},
+                               out, err, attempts, std::chrono::milliseconds(0));
+  }
+};
+
+TEST(SetWebhookCaBundles, PutsTheCaIntoEveryWebhookOfEachConfigurationThenFindsItThere) {
+  CaBundleRun r;
+  ASSERT_EQ(r.Run(), 0) << r.err.str();
+  EXPECT_EQ(r.out.str(),
+            "mutatingwebhookconfigurations/vramd: caBundle set (CA from secret gpu/vramd-tls)\n"
+            "validatingwebhookconfigurations/vramd: caBundle set (CA from secret gpu/vramd-tls)\n");
+  EXPECT_EQ(BundleOf(r.hooks.configs["m/vramd"], 0), kube::Base64(kCaPem));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(BundleOf(r.hooks.configs["v/vramd"], i), kube::Base64(kCaPem)) << i;
+  EXPECT_EQ(r.secrets.gets, (std::vector<std::string>{"vramd-tls"}));
+
+  // An upgrade's hook: nothing to change, nothing patched.
+  CaBundleRun again;
+  again.hooks.configs = r.hooks.configs;
+  ASSERT_EQ(again.Run(), 0) << again.err.str();
+  EXPECT_EQ(again.out.str(),
+            "mutatingwebhookconfigurations/vramd: caBundle already set (CA from secret gpu/vramd-tls)\n"
+            "validatingwebhookconfigurations/vramd: caBundle already set (CA from secret gpu/vramd-tls)\n");
+  EXPECT_EQ(again.hooks.calls, (std::vector<std::string>{"get m/vramd", "get v/vramd"}));
+}
+
+TEST(SetWebhookCaBundles, AStaleCaIsReplaced) {
+  CaBundleRun r;
+  r.hooks.configs["m/vramd"]["webhooks"][0]["clientConfig"]["caBundle"] = kube::Base64("an old CA");
+  ASSERT_EQ(r.Run(), 0) << r.err.str();
+  EXPECT_EQ(BundleOf(r.hooks.configs["m/vramd"], 0), kube::Base64(kCaPem));
+}
+
+TEST(SetWebhookCaBundles, WebhooksReorderedBetweenGetAndPatchAreReadAgainNeverPatchedAtTheWrongPlace) {
+  CaBundleRun r;
+  bool swapped = false;
+  r.hooks.before_patch = [&] {  // an upgrade or an admin swaps two webhooks meanwhile (once)
+    auto& w = r.hooks.configs["v/vramd"]["webhooks"];
+    w[0]["clientConfig"]["caBundle"] = "c3RhbGU=";  // and one of them carries another CA
+    std::swap(w[0], w[1]);
+    swapped = true;
+  };
+  int rc = SetWebhookCaBundles(r.hooks, r.secrets, "gpu", "vramd-tls", {{kube::WebhookKind::kValidating, "vramd"}},
+                               r.out, r.err, 3, std::chrono::milliseconds(0));
+  ASSERT_EQ(rc, 0) << r.err.str();
+  EXPECT_TRUE(swapped);
+  EXPECT_EQ(r.hooks.calls, (std::vector<std::string>{"get v/vramd", "patch v/vramd", "get v/vramd", "patch v/vramd"}))
+      << "the PATCH refused by its `test` is followed by a new GET";
+  EXPECT_NE(r.err.str().find("test failed (round 1 of 3; reading the configuration again)"), std::string::npos)
+      << r.err.str();
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(BundleOf(r.hooks.configs["v/vramd"], i), kube::Base64(kCaPem)) << i;
+}
+
+TEST(SetWebhookCaBundles, RefusesASecretWithoutACaAndNamesWhatFailed) {
+  CaBundleRun r;
+  r.secrets.existing["vramd-tls"].data.erase("ca.crt");
+  EXPECT_EQ(r.Run(), 1);
+  EXPECT_NE(r.err.str().find("secret gpu/vramd-tls has no PEM certificate under ca.crt"), std::string::npos)
+      << r.err.str();
+  EXPECT_TRUE(r.hooks.calls.empty()) << "no configuration is touched without a CA";
+
+  CaBundleRun junk;
+  junk.secrets.existing["vramd-tls"].data["ca.crt"] = "not a certificate";
+  EXPECT_EQ(junk.Run(), 1);
+  EXPECT_TRUE(junk.hooks.calls.empty());
+
+  CaBundleRun missing;
+  missing.secrets.existing.clear();
+  EXPECT_EQ(missing.Run(), 1);
+  EXPECT_NE(missing.err.str().find("HTTP 404"), std::string::npos) << missing.err.str();
+}
+
+TEST(SetWebhookCaBundles, AMissingConfigurationFailsTheRunButTheOtherIsStillPatched) {
+  CaBundleRun r;
+  r.hooks.configs.erase("m/vramd");
+  r.hooks.get_answers["v/vramd"] = {Unavailable("HTTP 503")};
+  r.hooks.patch_answers["v/vramd"] = {Unavailable("transport error")};
+  EXPECT_EQ(r.Run(), 1);
+  EXPECT_NE(r.err.str().find("get m/vramd: HTTP 404"), std::string::npos) << r.err.str();
+  EXPECT_EQ(r.out.str(), "validatingwebhookconfigurations/vramd: caBundle set (CA from secret gpu/vramd-tls)\n");
+  EXPECT_EQ(r.hooks.calls, (std::vector<std::string>{"get m/vramd", "get v/vramd", "get v/vramd", "patch v/vramd",
+                                                      "patch v/vramd"}))
+      << "kUnavailable is tried again, on the GET and on the PATCH";
+}
+
+TEST(SetWebhookCaBundles, ForbiddenIsNotTriedAgain) {
+  CaBundleRun r;
+  r.hooks.patch_answers["m/vramd"] = {Internal("patch m/vramd: HTTP 403 (forbidden)")};
+  EXPECT_EQ(r.Run(), 1);
+  EXPECT_EQ(r.hooks.calls,
+            (std::vector<std::string>{"get m/vramd", "patch m/vramd", "get v/vramd", "patch v/vramd"}));
+  EXPECT_NE(r.err.str().find("HTTP 403"), std::string::npos);
 }
 
 TEST(CheckExistingSecret, SaysEverythingThatDiffers) {

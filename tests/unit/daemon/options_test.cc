@@ -132,6 +132,40 @@ TEST(DaemonOptions, ApiListenerIsOffUnlessSetAndNeverAsksForAClientCertificate) 
   EXPECT_NE(bad.status().message().find("api_listen"), std::string::npos) << bad.status().message();
 }
 
+TEST(DaemonOptions, AdmissionListenerIsOffUnlessSetAndNeverAsksForAClientCertificate) {
+  config::Config cfg;
+  Result<std::optional<http::ServerOptions>> none = AdmissionServerOptionsFrom(cfg);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+
+  cfg.listen = "0.0.0.0:8443";
+  cfg.api_listen = "0.0.0.0:8081";
+  cfg.admission_listen = "0.0.0.0:9443";
+  cfg.http_threads = 5;
+  cfg.tls_cert_file = "/c";
+  cfg.tls_key_file = "/k";
+  cfg.tls_client_ca_file = "/ca";
+  cfg.tls_client_names = "vramd-scheduler";
+  Result<std::optional<http::ServerOptions>> adm = AdmissionServerOptionsFrom(cfg);
+  ASSERT_TRUE(adm.ok()) << adm.status().ToString();
+  ASSERT_TRUE(adm->has_value());
+  const http::ServerOptions& s = **adm;
+  EXPECT_EQ(s.host, "0.0.0.0");
+  EXPECT_EQ(s.port, 9443);
+  EXPECT_EQ(s.threads, 5);
+  EXPECT_EQ(s.name, "admission_listen") << "its own connection metrics";
+  EXPECT_EQ(s.tls_cert_file, "/c") << "the same server certificate (the caBundle names its CA)";
+  EXPECT_EQ(s.tls_key_file, "/k");
+  EXPECT_EQ(s.tls_client_ca_file, "") << "the API server presents no client certificate to a webhook";
+  EXPECT_TRUE(s.tls_client_names.empty());
+  EXPECT_EQ(ServerOptionsFrom(cfg)->tls_client_ca_file, "/ca") << "listen keeps asking for one";
+
+  cfg.admission_listen = "no-port";
+  Result<std::optional<http::ServerOptions>> bad = AdmissionServerOptionsFrom(cfg);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("admission.listen"), std::string::npos) << bad.status().message();
+}
+
 TEST(DaemonOptions, LongPollingLockCallsLeaveHalfTheWorkersFree) {
   config::Config cfg;
   for (auto [threads, waiting] : {std::pair{8, 3}, {2, 0}, {16, 7}, {1, 0}}) {
