@@ -42,7 +42,8 @@ NAMESPACE = "vramd-system"
 RELEASE = "vramd"
 
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "PriorityClass",
-                  "CustomResourceDefinition", "ClusterIssuer"}
+                  "CustomResourceDefinition", "ClusterIssuer", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration"}
 
 # Exactly the API access vramd needs (DESIGN.md, src/kube): (group, resource, verb).
 VRAMD_RBAC = {("", "pods", v) for v in ("get", "list", "watch")} | \
@@ -62,22 +63,22 @@ PROFILES = {
     "default": dict(replicas=2, anti="soft", tls=True, client_auth=True, bundled=True, delivery="file",
                     api=API + "v1", leader=True, preemption_off=False,
                     monitoring=False, pdb=True, api_token=True, netpol=True, ensure=ENSURE_ALL,
-                    kube="1.31.0", scheduler_tag="v1.31.0"),
+                    kube="1.31.0", scheduler_tag="v1.31.0", admission=f"{RELEASE}-tls"),
     "all-on": dict(replicas=3, anti="hard", tls=True, client_auth=True, bundled=True, delivery="file",
                    api=API + "v1", leader=True, preemption_off=True,
                    monitoring=True, pdb=True, api_token=True, netpol=True,
                    ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
-                   kube="1.31.0", scheduler_tag="v1.31.0"),
+                   kube="1.31.0", scheduler_tag="v1.31.0", admission="certManager"),
     "external": dict(replicas=2, anti="", tls=True, client_auth=False, bundled=False, delivery="file",
                      api=API + "v1beta1", leader=True, preemption_off=True,
                      monitoring=False, pdb=False, api_token=True, netpol=True,
                      ensure={"token-secret": f"{RELEASE}-api-token"},
-                     kube="1.21.14", scheduler_tag="v1.21.14"),
+                     kube="1.21.14", scheduler_tag="v1.21.14", admission="vramd-serving-cert"),
     "testbed": dict(replicas=2, anti="soft", tls=False, client_auth=False, bundled=True, delivery="file",
                     api=API + "v1beta1", leader=False, preemption_off=True,
                     monitoring=False, pdb=True, api_token=True, netpol=True,
                     ensure={k: v for k, v in ENSURE_ALL.items() if k != "tls-secret"},
-                    kube="1.20.2", scheduler_tag="v1.20.2"),
+                    kube="1.20.2", scheduler_tag="v1.20.2", admission=None),
 }
 # The AMD preset of the agent (agent.preset=amd) over the defaults.
 PROFILES["amd"] = dict(PROFILES["default"], services="default", agent="amd")
@@ -357,6 +358,7 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     if exp["tls"]:
         C.check(sorted(k for n, k, p in files if n == "tls") == ["ca.crt", "tls.crt", "tls.key"],
                 f"[{profile}] vramd's TLS volume gives exactly ca.crt, tls.crt, tls.key: {files}")
+    check_admission(profile, docs, exp, dep, svc, config)
     if exp["netpol"]:
         check_network_policies(profile, docs, exp, dep, cport["name"])
     else:
@@ -775,6 +777,158 @@ def check_ensure_secrets(profile, docs, exp, spec, vramd):
                 f"[{profile}] {d['kind']} {sa_name} must be a hook like its Job (it exists before the Job runs)")
 
 
+def ns_selected(selector, labels):
+    """Whether a LabelSelector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist) selects `labels`."""
+    if not all(labels.get(k) == v for k, v in (selector or {}).get("matchLabels", {}).items()):
+        return False
+    for e in (selector or {}).get("matchExpressions", []):
+        k, op, vals = e["key"], e["operator"], e.get("values", [])
+        if op == "In" and labels.get(k) not in vals:
+            return False
+        if op == "NotIn" and k in labels and labels[k] in vals:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+def hook_rbac(docs, kind, name):
+    """(apiGroup, resource, verb, resourceNames) granted by the Role/ClusterRole `name`."""
+    granted = set()
+    for r in find(docs, kind, name):
+        for rule in r["rules"]:
+            for g in rule.get("apiGroups", []):
+                for res in rule.get("resources", []):
+                    for v in rule.get("verbs", []):
+                        granted.add((g, res, v, tuple(sorted(rule.get("resourceNames", [])))))
+    return granted
+
+
+def check_admission(profile, docs, exp, dep, svc, config):
+    """Issue 34 part A, wired by the chart: vramd's config, its own listener and
+    Service port, the two webhook configurations (scoped to labelled namespaces,
+    never kube-system nor the release's, paths, failurePolicy, timeout, the
+    Service port), no caBundle rendered, and where the CA comes from: cert-manager's
+    injector, or the post-install hook with RBAC limited by resourceNames."""
+    mut = find(docs, "MutatingWebhookConfiguration")
+    val = find(docs, "ValidatingWebhookConfiguration")
+    job_name = f"{RELEASE}-webhook-ca"
+    if not exp["admission"]:
+        C.check(not mut and not val and "admission" not in config and not find(docs, "Job", job_name),
+                f"[{profile}] admission off: no webhook configuration, no admission config, no CA Job")
+        return
+    if not C.check(len(mut) == 1 and len(val) == 1 and mut[0]["metadata"]["name"] == RELEASE
+                   and val[0]["metadata"]["name"] == RELEASE,
+                   f"[{profile}] expected one Mutating and one ValidatingWebhookConfiguration named {RELEASE}"):
+        return
+    adm = config.get("admission", {})
+    c = pod_spec(dep)["containers"][0]
+    cports = [p for p in c.get("ports", []) if p.get("name") == "admission"]
+    sports = [p for p in svc["spec"]["ports"] if p.get("name") == "admission"]
+    port = cports[0]["containerPort"] if cports else None
+    C.check(len(cports) == 1 and adm.get("listen", "").endswith(f":{port}")
+            and port not in [p["containerPort"] for p in c["ports"] if p.get("name") != "admission"],
+            f"[{profile}] admission.listen {adm.get('listen')} must be the container port `admission`, apart from the others")
+    C.check(len(sports) == 1 and sports[0]["port"] == port and sports[0]["targetPort"] == "admission",
+            f"[{profile}] the Service must serve the admission port {port} to targetPort admission: {svc['spec']['ports']}")
+    sa = pod_spec(dep)["serviceAccountName"]
+    sched = one(docs, "Deployment", f"{RELEASE}-scheduler", profile) if find(docs, "Deployment", f"{RELEASE}-scheduler") else None
+    want_sched = "vramd-scheduler" if sched else ""
+    C.check(adm.get("enabled") is True and adm.get("vramd_users") == f"system:serviceaccount:{NAMESPACE}:{sa}"
+            and adm.get("scheduler_name", "") == want_sched,
+            f"[{profile}] config admission: enabled, vramd_users = vramd's ServiceAccount, scheduler_name "
+            f"{want_sched!r} (the chart's scheduler, empty for wiring b): {adm}")
+
+    paths = {"mutate.vramd.io": "/admission/mutate", "validate.vramd.io": "/admission/validate",
+             "validate-direct-bind.vramd.io": "/admission/validate-direct-bind", "queues.vramd.io": "/admission/validate"}
+    hooks = {h["name"]: (cfg["kind"], h) for cfg in (mut[0], val[0]) for h in cfg.get("webhooks", [])}
+    C.check(set(hooks) == set(paths), f"[{profile}] webhooks {sorted(hooks)} != {sorted(paths)}")
+    team = {"kubernetes.io/metadata.name": "team-a", "vramd.io/admission": "enabled"}
+    opted = dict(team, **{"vramd.io/direct-bind": "allowed"})
+    never = [{"kubernetes.io/metadata.name": n, "vramd.io/admission": "enabled", "vramd.io/direct-bind": d}
+             for n in ("kube-system", NAMESPACE) for d in ("allowed", "no")]
+    for name, (kind, h) in hooks.items():
+        where = f"[{profile}] {kind} webhook {name}"
+        cc = h.get("clientConfig", {})
+        C.check("caBundle" not in cc and "url" not in cc,
+                f"{where}: no caBundle rendered (the hook or cert-manager writes it; an upgrade keeps it) and no url")
+        C.check(cc.get("service") == {"namespace": NAMESPACE, "name": svc["metadata"]["name"], "path": paths.get(name),
+                                      "port": port},
+                f"{where}: clientConfig.service must be {svc['metadata']['name']}.{NAMESPACE}:{port}{paths.get(name)}: {cc}")
+        C.check(h.get("sideEffects") == "None" and "v1" in h.get("admissionReviewVersions", []),
+                f"{where}: sideEffects None, admissionReviewVersions with v1")
+        C.check(h.get("timeoutSeconds") == 5, f"{where}: timeoutSeconds 5 (documented), is {h.get('timeoutSeconds')}")
+        rules = h.get("rules", [])
+        if name == "queues.vramd.io":
+            C.check(h.get("failurePolicy") == "Ignore", f"{where}: failurePolicy Ignore (the leader checks queues again)")
+            C.check(rules == [{"apiGroups": ["vramd.io"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+                               "resources": ["vramqueues"], "scope": "Cluster"}], f"{where}: rules {rules}")
+            continue
+        C.check(h.get("failurePolicy") == "Fail", f"{where}: failurePolicy Fail (labelled namespaces only)")
+        ops = ["CREATE"] if name == "mutate.vramd.io" else ["CREATE", "UPDATE"]
+        C.check(rules == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": ["pods"],
+                           "scope": "Namespaced"}], f"{where}: rules must be pods {ops}: {rules}")
+        sel = h.get("namespaceSelector")
+        C.check(bool(sel) and sel.get("matchLabels", {}).get("vramd.io/admission") == "enabled",
+                f"{where}: a namespaceSelector requiring vramd.io/admission=enabled: {sel}")
+        C.check({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}
+                in sel.get("matchExpressions", []), f"{where}: kube-system and {NAMESPACE} excluded by name: {sel}")
+        for labels in never + [{"kubernetes.io/metadata.name": "team-b"}]:
+            C.check(not ns_selected(sel, labels), f"{where} selects namespace {labels}")
+        if name == "validate-direct-bind.vramd.io":
+            C.check(ns_selected(sel, opted) and not ns_selected(sel, team), f"{where}: only opted-out labelled namespaces")
+        elif name == "validate.vramd.io":
+            C.check(ns_selected(sel, team) and not ns_selected(sel, opted),
+                    f"{where}: labelled namespaces but the opted-out (validate-direct-bind's)")
+        else:
+            C.check(ns_selected(sel, team) and ns_selected(sel, opted), f"{where}: every labelled namespace")
+
+    ca = exp["admission"]
+    jobs = find(docs, "Job", job_name)
+    if ca == "certManager":
+        for cfg in (mut[0], val[0]):
+            C.check(cfg["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") == f"{NAMESPACE}/{RELEASE}-tls",
+                    f"[{profile}] {cfg['kind']}: cert-manager.io/inject-ca-from {NAMESPACE}/{RELEASE}-tls")
+        C.check(len(find(docs, "Certificate", f"{RELEASE}-tls")) == 1, f"[{profile}] the injector's Certificate {RELEASE}-tls")
+        C.check(not jobs, f"[{profile}] no CA Job with cert-manager")
+        return
+    for cfg in (mut[0], val[0]):
+        C.check("cert-manager.io/inject-ca-from" not in cfg["metadata"].get("annotations", {}),
+                f"[{profile}] {cfg['kind']}: no cert-manager annotation without cert-manager")
+    if not C.check(len(jobs) == 1, f"[{profile}] expected the Job {job_name}"):
+        return
+    job = jobs[0]
+    C.check(job["metadata"].get("annotations", {}).get("helm.sh/hook") == "post-install,post-upgrade",
+            f"[{profile}] {job_name} must be a post-install,post-upgrade hook (the configurations exist then)")
+    check_security(profile, job)
+    js = pod_spec(job)
+    jc = js["containers"][0]
+    C.check(jc["image"] == c["image"] and "command" not in jc and jc.get("args") == [
+        "ensure-secrets", "--namespace", NAMESPACE, "--ca-bundle-secret", ca, "--mutating-webhook", RELEASE,
+        "--validating-webhook", RELEASE], f"[{profile}] {job_name} args: {jc.get('args')}")
+    C.check(js.get("serviceAccountName") == job_name and job_name != sa,
+            f"[{profile}] {job_name} runs as its own ServiceAccount {job_name}")
+    C.check(hook_rbac(docs, "Role", job_name) == {("", "secrets", "get", (ca,))},
+            f"[{profile}] {job_name} Role: exactly get on secret {ca}: {hook_rbac(docs, 'Role', job_name)}")
+    want = {("admissionregistration.k8s.io", r, v, (RELEASE,)) for r in
+            ("mutatingwebhookconfigurations", "validatingwebhookconfigurations") for v in ("get", "patch")}
+    C.check(hook_rbac(docs, "ClusterRole", job_name) == want,
+            f"[{profile}] {job_name} ClusterRole: exactly get, patch on the two configurations by resourceNames: "
+            f"{hook_rbac(docs, 'ClusterRole', job_name)}")
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        b = find(docs, kind, job_name)
+        C.check(len(b) == 1 and b[0]["roleRef"]["name"] == job_name
+                and b[0]["subjects"] == [{"kind": "ServiceAccount", "name": job_name, "namespace": NAMESPACE}],
+                f"[{profile}] {kind} {job_name} binds its role to its ServiceAccount only")
+    for kind in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+        for d in find(docs, kind, job_name):
+            C.check(d["metadata"].get("annotations", {}).get("helm.sh/hook") == "post-install,post-upgrade"
+                    and "hook-succeeded" in d["metadata"]["annotations"].get("helm.sh/hook-delete-policy", ""),
+                    f"[{profile}] {kind} {job_name} must be a hook deleted once it succeeded")
+
+
 def check_no_secret_rights(profile, docs, sa):
     """Issue 33 item 6: no Role or ClusterRole bound to vramd's ServiceAccount
     grants anything on Secrets (a compromised vramd cannot create, read or plant one)."""
@@ -790,6 +944,9 @@ def check_no_secret_rights(profile, docs, sa):
             continue
         for r in role.get("rules", []):
             res = r.get("resources", [])
+            C.check(not {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} & set(res),
+                    f"[{profile}] vramd's ServiceAccount {sa} gets {r.get('verbs')} on {res}: only the post-install "
+                    f"hook's own ServiceAccount may patch the webhook configurations")
             C.check("secrets" not in res and "*" not in res,
                     f"[{profile}] vramd's ServiceAccount {sa} gets {r.get('verbs')} on {res} through "
                     f"{b['kind']} {b['metadata']['name']}: it must have no right on Secrets")
@@ -834,7 +991,14 @@ def check_network_policies(profile, docs, exp, dep, extender_port):
             C.check(len(ports) == 1, f"[{profile}] every ingress rule must name exactly one port (no allow-all): {rule}")
             for p in ports:
                 rules[p["port"]] = rule.get("from")
-        C.check(set(rules) == {extender_port, "api"}, f"[{profile}] ingress only to the extender and api ports: {sorted(rules)}")
+        want_ports = {extender_port, "api"} | ({"admission"} if exp["admission"] else set())
+        C.check(set(rules) == want_ports, f"[{profile}] ingress only to {sorted(want_ports)}: {sorted(rules)}")
+        if exp["admission"]:
+            # The webhook's own port: networkPolicy.webhookFrom, by default any source
+            # (the API server's address depends on the cluster), and nothing but
+            # /admission/* is served there (tests/system/api_listen_test.py).
+            C.check(rules.get("admission") is None,
+                    f"[{profile}] the admission port admits networkPolicy.webhookFrom (default: any source): {rules.get('admission')}")
         ext_from = rules.get(extender_port) or []
         C.check(len(ext_from) == 1 and set(ext_from[0]) == {"podSelector"} and selects(ext_from[0]["podSelector"], sched_labels)
                 and not selects(ext_from[0]["podSelector"], vramd_labels),

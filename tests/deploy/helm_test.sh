@@ -21,7 +21,10 @@
 #     uses no `lookup` and no render-time randomness (two renders are identical:
 #     GitOps-safe);
 #  3. tests/deploy/check_manifests.py: the manifests parse; security contexts,
-#     probes (on the API port), PDB, Service wiring (extender and API ports), the
+#     probes (on the API port), PDB, Service wiring (extender, API and admission ports), the
+#     admission webhook configurations (labelled namespaces only, never kube-system nor the
+#     release's, paths, failurePolicy, timeout, the Service port, no caBundle rendered; the CA
+#     from cert-manager's injector or the post-install Job, its RBAC limited by resourceNames), the
 #     ensure-secrets init container and its Role (exactly get on its Secrets' names
 #     and create), no rendered Secret, the NetworkPolicies, enableServiceLinks false on every pod (and the
 #     Services equal to tests/system/chart_services.json), secrets never on a command line, vramd's config
@@ -132,7 +135,7 @@ declare -A profile_args=(
   [all-on]="-f $root/tests/deploy/values-all-on.yaml"
   [external]="-f $root/tests/deploy/values-external.yaml"
   [amd]="--set agent.enabled=true --set agent.preset=amd"
-  [testbed]="--set tls.enabled=false --set scheduler.image.tag=v1.20.2 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
+  [testbed]="--set tls.enabled=false --set admission.enabled=false --set scheduler.image.tag=v1.20.2 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
 )
 declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2 [amd]=1.31.0)
 linted=(default all-on external testbed amd)
@@ -233,6 +236,18 @@ refuse "kubescheduler.config.k8s.io/v1beta3 is not served by kube-scheduler 1.22
   --set scheduler.image.tag=v1.22.0 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta3
 refuse "exclude each other" --set tls.certManager.enabled=true --set tls.existingSecret=mine
 refuse "service.apiPort must differ" --set service.apiPort=8443
+# Issue 34: the admission webhook needs TLS (the API server calls webhooks over HTTPS only) and a port of its own.
+refuse "admission.enabled needs tls.enabled" --set tls.enabled=false
+refuse "admission.port must differ from the extender port (service.port) and service.apiPort" --set admission.port=8081
+refuse "admission.port must differ from the extender port (service.port) and service.apiPort" --set admission.port=8443
+refuse "config.admission is set by the chart" --set config.admission.enabled=false
+refuse "admission.failurePolicy must be one of the following" --set admission.failurePolicy=Maybe
+refuse "admission.timeoutSeconds: Must be less than or equal to 30" --set admission.timeoutSeconds=31
+refuse "admission: Additional property enable is not allowed" --set admission.enable=false
+refuse "networkPolicy: Additional property webhookfrom is not allowed" --set-json 'networkPolicy.webhookfrom=[]'
+"$helm" template vramd "$chart" --namespace vramd-system --set tls.enabled=false --set admission.enabled=false \
+  >/dev/null || die "TLS off with the webhook off must render"
+echo "rendered: TLS off with the admission webhook off"
 refuse "config.api_listen is set by the chart" --set config.api_listen=0.0.0.0:1
 refuse "must not carry credentials" --set valkey.external.url=redis://:hunter2@valkey:6379 --set valkey.auth.existingSecret=x
 refuse "needs valkey.auth.existingSecret" --set valkey.external.url=redis://valkey:6379

@@ -97,6 +97,53 @@ app.kubernetes.io/part-of: vramd
 {{- end -}}
 {{- end -}}
 
+{{/* The admission webhook's own listener (config admission.listen): /admission/* only. */}}
+{{- define "vramd.admissionListen" -}}
+{{- if contains ":" .Values.listenHost -}}
+{{- printf "[%s]:%v" .Values.listenHost .Values.admission.port -}}
+{{- else -}}
+{{- printf "%s:%v" .Values.listenHost .Values.admission.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Namespaces whose pods never go through the webhook: kube-system, the release's, admission.excludeNamespaces. */}}
+{{- define "vramd.admissionExcluded" -}}
+{{- concat (list "kube-system" .Release.Namespace) .Values.admission.excludeNamespaces | uniq | toJson -}}
+{{- end -}}
+
+{{/* Where the webhooks' caBundle comes from: "certManager" (its CA injector) or the name of
+     the TLS Secret whose ca.crt the post-install hook copies (ensure-secrets' or tls.existingSecret). */}}
+{{- define "vramd.admissionCaSource" -}}
+{{- if eq (include "vramd.tlsSource" .) "certManager" }}certManager{{ else }}{{ include "vramd.tlsSecretName" . }}{{ end -}}
+{{- end -}}
+
+{{/* One webhook of the configurations (admission-webhooks.yaml):
+     include "vramd.admissionWebhook" (dict "root" $ "name" N "path" P "rules" R ["namespaceSelector" S] ["failurePolicy" F] ["reinvocationPolicy" P]) */}}
+{{- define "vramd.admissionWebhook" -}}
+{{- $a := .root.Values.admission -}}
+- name: {{ .name }}
+  admissionReviewVersions: ["v1", "v1beta1"]
+  sideEffects: None
+  failurePolicy: {{ default $a.failurePolicy .failurePolicy }}
+  timeoutSeconds: {{ $a.timeoutSeconds }}
+  matchPolicy: Equivalent
+  {{- with .reinvocationPolicy }}
+  reinvocationPolicy: {{ . }}
+  {{- end }}
+  clientConfig:
+    service:
+      namespace: {{ .root.Release.Namespace }}
+      name: {{ include "vramd.fullname" .root }}
+      path: {{ .path }}
+      port: {{ $a.port }}
+  rules:
+    {{- toYaml .rules | nindent 4 }}
+  {{- with .namespaceSelector }}
+  namespaceSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
 {{- define "vramd.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "vramd.fullname" .) .Release.Namespace -}}
 {{- end -}}
@@ -286,6 +333,15 @@ vramd
 {{- if .Values.identities.enabled -}}
 {{- $_ := set $managed "auth" (dict "identities" true "audience" .Values.identities.audience "agent_service_account" (printf "%s/%s" .Release.Namespace (include "vramd.agentServiceAccountName" .))) -}}
 {{- end -}}
+{{- if .Values.admission.enabled -}}
+{{- /* scheduler_name: wiring (a), the chart's scheduler, sets it on VRAM pods left to the
+       default; wiring (b), an existing scheduler that carries the extender: empty. */ -}}
+{{- $adm := dict "enabled" true "listen" (include "vramd.admissionListen" .) "vramd_users" (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "vramd.serviceAccountName" .)) "scheduler_name" (ternary .Values.scheduler.name "" .Values.scheduler.enabled) -}}
+{{- with .Values.admission.runtimeClass -}}
+{{- $_ := set $adm "runtime_class" . -}}
+{{- end -}}
+{{- $_ := set $managed "admission" $adm -}}
+{{- end -}}
 {{- $cfg := mustMergeOverwrite (deepCopy (default (dict) .Values.config)) $managed -}}
 {{- toPrettyJson $cfg -}}
 {{- end -}}
@@ -409,6 +465,14 @@ extenders:
 {{- fail (printf "scheduler.configApiVersion %s is not served by kube-scheduler %s (it is by %s); leave it empty to choose from the version" $api $ver (get $served $api)) -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.admission.enabled -}}
+{{- if not .Values.tls.enabled -}}
+{{- fail "admission.enabled needs tls.enabled: the API server calls webhooks over HTTPS only (set admission.enabled=false to run without the webhook)" -}}
+{{- end -}}
+{{- if has (int .Values.admission.port) (list (int .Values.service.apiPort) (int (include "vramd.port" .))) -}}
+{{- fail "admission.port must differ from the extender port (service.port) and service.apiPort" -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (int .Values.service.apiPort) (int (include "vramd.port" .)) -}}
 {{- fail "service.apiPort must differ from the extender port (service.port)" -}}
 {{- end -}}
@@ -460,7 +524,7 @@ extenders:
 {{- if and .Values.valkey.external.url (regexMatch "^[a-z+]+://[^/@]*@" .Values.valkey.external.url) -}}
 {{- fail "valkey.external.url must not carry credentials; use valkey.auth (a Secret)" -}}
 {{- end -}}
-{{- range $k := list "listen" "api_listen" "tls" "api_token_file" "kube" -}}
+{{- range $k := list "listen" "api_listen" "tls" "api_token_file" "kube" "admission" -}}
 {{- if hasKey $.Values.config $k -}}
 {{- fail (printf "config.%s is set by the chart; use the chart's values instead" $k) -}}
 {{- end -}}
