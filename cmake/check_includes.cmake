@@ -28,7 +28,7 @@ set(hiredis_dirs src/store)
 set(httplib_match "^httplib\\.h$")
 set(httplib_dirs src/http src/kube src/vramctl src/agent)
 set(nlohmann_match "^nlohmann/")
-set(nlohmann_dirs src/http src/kube src/store src/config src/extender src/vramctl)
+set(nlohmann_dirs src/http src/kube src/store src/config src/extender src/vramctl src/agent)
 set(simdjson_match "^simdjson")
 set(simdjson_dirs src/extender src/store)
 

@@ -94,7 +94,7 @@ build() {
   configure_sanitized "$dir" "$san"
   # vramd-agent and the fake NVML libraries: the system tests run the agent.
   if ! cmake --build "$dir" -j"$(nproc)" --target ledger_tests unit_tests integration_tests vramd vramctl vramd-agent \
-      fake_nvml fake_nvml_legacy >"$dir/sanitize-build.log" 2>&1; then
+      fake_nvml fake_nvml_legacy fake_nvml_r615 >"$dir/sanitize-build.log" 2>&1; then
     grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
     echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
     return 1

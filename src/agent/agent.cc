@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "vramd/agent/drm.h"
 #include "vramd/agent/nvml_source.h"
 
@@ -27,8 +29,31 @@ Result<std::unique_ptr<GpuSource>> OpenSource(const AgentOptions& options) {
   return std::unique_ptr<GpuSource>(std::make_unique<DrmSource>(options.sys_root, options.proc_root));
 }
 
-Agent::Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t interval_ms)
-    : open_(std::move(open)), attribution_(std::move(proc_root)), pusher_(pusher), interval_ms_(interval_ms) {}
+Agent::Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t interval_ms, std::string cgroup_root)
+    : open_(std::move(open)),
+      attribution_(std::move(proc_root)),
+      pusher_(pusher),
+      interval_ms_(interval_ms),
+      enforcer_(std::move(cgroup_root)) {}
+
+void Agent::TakeAnswer(std::string_view body) {
+  Result<EnforceOrders> orders = DecodeEnforceOrders(body);
+  if (!orders.ok()) {
+    if (orders_problem_ != orders.status().message()) {
+      spdlog::error("vramd's enforcement orders are refused ({}): nothing is enforced until a good answer",
+                    orders.status().message());
+    }
+    orders_problem_ = orders.status().message();
+    orders_ = EnforceOrders{};
+    return;
+  }
+  if (!orders_problem_.empty()) spdlog::info("vramd's enforcement orders are read again");
+  orders_problem_.clear();
+  if (orders->mode != orders_.mode) {
+    spdlog::info("enforcement: mode {} (vramd's enforce.mode for this node)", ledger::EnforceModeName(orders->mode));
+  }
+  orders_ = std::move(*orders);
+}
 
 Agent::~Agent() { Stop(); }
 
@@ -63,6 +88,14 @@ Result<Report> Agent::Pass() {
   }
   PodOfPid pods = attribution_.Attribute(*readings);
   Report report = BuildReport(AgentName(), source_->Name(), *readings, pods);
+  std::set<std::string> busy;  // pods with processes on a GPU now
+  for (const GpuReport& g : report.gpus) {
+    for (const PodUsage& p : g.pods) busy.insert(p.uid);
+  }
+  std::map<int, ledger::GpuEnforcement> enforcement = enforcer_.Apply(orders_, *readings, source_.get(), busy);
+  for (GpuReport& g : report.gpus) {
+    if (auto e = enforcement.find(g.index); e != enforcement.end()) g.enforcement = std::move(e->second);
+  }
   // A counter per GPU: the process lists that failed validation since the agent started.
   for (GpuReport& g : report.gpus) {
     int64_t& total = invalid_process_lists_[g.index];
@@ -78,6 +111,7 @@ int64_t Agent::PassAndPush() {
   if (report->gpus.empty()) return interval_ms_;  // nothing to say
   PushOutcome out = pusher_->Push(ReportJson(*report));
   if (out.kind == PushKind::kOk) {
+    TakeAnswer(out.body);
     if (failures_ > 0) spdlog::info("report accepted again after {} failed push(es)", failures_);
     failures_ = 0;
     pushes_.fetch_add(1);

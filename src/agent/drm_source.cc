@@ -125,6 +125,7 @@ std::vector<GpuReading> CombineDrm(std::vector<DrmCard> cards,
     g.name = c.name;
     g.total_bytes = c.total_bytes;
     g.used_bytes = c.used_bytes;
+    g.pci_bus_id = c.pdev;
     g.activity_known = previous != nullptr;
     by_pdev.emplace(c.pdev, out.size());
     out.push_back(std::move(g));

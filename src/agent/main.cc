@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
   SourceOpener open = [o] { return OpenSource(o); };
   if (o.once) {
-    Agent agent(open, o.proc_root, nullptr, o.interval_ms);
+    Agent agent(open, o.proc_root, nullptr, o.interval_ms, o.cgroup_root);
     Result<Report> report = agent.Pass();
     if (!report.ok()) {
       std::cerr << "vramd-agent: " << report.status().message() << "\n";
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{} on node {}: reporting to {} every {} ms", AgentName(), o.node, o.server, o.interval_ms);
-  Agent agent(open, o.proc_root, pusher->get(), o.interval_ms);
+  Agent agent(open, o.proc_root, pusher->get(), o.interval_ms, o.cgroup_root);
   agent.Start();
   int sig = 0;
   sigwait(&sigs, &sig);

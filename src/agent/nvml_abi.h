@@ -22,6 +22,15 @@
 //       decUtil @28); samples newer than the lastSeenTimeStamp argument; the same
 //       count/buffer protocol as the process lists, NOT_FOUND when no sample is newer
 //   nvmlDeviceGetUtilizationRates        nvmlUtilization_t, 8 bytes (gpu @0, memory @4, percent)
+//
+// Enforcement (issue 34):
+//   nvmlDeviceGetPciInfo_v3              nvmlPciInfo_t, 68 bytes (busIdLegacy[16] @0, domain @16,
+//       bus @20, device @24, pciDeviceId @28, pciSubSystemId @32, busId[32] @36:
+//       "00000000:3B:00.0"): the GPU's PCI address, for its dmem region
+//   nvmlDeviceSetMemoryLimits_v1         nvmlSetMemoryLimits_v1_t, 24 bytes (nameSpace @0: the
+//       cgroup directory's full path, softLimit @8, hardLimit @16; soft 0 and hard
+//       NVML_DEVICE_MEMORY_LIMIT_MAX clear): R615 drivers and later; absent before
+//   nvmlSystemGetDriverVersion           a string ("580.159.04"), to say which driver lacks it
 #pragma once
 
 #include <cstddef>
@@ -88,3 +97,21 @@ static_assert(sizeof(nvmlProcessDetailList_v1) == 24 && offsetof(nvmlProcessDeta
 static_assert(sizeof(nvmlProcessUtilizationSample) == 32 && offsetof(nvmlProcessUtilizationSample, timeStamp) == 8 &&
               offsetof(nvmlProcessUtilizationSample, smUtil) == 16 && offsetof(nvmlProcessUtilizationSample, decUtil) == 28);
 static_assert(sizeof(nvmlUtilization) == 8);
+
+struct nvmlPciInfo {  // nvmlPciInfo_t (the _v3 entry point's)
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+struct nvmlSetMemoryLimits_v1 {  // nvmlSetMemoryLimits_v1_t
+  const char* nameSpace;          // the cgroup's directory, full path
+  unsigned long long softLimit;   // bytes
+  unsigned long long hardLimit;   // bytes
+};
+static_assert(sizeof(nvmlPciInfo) == 68 && offsetof(nvmlPciInfo, domain) == 16 && offsetof(nvmlPciInfo, busId) == 36);
+static_assert(sizeof(nvmlSetMemoryLimits_v1) == 24 && offsetof(nvmlSetMemoryLimits_v1, softLimit) == 8 &&
+              offsetof(nvmlSetMemoryLimits_v1, hardLimit) == 16);

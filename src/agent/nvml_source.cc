@@ -48,6 +48,9 @@ using DetailListFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessDetailList_v1*);
 using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample*, unsigned int*,
                                               unsigned long long);
 using UtilizationRatesFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization*);
+using PciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo*);
+using SetMemoryLimitsFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlSetMemoryLimits_v1*);
+using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned int);
 
 // The two lists the agent reads per GPU.
 enum Kind : int { kCompute = 0, kGraphics = 1 };  // = nvmlProcessMode_t's compute and graphics
@@ -262,6 +265,9 @@ class NvmlSource final : public GpuSource {
     lists_.error = [this](nvmlReturn_t r) { return Error(r); };
     process_utilization_ = Sym<ProcessUtilizationFn>("nvmlDeviceGetProcessUtilization");
     utilization_rates_ = Sym<UtilizationRatesFn>("nvmlDeviceGetUtilizationRates");
+    pci_info_ = Sym<PciInfoFn>("nvmlDeviceGetPciInfo_v3");
+    set_memory_limits_ = Sym<SetMemoryLimitsFn>("nvmlDeviceSetMemoryLimits_v1");
+    driver_version_ = Sym<DriverVersionFn>("nvmlSystemGetDriverVersion");
     std::string missing;
     if (!init_) missing += " nvmlInit";
     if (!shutdown_) missing += " nvmlShutdown";
@@ -279,6 +285,28 @@ class NvmlSource final : public GpuSource {
     if (r != kSuccess) {
       shutdown_ = nullptr;
       return Unavailable("nvmlInit failed: " + Error(r));
+    }
+    return Status::Ok();
+  }
+
+  // Issue 34: NVML's per-cgroup memory limits (R615+ drivers).
+  std::string MemoryLimitsUnsupported(int /*index*/) const override {
+    if (set_memory_limits_) return {};
+    return "driver " + DriverVersion() + "older than R615 (NVML has no nvmlDeviceSetMemoryLimits_v1)";
+  }
+
+  Status SetMemoryLimits(int index, const std::string& cgroup_dir, uint64_t soft, uint64_t hard) override {
+    if (!set_memory_limits_) return Internal(MemoryLimitsUnsupported(index));
+    nvmlDevice_t d = nullptr;
+    if (nvmlReturn_t r = handle_(static_cast<unsigned int>(index), &d); r != kSuccess) {
+      return Internal("nvmlDeviceGetHandleByIndex: " + Error(r));
+    }
+    nvmlSetMemoryLimits_v1 limits{};
+    limits.nameSpace = cgroup_dir.c_str();
+    limits.softLimit = soft;
+    limits.hardLimit = hard;
+    if (nvmlReturn_t r = set_memory_limits_(d, &limits); r != kSuccess) {
+      return Internal("nvmlDeviceSetMemoryLimits_v1: " + Error(r));
     }
     return Status::Ok();
   }
@@ -324,6 +352,14 @@ class NvmlSource final : public GpuSource {
     return reinterpret_cast<Fn>(p);
   }
 
+  // "580.159.04 " (with the space), or "" when NVML does not say.
+  std::string DriverVersion() const {
+    char text[kStringBuffer] = {};
+    if (!driver_version_ || driver_version_(text, sizeof text) != kSuccess) return {};
+    std::string v(text, strnlen(text, sizeof text));
+    return v.empty() ? v : v + " ";
+  }
+
   std::string Error(nvmlReturn_t r) const {
     const char* text = error_string_ ? error_string_(r) : nullptr;
     std::string s = text ? text : "NVML error";
@@ -347,6 +383,12 @@ class NvmlSource final : public GpuSource {
       nvmlReturn_t r = name_(d, text, sizeof text);
       if (r == kGpuIsLost) return "nvmlDeviceGetName: " + Error(r);
       if (r == kSuccess) g->name.assign(text, strnlen(text, sizeof text));
+    }
+    if (pci_info_) {
+      nvmlPciInfo pci{};
+      nvmlReturn_t r = pci_info_(d, &pci);
+      if (r == kGpuIsLost) return "nvmlDeviceGetPciInfo_v3: " + Error(r);
+      if (r == kSuccess) g->pci_bus_id.assign(pci.busId, strnlen(pci.busId, sizeof pci.busId));
     }
     if (mig_) {
       unsigned int current = 0, pending = 0;
@@ -532,6 +574,9 @@ class NvmlSource final : public GpuSource {
   ProcessLists lists_;
   ProcessUtilizationFn process_utilization_ = nullptr;
   UtilizationRatesFn utilization_rates_ = nullptr;
+  PciInfoFn pci_info_ = nullptr;
+  SetMemoryLimitsFn set_memory_limits_ = nullptr;
+  DriverVersionFn driver_version_ = nullptr;
   std::vector<nvmlProcessUtilizationSample> utilization_buf_;
   std::map<int, unsigned long long> last_sample_us_;      // per GPU index: the newest sample seen
   std::map<int, std::string> activity_problems_;          // per GPU index: "" when read

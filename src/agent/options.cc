@@ -34,6 +34,7 @@ Result<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args, const 
       {"--node", &o.node},           {"--server", &o.server},       {"--token-file", &o.token_file},
       {"--cacert", &o.cacert},       {"--proc-root", &o.proc_root}, {"--sys-root", &o.sys_root},
       {"--nvml-library", &o.nvml_library}, {"--source", &o.source}, {"--log-level", &o.log_level},
+      {"--cgroup-root", &o.cgroup_root},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
@@ -73,6 +74,7 @@ Result<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args, const 
     return InvalidArgument("--log-level must be trace, debug, info, warn, error, critical or off, not '" +
                            o.log_level + "'");
   }
+  if (o.cgroup_root.empty()) o.cgroup_root = o.sys_root + "/fs/cgroup";
   if (o.proc_root.empty() || o.sys_root.empty() || o.nvml_library.empty()) {
     return InvalidArgument("--proc-root, --sys-root and --nvml-library must not be empty");
   }
@@ -99,6 +101,8 @@ usage: vramd-agent --server URL --node NAME [flags]
   --nvml-library PATH   NVML library to dlopen (default libnvidia-ml.so.1)
   --proc-root PATH      the host's /proc (default /proc; hostPID in a pod)
   --sys-root PATH       the host's /sys (default /sys)
+  --cgroup-root PATH    the host's cgroup v2 mount, where VRAM limits are written
+                        (default SYS-ROOT/fs/cgroup; vramd's enforce.mode decides)
   --once                print one report as JSON on stdout and exit (no push)
   --log-level L         trace, debug, info (default), warn, error
   --version, --help

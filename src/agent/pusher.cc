@@ -44,7 +44,7 @@ class HttpPusher final : public Pusher {
     if (!token_file_.empty()) {
       std::string token;
       if (!ReadSmallFile(token_file_, &token, 16 * 1024)) {
-        return {PushKind::kFailed, 0, "cannot read the token file " + token_file_};
+        return {PushKind::kFailed, 0, "cannot read the token file " + token_file_, {}};
       }
       while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
         token.pop_back();
@@ -52,10 +52,13 @@ class HttpPusher final : public Pusher {
       headers.emplace("Authorization", "Bearer " + token);
     }
     httplib::Result res = cli_.Put(path_, headers, body, "application/json");
-    if (!res) return {PushKind::kFailed, 0, "no answer: " + httplib::to_string(res.error())};
+    if (!res) return {PushKind::kFailed, 0, "no answer: " + httplib::to_string(res.error()), {}};
     PushOutcome out;
     out.status = res->status;
-    if (res->status >= 200 && res->status < 300) return out;
+    if (res->status >= 200 && res->status < 300) {
+      out.body = std::move(res->body);
+      return out;
+    }
     out.kind = res->status >= 400 && res->status < 500 ? PushKind::kRejected : PushKind::kFailed;
     out.message = res->body.substr(0, 512);
     while (!out.message.empty() && out.message.back() == '\n') out.message.pop_back();

@@ -99,6 +99,27 @@ std::string ReportJson(const Report& report) {
     }
     if (g.invalid_process_lists > 0) s += ",\"invalid_process_lists\":" + std::to_string(g.invalid_process_lists);
     if (g.utilization_percent >= 0) s += ",\"utilization_percent\":" + std::to_string(g.utilization_percent);
+    if (!g.enforcement.backend.empty()) {
+      s += ",\"enforcement\":{\"backend\":";
+      AppendJsonString(g.enforcement.backend, &s);
+      s += ",\"reason\":";
+      AppendJsonString(g.enforcement.reason, &s);
+      s += ",\"pods\":[";
+      for (size_t j = 0; j < g.enforcement.pods.size(); ++j) {
+        const ledger::PodEnforcement& p = g.enforcement.pods[j];
+        if (j > 0) s += ',';
+        s += "{\"uid\":";
+        AppendJsonString(p.uid, &s);
+        s += ",\"state\":";
+        AppendJsonString(ledger::EnforceStateName(p.state), &s);
+        if (!p.reason.empty()) {
+          s += ",\"reason\":";
+          AppendJsonString(p.reason, &s);
+        }
+        s += "}";
+      }
+      s += "]}";
+    }
     s += "}";
   }
   s += "]}";

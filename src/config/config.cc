@@ -12,6 +12,7 @@
 
 #include "vramd/config/env_names.h"
 #include "vramd/ledger/capacity.h"
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/pod_request.h"
 #include "vramd/ledger/quantity.h"
 #include "vramd/store/valkey_url.h"
@@ -272,6 +273,20 @@ std::vector<Key> BuildKeys() {
                         "ServiceAccount, system:serviceaccount:NS:NAME); nobody else may",
                         &Config::admission_vramd_users,
                         [](const std::string& v) { return ParseUserList(v).status(); }));
+  k.push_back(StringKey("enforce.mode", "--enforce-mode", "VRAMD_ENFORCE_MODE",
+                        "what node agents do with each pod's granted VRAM (docs/operations.md, \"What vramd "
+                        "enforces\"): off (nothing), dry-run (find each pod's cgroup and backend, log what would "
+                        "be written, report it), on (write the limits: dmem.max/dmem.min, else NVML's memory limits)",
+                        &Config::enforce_mode, [](const std::string& v) {
+                          ledger::EnforceMode m{};
+                          return ledger::ParseEnforceMode(v, &m) ? Status::Ok()
+                                                                 : InvalidArgument("must be off, dry-run or on");
+                        }));
+  k.push_back(StringKey("enforce.node_modes", "--enforce-node-modes", "VRAMD_ENFORCE_NODE_MODES",
+                        "comma-separated KEY=VALUE:MODE node-label rules, the first a node matches giving its "
+                        "enforce.mode (a node pool by label); empty: enforce.mode everywhere",
+                        &Config::enforce_node_modes,
+                        [](const std::string& v) { return ledger::ParseNodeModeRules(v).status(); }));
   k.push_back(BoolKey("auth.identities", "--auth-identities", "VRAMD_AUTH_IDENTITIES",
                       "accept Kubernetes tokens (TokenReview) as identities: usage only from the node's own agent, "
                       "GPU locks owned by the calling pod, reads scoped to what the caller may get; the API token "
@@ -554,7 +569,7 @@ Result<std::string> ScalarText(const std::string& key, const nlohmann::json& v) 
 const std::set<std::string>& ListKeys() {
   static const std::set<std::string> keys = {"burst.victim_classes", "watchdog.protected_classes",
                                              "watchdog.system_namespaces", "tls.client_names",
-                                             "node_sync.agent_capacity_labels", "admission.vramd_users",
+                                             "node_sync.agent_capacity_labels", "admission.vramd_users", "enforce.node_modes",
                                              "queues.preemptible_classes"};
   return keys;
 }

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "vramd/clock.h"
 #include "vramd/config/config.h"
@@ -55,6 +58,18 @@ class LeaderLoops {
   // node may be added from its agent's report (issue 33).
   std::optional<bool> NodeInCluster(const std::string& name) const {
     return node_watcher_.Has(name, [this](const kube::NodeInfo& n) { return config::HasAnyLabel(n.labels, agent_labels_); });
+  }
+
+  // The labels of a node as the node watch has it; nullopt when it does not
+  // know the node or its copy is not synced.
+  std::optional<std::map<std::string, std::string>> NodeLabels(const std::string& name) const {
+    std::map<std::string, std::string> labels;
+    std::optional<bool> has = node_watcher_.Has(name, [&labels](const kube::NodeInfo& n) {
+      labels = n.labels;
+      return true;
+    });
+    if (!has || !*has) return std::nullopt;
+    return labels;
   }
 
   // Tenancy (issue 16): the queue set every replica keeps from the VramQueue

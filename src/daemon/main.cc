@@ -20,6 +20,7 @@
 #include "daemon/options.h"
 #include "daemon/secrets.h"
 #include "daemon/signals.h"
+#include "vramd/ledger/enforcement.h"
 
 using namespace vramd;
 
@@ -106,6 +107,19 @@ int main(int argc, char** argv) {
     api.tenancy = [t = loops->tenancy()] { return t->View(); };
   }
   if (loops) api.node_in_cluster = [l = loops.get()](const std::string& n) { return l->NodeInCluster(n); };
+  {
+    // Issue 34: each node's enforce.mode (enforce.node_modes by its labels;
+    // a node the watch does not know gets enforce.mode). Validated at load.
+    ledger::EnforceMode fallback = ledger::EnforceMode::kDryRun;
+    ledger::ParseEnforceMode(cfg.enforce_mode, &fallback);
+    Result<ledger::NodeModeRules> parsed_rules = ledger::ParseNodeModeRules(cfg.enforce_node_modes);
+    ledger::NodeModeRules rules = parsed_rules.ok() ? *parsed_rules : ledger::NodeModeRules{};
+    api.enforce_mode = [l = loops.get(), rules, fallback](const std::string& node) {
+      if (l == nullptr || rules.empty()) return fallback;
+      std::optional<std::map<std::string, std::string>> labels = l->NodeLabels(node);
+      return labels ? ledger::ModeForNode(*labels, rules, fallback) : fallback;
+    };
+  }
   api.auth = std::make_shared<http::Authenticator>(daemon::AuthOptionsFrom(cfg, *secrets), kube.get(), &clock);
   listeners.Register(api, &locks);
   if (cfg.admission_enabled) {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/metrics.h"
 #include "vramd/ledger/placement.h"
 
@@ -62,6 +64,10 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     // Why per-pod figures are empty, when the agent says it cannot have them.
     if (!g.processes_unavailable.empty()) gj["processes_unavailable"] = g.processes_unavailable;
     if (g.invalid_process_lists > 0) gj["invalid_process_lists"] = g.invalid_process_lists;
+    // Issue 34: what enforces the pods' limits on this GPU, as its agent said.
+    if (!g.enforcement.backend.empty()) {
+      gj["enforcement"] = json{{"backend", g.enforcement.backend}, {"reason", g.enforcement.reason}};
+    }
     json untracked = json::array();  // pods the agent saw that hold no VRAM here in the ledger
     for (const ledger::PodUsage& p : g.pods) {
       bool tracked = std::any_of(node.entries.begin(), node.entries.end(),
@@ -73,6 +79,16 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
   }
   json pods = json::array();
   for (const ledger::Entry& e : node.entries) {
+    // Whether the pod's VRAM is enforced, accounted only or failed (why);
+    // null until the node's agent reports it (enforce.mode off, no agent).
+    json enforcement = nullptr;
+    if (e.state != ledger::EntryState::kHold) {
+      if (std::optional<ledger::PodEnforcement> pe = ledger::PodEnforcementOn(node, e.pod_uid)) {
+        enforcement = json{{"state", ledger::EnforceStateName(pe->state)},
+                           {"reason", pe->reason},
+                           {"summary", ledger::DescribeEnforcement(*pe)}};
+      }
+    }
     if (!scope.Shows(e.ns)) {
       pods.push_back(json{{"hidden", true},
                           {"gpus", e.gpus},
@@ -80,7 +96,8 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                           {"peak_per_gpu_bytes", e.peak_per_gpu},
                           {"state", ledger::EntryStateName(e.state)},
                           {"priority", e.priority},
-                          {"used_per_gpu_bytes", e.used}});
+                          {"used_per_gpu_bytes", e.used},
+                          {"enforcement", std::move(enforcement)}});
       continue;
     }
     pods.push_back(json{{"uid", e.pod_uid},
@@ -103,7 +120,8 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
                         {"owner_kind", e.owner_kind},
                         {"owner_uid", e.owner_uid},
                         {"evictable", e.evictable},
-                        {"gang", e.gang}});
+                        {"gang", e.gang},
+                        {"enforcement", std::move(enforcement)}});
   }
   json out = VectorsJson(ledger::SumVectors(vec));
   out["name"] = node.name;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vramd/ledger/capacity.h"
+#include "vramd/ledger/enforcement.h"
 
 namespace vramd::ledger {
 namespace {
@@ -77,7 +78,10 @@ Status CheckUsageReport(const UsageReport& report) {
     if (g.invalid_process_lists < 0 || g.invalid_process_lists > (int64_t{1} << 40)) {
       return InvalidArgument(GpuName(g.index) + ": invalid_process_lists must be a whole number from 0 to 2^40");
     }
-    figures += g.pods.size();
+    if (!g.enforcement.backend.empty() || !g.enforcement.pods.empty()) {
+      if (Status s = CheckGpuEnforcement(g.index, g.enforcement); !s.ok()) return s;
+    }
+    figures += g.pods.size() + g.enforcement.pods.size();
     if (figures > kMaxReportPodFigures) {
       return InvalidArgument("the report has more than " + std::to_string(kMaxReportPodFigures) +
                              " per-pod figures");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/protection.h"
 #include "vramd/ledger/metrics.h"
@@ -139,6 +141,37 @@ void WriteLedgerMetrics(const ledger::Snapshot& snap, int64_t now_ms, int64_t us
            "gauge");
   for (const auto& [l, g] : reported) {
     w.Sample("vramd_gpu_invalid_process_lists", l, static_cast<double>(g->invalid_process_lists));
+  }
+  // Issue 34: what enforces pods' VRAM, as the agents' fresh reports say.
+  w.Header("vramd_gpu_enforcement_backend",
+           "1 for the backend the node agent enforces pods' VRAM limits with on the GPU: dmem (the kernel's dmem "
+           "cgroup), nvml (NVML memory limits) or none (accounted only: see /v1/nodes' enforcement.reason). No "
+           "series while enforce.mode is off for the node.",
+           "gauge");
+  for (const auto& [l, g] : reported) {
+    if (g->enforcement.backend.empty()) continue;
+    LabelList with = l;
+    with.emplace_back("backend", g->enforcement.backend);
+    w.Sample("vramd_gpu_enforcement_backend", with, 1.0);
+  }
+  w.Header("vramd_pod_vram_enforcement",
+           "1 for the state of a pod's VRAM limit as its node agent reports it: enforced, dry-run, accounted (nothing "
+           "on the node can enforce it) or failed (see the pod's VramEnforcementFailed Event); the worst over its "
+           "GPUs. Series exist while the node's report is fresh and says it.",
+           "gauge");
+  for (const ledger::Node* n : nodes) {
+    for (const ledger::Entry& e : n->entries) {
+      if (e.state == ledger::EntryState::kHold) continue;
+      std::optional<ledger::PodEnforcement> pe = ledger::PodEnforcementOn(*n, e.pod_uid);
+      if (!pe) continue;
+      const bool fresh = std::any_of(n->gpus.begin(), n->gpus.end(), [&](const ledger::Gpu& g) {
+        return ledger::UsageFresh(g.used_ts_ms, now_ms, usage_max_age_ms);
+      });
+      if (!fresh) continue;
+      w.Sample("vramd_pod_vram_enforcement",
+               {{"node", n->name}, {"namespace", e.ns}, {"pod", e.name}, {"state", ledger::EnforceStateName(pe->state)}},
+               1.0);
+    }
   }
   w.Header("vramd_pod_used_bytes",
            "VRAM a pod's processes hold on one GPU, as the node agent reported it (series exist while the report "

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <utility>
 
+#include "vramd/ledger/enforcement.h"
+
 namespace vramd::store {
 namespace {
 
@@ -154,6 +156,41 @@ bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g) {
   }
 }
 
+std::string PackEnforcement(const ledger::GpuEnforcement& e) {
+  std::string out = e.backend + "," + EscapeReason(e.reason);
+  for (const ledger::PodEnforcement& p : e.pods) {
+    out.append(",").append(p.uid).append("=").append(ledger::EnforceStateName(p.state));
+    if (!p.reason.empty()) out.append(":").append(EscapeReason(p.reason));
+  }
+  return out;
+}
+
+bool UnpackEnforcement(std::string_view text, ledger::GpuEnforcement* e) {
+  e->pods.clear();
+  for (int part = 0;; ++part) {
+    const size_t comma = text.find(',');
+    const std::string_view p = text.substr(0, comma);
+    if (part == 0) {
+      if (p != "dmem" && p != "nvml" && p != "none") return false;
+      e->backend = std::string(p);
+    } else if (part == 1) {
+      if (!UnescapeReason(p, &e->reason)) return false;
+    } else {
+      const size_t eq = p.find('=');
+      if (eq == 0 || eq == std::string_view::npos) return false;
+      ledger::PodEnforcement pe;
+      pe.uid = std::string(p.substr(0, eq));
+      std::string_view rest = p.substr(eq + 1);
+      const size_t colon = rest.find(':');
+      if (!ledger::ParseEnforceState(rest.substr(0, colon), &pe.state)) return false;
+      if (colon != std::string_view::npos && !UnescapeReason(rest.substr(colon + 1), &pe.reason)) return false;
+      e->pods.push_back(std::move(pe));
+    }
+    if (comma == std::string_view::npos) return part >= 1;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out) {
   out->clear();
   while (!text.empty()) {
@@ -283,11 +320,24 @@ bool ApplyUsage(ledger::Node* node, const Reply& used, Problems* problems, int64
       }
       int idx = 0;
       int64_t bytes = 0;
-      const bool known_kind = kind.empty() || kind == "g" || kind == "total" || kind == "outside" ||
+      const bool known_kind = kind.empty() || kind == "g" || kind == "e" || kind == "total" || kind == "outside" ||
                               kind == "uuid" || (kind == "pod" && !uid.empty());
       if (!known_kind || !ParseIndex(f, &idx) ||
-          (kind != "uuid" && kind != "g" && (!ParseInt64(v, &bytes) || bytes < 0))) {
+          (kind != "uuid" && kind != "g" && kind != "e" && (!ParseInt64(v, &bytes) || bytes < 0))) {
         problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
+        continue;
+      }
+      if (kind == "e") {
+        // Issue 34: the agent's enforcement of the pods' limits on this GPU.
+        ledger::GpuEnforcement e;
+        if (!UnpackEnforcement(v, &e)) {
+          problems->Add("node " + name + ": usage field '" + used.elements[i].str + "' is malformed");
+          continue;
+        }
+        if (ledger::Gpu* g = FindGpu(node, idx)) {
+          std::sort(e.pods.begin(), e.pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+          g->enforcement = std::move(e);
+        }
         continue;
       }
       if (kind == "g") {

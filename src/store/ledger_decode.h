@@ -46,6 +46,13 @@ bool DecodeReportedGpus(std::string_view text, std::vector<ReportedGpu>* out);
 std::string PackGpuUsage(const ledger::GpuUsage& g);
 bool UnpackGpuUsage(std::string_view text, ledger::GpuUsage* g);
 
+// The used hash's field "e:<idx>" (issue 34): the agent's enforcement on
+// the GPU, "<backend>,<reason>" and per pod ",<uid>=<state>[:<reason>]"
+// (reasons percent-encoded as above; state ledger::EnforceStateName).
+// UnpackEnforcement: false, with *e unspecified, when any part is malformed.
+std::string PackEnforcement(const ledger::GpuEnforcement& e);
+bool UnpackEnforcement(std::string_view text, ledger::GpuEnforcement* e);
+
 // Malformed fields met by one load or refresh.
 struct Problems {
   uint64_t count = 0;

@@ -10,7 +10,11 @@
 //                          bytes, bytes outside pods, GPU UUID or empty, each
 //                          pod's bytes; ledger_decode.h). Read too, as vramd
 //                          wrote them before with "v" -> "2": "total:<idx>",
-//                          "uuid:<idx>", "outside:<idx>", "pod:<idx>:<uid>"
+//                          "uuid:<idx>", "outside:<idx>", "pod:<idx>:<uid>";
+//                          per GPU whose agent enforces or reports limits
+//                          (issue 34) "e:<idx>" -> "<backend>,<reason>[,<uid>=<state>[:<reason>]]..."
+//                          (ledger_decode.h; a replica before issue 34 counts
+//                          the field as malformed and reads the rest)
 //   P:{NODE}:models  hash  model -> last placement on the node (server ms)
 //   P:{NODE}:roomfor hash  victim uid -> the hold waiting for its release
 //   P:holdwait       hash  holder uid -> until when (ms) room is being made for it

@@ -371,6 +371,10 @@ class ValkeyLedgerStore final : public LedgerStore {
       // DEL + HSET costs Valkey ~14 us instead of ~124 us (docs/performance.md).
       args.push_back("g:" + idx);
       args.push_back(PackGpuUsage(g));
+      if (!g.enforcement.backend.empty()) {
+        args.push_back("e:" + idx);
+        args.push_back(PackEnforcement(g.enforcement));
+      }
       if (!reported.empty()) reported += ',';
       reported.append(idx).append("=").append(std::to_string(g.total)).append("=").append(g.uuid);
     }

@@ -9,7 +9,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"nodes", "nodes [NODE]", "per node and GPU: capacity, allocation, usage and the six metrics", {}, {}, {},
        NodesCommand},
-      {"pods", "pods [NODE]", "reservations per pod: node, GPUs, VRAM per GPU, used (agent), state", {}, {}, {}, PodsCommand},
+      {"pods", "pods [NODE]", "reservations per pod: node, GPUs, VRAM per GPU, used (agent), state, limit (enforced or not)", {}, {}, {}, PodsCommand},
       {"queues", "queues",
        "VRAM queues: deserved quota, limit, allocated, fair share, pending, whether each is valid", {}, {}, {},
        QueuesCommand},

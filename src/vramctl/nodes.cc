@@ -134,6 +134,13 @@ const std::vector<Column<PodRow>>& PodColumns() {
          return r.pod->value("usage_reported_ms", int64_t{0}) > 0 ? Bytes(At(*r.pod, "used_per_gpu_bytes")) : "-";
        }},
       {"STATE", false, [](const PodRow& r) { return r.pod->value("state", "-"); }},
+      // Issue 34: whether the node enforces the pod's VRAM (enforced,
+      // dry-run, accounted, failed); "-" until its agent reports it.
+      {"LIMIT", false,
+       [](const PodRow& r) {
+         const json& e = At(*r.pod, "enforcement");
+         return e.is_object() ? e.value("state", "-") : std::string("-");
+       }},
       {"MODEL", false,
        [](const PodRow& r) {
          std::string m = r.pod->value("model", "");
@@ -143,6 +150,12 @@ const std::vector<Column<PodRow>>& PodColumns() {
       {"PRIORITY", true, [](const PodRow& r) { return std::to_string(r.pod->value("priority", 0)); }},
       {"AGE", true, [](const PodRow& r) { return AgeText(At(*r.pod, "created_ms"), r.now_ms); }},
       {"UID", true, [](const PodRow& r) { return r.pod->value("uid", "-"); }},
+      {"LIMIT-REASON", true,
+       [](const PodRow& r) {
+         const json& e = At(*r.pod, "enforcement");
+         std::string why = e.is_object() ? e.value("reason", "") : "";
+         return why.empty() ? std::string("-") : why;
+       }},
   };
   return columns;
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/store/ledger_store.h"
@@ -155,6 +156,33 @@ TEST_F(UsageReportStoreTest, APodsActivityReachesItsEntryAndClears) {
   for (const ledger::SnapshotPtr& snap : {*store_->Snapshot(), Fresh()}) {
     for (const ledger::Entry& e : snap->Find("n1")->entries) EXPECT_FALSE(e.busy) << e.pod_uid;
   }
+}
+
+// Issue 34: the agent's enforcement per GPU reaches every replica's
+// snapshot; the next report without it clears it.
+TEST_F(UsageReportStoreTest, EnforcementTravelsWithTheReportAndClears) {
+  ASSERT_TRUE(store_->Snapshot().ok());
+  ledger::UsageReport r = Report();
+  r.gpus[0].enforcement = {"none", "no dmem controller (cpu, io), driver 580.159.04 older than R615",
+                           {{kUidA, ledger::EnforceState::kAccounted, "no dmem controller (cpu, io), driver 580.159.04 older than R615"}}};
+  r.gpus[1].enforcement = {"dmem", "", {{kUidA, ledger::EnforceState::kEnforced, ""},
+                                        {kUidB, ledger::EnforceState::kFailed, "writing dmem.max: Permission denied"}}};
+  ASSERT_TRUE(store_->PushReport("n1", r, false).ok());
+  for (const ledger::SnapshotPtr& snap : {*store_->Snapshot(), Fresh()}) {
+    const ledger::Node* n = snap->Find("n1");
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(n->gpus[0].enforcement, r.gpus[0].enforcement);
+    EXPECT_EQ(n->gpus[1].enforcement, r.gpus[1].enforcement);
+    EXPECT_EQ(ledger::PodEnforcementOn(*n, kUidA)->state, ledger::EnforceState::kAccounted);  // the worst
+    EXPECT_EQ(ledger::PodEnforcementOn(*n, kUidB)->state, ledger::EnforceState::kFailed);
+  }
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 0u);
+  ASSERT_TRUE(store_->PushReport("n1", Report(), false).ok());
+  const ledger::SnapshotPtr after = Fresh();
+  const ledger::Node* n = after->Find("n1");
+  ASSERT_NE(n, nullptr);
+  EXPECT_TRUE(n->gpus[0].enforcement.backend.empty());
+  EXPECT_TRUE(n->gpus[1].enforcement.pods.empty());
 }
 
 // Issue 31: the agent's reason for having no per-process figures, and its

@@ -12,9 +12,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "vramd/agent/attribution.h"
+#include "vramd/agent/enforce.h"
 #include "vramd/agent/gpu_source.h"
 #include "vramd/agent/options.h"
 #include "vramd/agent/pusher.h"
@@ -35,14 +37,22 @@ std::string AgentName();
 
 class Agent {
  public:
-  // `pusher` may be null (--once); it must outlive the agent.
-  Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t interval_ms);
+  // `pusher` may be null (--once); it must outlive the agent. `cgroup_root`:
+  // the cgroup v2 mount enforcement works in (agent/enforce.h).
+  Agent(SourceOpener open, std::string proc_root, Pusher* pusher, int64_t interval_ms,
+        std::string cgroup_root = "/sys/fs/cgroup");
   ~Agent();  // Stop()
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
   // One pass without pushing: kNotFound/kUnavailable while there is no source.
+  // The enforcement orders of vramd's last answer are applied to the GPUs
+  // read, and the report says how (GpuReport::enforcement).
   Result<Report> Pass();
+
+  // Takes vramd's answer to a report (its enforcement orders; a malformed
+  // one is logged and leaves nothing in force: mode off).
+  void TakeAnswer(std::string_view body);
 
   // The loop on its own thread; Stop() returns at once (the wait is woken).
   void Start();
@@ -65,6 +75,9 @@ class Agent {
   std::string announced_;              // the loop's thread only: the source last announced
   int failures_ = 0;                   // the loop's thread only
   std::map<int, int64_t> invalid_process_lists_;  // the loop's thread only: per GPU index, since start
+  Enforcer enforcer_;                  // the loop's thread only
+  EnforceOrders orders_;               // the loop's thread only: vramd's answer to the last report
+  std::string orders_problem_;         // the loop's thread only: why the last answer was refused (logged once)
   std::atomic<int64_t> passes_{0};
   std::atomic<int64_t> pushes_{0};
   Mutex mu_;

@@ -35,6 +35,7 @@ struct GpuReading {
   int64_t total_bytes = 0;
   int64_t used_bytes = 0;
   bool mig = false;         // MIG mode on: reported whole (MIG is out of scope)
+  std::string pci_bus_id;   // "0000:3b:00.0" (ledger of dmem regions: agent/enforce.h); "" when unknown
   std::vector<ProcessUsage> processes;
   // Why this GPU's per-process figures are unavailable, "" when `processes`
   // is the whole list: an NVML process list the driver could not give, or
@@ -64,6 +65,19 @@ class GpuSource {
   virtual ~GpuSource() = default;
   virtual std::string_view Name() const = 0;  // "nvml", "drm": the report's "source"
   virtual Result<std::vector<GpuReading>> Read() = 0;
+
+  // Issue 34, enforcement through the driver (agent/enforce.h): why this
+  // source cannot set a per-cgroup memory limit on GPU `index` ("" when it
+  // can), and setting one (soft and hard bytes; soft 0 and hard UINT64_MAX
+  // clear it) for the cgroup directory `cgroup_dir`. By default a source
+  // cannot.
+  virtual std::string MemoryLimitsUnsupported(int /*index*/) const {
+    return "the " + std::string(Name()) + " source sets no memory limits";
+  }
+  virtual Status SetMemoryLimits(int /*index*/, const std::string& /*cgroup_dir*/, uint64_t /*soft*/,
+                                 uint64_t /*hard*/) {
+    return Internal("the " + std::string(Name()) + " source sets no memory limits");
+  }
 };
 
 }  // namespace vramd::agent

@@ -18,6 +18,7 @@ struct AgentOptions {
   std::string cacert;                            // --cacert: CA bundle for an https server
   std::string proc_root = "/proc";               // --proc-root
   std::string sys_root = "/sys";                 // --sys-root
+  std::string cgroup_root;                       // --cgroup-root (default <sys_root>/fs/cgroup)
   std::string nvml_library = "libnvidia-ml.so.1";  // --nvml-library
   std::string source = "auto";                   // --source auto|nvml|drm
   int64_t interval_ms = 5000;                    // --interval (5s, 500ms, 1m, or seconds)

@@ -19,6 +19,7 @@ struct PushOutcome {
   PushKind kind = PushKind::kOk;
   int status = 0;       // HTTP status, 0 when none came
   std::string message;  // vramd's error text, or why nothing came back
+  std::string body;     // kOk: vramd's answer (its enforcement orders: agent/enforce.h)
 };
 
 // The wait before the next pass after `last`, where `failures` counts the

@@ -23,6 +23,7 @@
 
 #include "vramd/agent/attribution.h"
 #include "vramd/agent/gpu_source.h"
+#include "vramd/ledger/model.h"
 
 namespace vramd::agent {
 
@@ -45,6 +46,7 @@ struct GpuReport {
   std::string processes_unavailable;  // why there are no per-process figures; "" when there are
   int64_t invalid_process_lists = 0;  // process lists that failed validation (the agent: since it started)
   int utilization_percent = -1;       // the GPU's own, -1 when unknown
+  ledger::GpuEnforcement enforcement;  // issue 34 (agent/enforce.h); empty backend: none to report
   bool operator==(const GpuReport&) const = default;
 };
 
@@ -63,7 +65,9 @@ Report BuildReport(std::string_view agent, std::string_view source, const std::v
 // it is), else "processes_unavailable":
 // "<why>"; "invalid_process_lists": N only when N > 0 (vramd shows both per
 // GPU: /v1/nodes, vramd_gpu_processes_unavailable, _invalid_process_lists);
-// "utilization_percent" when known.
+// "utilization_percent" when known; "enforcement": {"backend", "reason",
+// "pods": [{"uid", "state", "reason"?}]} when the agent applied vramd's
+// orders this pass (agent/enforce.h).
 std::string ReportJson(const Report& report);
 
 }  // namespace vramd::agent

@@ -48,6 +48,9 @@ struct Config {
   std::string admission_scheduler_name;      // admission.scheduler_name: set on VRAM pods left to the default
   std::string admission_runtime_class;       // admission.runtime_class: set on VRAM pods without one
   std::string admission_vramd_users;         // admission.vramd_users: who may write placement annotations
+  // Enforcement (issue 34 part B): what node agents do with pods' limits.
+  std::string enforce_mode = "dry-run";      // enforce.mode: off | dry-run | on
+  std::string enforce_node_modes;            // enforce.node_modes: KEY=VALUE:MODE per node pool
   // Identities (issue 33): Kubernetes tokens checked by TokenReview.
   bool auth_identities = false;              // auth.identities
   std::string auth_audience = "vramd";       // auth.audience

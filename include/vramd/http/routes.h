@@ -23,6 +23,7 @@
 #include "vramd/http/server.h"
 #include "vramd/kube/kube_client.h"
 #include "vramd/ledger/admission.h"
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/model.h"
 #include "vramd/ledger/queues.h"
 #include "vramd/ledger/usage.h"
@@ -63,6 +64,10 @@ struct ApiServices {
   // while its copy is not synced). A usage report for a node not in the
   // ledger is kept only for a node the cluster has. Unset: standalone.
   std::function<std::optional<bool>(const std::string&)> node_in_cluster;
+  // Issue 34: the enforce.mode of a node (enforce.node_modes by its labels);
+  // the answer to its agent's report carries it and the node's limits.
+  // Unset: no enforcement section (the agent then writes nothing).
+  std::function<ledger::EnforceMode(const std::string&)> enforce_mode;
   // Readiness beyond Valkey (leader, first reconcile); unset or nullopt: none.
   std::function<std::optional<ReplicaReadiness>()> readiness;
   // Tenancy (issue 16): the queues as this replica sees them now (computed

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +81,28 @@ struct PodUsage {
   bool operator==(const PodUsage&) const = default;
 };
 
+// Issue 34 part B (ledger/enforcement.h): what the node agent reported of
+// one pod's VRAM limit on one GPU.
+enum class EnforceState { kEnforced, kDryRun, kAccounted, kFailed };
+const char* EnforceStateName(EnforceState s);  // "enforced", "dry-run", "accounted", "failed"
+bool ParseEnforceState(std::string_view s, EnforceState* out);
+
+struct PodEnforcement {
+  std::string uid;
+  EnforceState state = EnforceState::kAccounted;
+  std::string reason;  // why accounted or failed; what dry-run would write; "" when enforced
+  bool operator==(const PodEnforcement&) const = default;
+};
+
+// One GPU's enforcement as its agent last reported it. Empty backend: the
+// agent reported none (enforcement off, or an agent before issue 34).
+struct GpuEnforcement {
+  std::string backend;               // "dmem", "nvml", "none"
+  std::string reason;                // backend "none": why nothing can enforce on this GPU
+  std::vector<PodEnforcement> pods;  // sorted by UID
+  bool operator==(const GpuEnforcement&) const = default;
+};
+
 struct Gpu {
   int index = 0;
   std::string uuid;              // empty when unknown: the capacity source's,
@@ -96,6 +119,7 @@ struct Gpu {
   std::vector<PodUsage> pods;    // per-pod figures, sorted by UID
   std::string processes_unavailable;  // the report's reason for having no per-process figures
   int64_t invalid_process_lists = 0;  // the agent's count of refused process lists
+  GpuEnforcement enforcement;         // the agent's last report of pods' limits here
 };
 
 struct Node {

@@ -20,7 +20,7 @@ namespace vramd::ledger {
 // snapshot's decode) small and bounded.
 inline constexpr int kMaxReportGpus = 1024;
 inline constexpr int kMaxReportGpuIndex = 9999;
-inline constexpr size_t kMaxReportPodFigures = 10'000;  // per-pod figures, all GPUs together
+inline constexpr size_t kMaxReportPodFigures = 10'000;  // per-pod figures and enforcement states, all GPUs together
 inline constexpr size_t kMaxUuidLength = 128;
 
 struct GpuUsage {
@@ -35,6 +35,7 @@ struct GpuUsage {
   // it may not read. Then `pods` and `outside_pods` say nothing.
   std::string processes_unavailable;
   int64_t invalid_process_lists = 0;  // lists the agent refused since it started
+  GpuEnforcement enforcement;         // issue 34: the pods' limits here (empty backend: none reported)
 };
 
 inline constexpr size_t kMaxUnavailableReason = 256;
@@ -60,7 +61,8 @@ bool IsCanonicalPodUid(std::string_view uid);
 // total is reported; a process list read a moment after the memory figure
 // may sum above used, so that is accepted), a pod UID not canonical or given
 // twice on one GPU,
-// more than kMaxReportPodFigures pod figures, a UUID longer than
+// more than kMaxReportPodFigures pod figures (enforcement states counted),
+// an enforcement that fails CheckGpuEnforcement (ledger/enforcement.h), a UUID longer than
 // kMaxUuidLength or with a character outside [A-Za-z0-9-_:.], a version other than 1 or 2.
 // Sorts nothing: indices must already ascend (the decoder sorts).
 Status CheckUsageReport(const UsageReport& report);

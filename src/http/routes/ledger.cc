@@ -7,9 +7,12 @@
 #include <optional>
 #include <tuple>
 
+#include <spdlog/spdlog.h>
+
 #include "http/json_views.h"
 #include "vramd/http/routes.h"
 #include "vramd/kube/decode.h"
+#include "vramd/ledger/enforcement.h"
 #include "vramd/ledger/fit.h"
 #include "vramd/ledger/placement.h"
 #include "vramd/ledger/quantity.h"
@@ -87,6 +90,47 @@ Result<std::string> OptString(const json& obj, const char* key, const std::strin
 }
 
 // The agent's report: {"version": 2, "gpus": [{...}, ...]}.
+// A GPU's "enforcement" (issue 34): {"backend": "dmem"|"nvml"|"none",
+// "reason": "...", "pods": [{"uid", "state", "reason"}]}; the pods are
+// sorted here, CheckUsageReport checks the rest.
+Status DecodeEnforcement(const json& e, const std::string& where, ledger::GpuEnforcement* out, size_t* figures) {
+  if (!e.is_object()) return InvalidArgument(where + "enforcement must be an object {backend, reason, pods}");
+  Result<std::string> backend = OptString(e, "backend", where + "enforcement.", 16);
+  if (!backend.ok()) return backend.status();
+  Result<std::string> reason = OptString(e, "reason", where + "enforcement.", ledger::kMaxEnforceReason);
+  if (!reason.ok()) return reason.status();
+  out->backend = std::move(*backend);
+  out->reason = std::move(*reason);
+  auto pods = e.find("pods");
+  if (pods == e.end() || pods->is_null()) return Status::Ok();
+  if (!pods->is_array()) return InvalidArgument(where + "enforcement.pods must be an array");
+  *figures += pods->size();
+  if (*figures > ledger::kMaxReportPodFigures) {
+    return InvalidArgument("the report has more than " + std::to_string(ledger::kMaxReportPodFigures) +
+                           " per-pod figures");
+  }
+  for (const json& p : *pods) {
+    if (!p.is_object()) return InvalidArgument(where + "each of enforcement.pods must be an object {uid, state, reason}");
+    Result<std::string> uid = OptString(p, "uid", where + "enforcement pod ", 64);
+    if (!uid.ok()) return uid.status();
+    Result<std::string> state = OptString(p, "state", where + "enforcement pod " + *uid + " ", 16);
+    if (!state.ok()) return state.status();
+    ledger::PodEnforcement pe;
+    pe.uid = std::move(*uid);
+    if (!ledger::ParseEnforceState(*state, &pe.state)) {
+      return InvalidArgument(where + "enforcement pod " + pe.uid.substr(0, 40) +
+                             ": state must be enforced, dry-run, accounted or failed");
+    }
+    Result<std::string> why = OptString(p, "reason", where + "enforcement pod " + pe.uid.substr(0, 40) + " ",
+                                        ledger::kMaxEnforceReason);
+    if (!why.ok()) return why.status();
+    pe.reason = std::move(*why);
+    out->pods.push_back(std::move(pe));
+  }
+  std::sort(out->pods.begin(), out->pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+  return Status::Ok();
+}
+
 Result<ledger::UsageReport> DecodeReportV2(const json& j) {
   ledger::UsageReport out;
   if (auto v = j.find("version"); v != j.end()) {
@@ -180,6 +224,10 @@ Result<ledger::UsageReport> DecodeReportV2(const json& j) {
         u.pods.push_back({uid_text, *b, active});
       }
     }
+    if (auto e = g.find("enforcement"); e != g.end() && !e->is_null()) {
+      Status s = DecodeEnforcement(*e, where, &u.enforcement, &figures);
+      if (!s.ok()) return s;
+    }
     out.gpus.push_back(std::move(u));
   }
   std::sort(out.gpus.begin(), out.gpus.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
@@ -205,6 +253,49 @@ Result<ledger::UsageReport> DecodeUsageReport(std::string_view body) {
   if (!out.ok()) return out;
   if (Status s = ledger::CheckUsageReport(*out); !s.ok()) return s;
   return out;
+}
+
+// Issue 34: what the node's agent is to apply, in the answer to its report:
+// {"mode": "off"|"dry-run"|"on", "limits": [{"uid", "index", "soft", "hard"}]}
+// (ledger::DesiredLimits of the node as this replica's watched snapshot has
+// it; none for a node not in the ledger, or with mode off).
+static json EnforceOrders(const ledger::Node* n, ledger::EnforceMode mode) {
+  json limits = json::array();
+  if (n != nullptr && mode != ledger::EnforceMode::kOff) {
+    for (const ledger::PodLimit& l : ledger::DesiredLimits(*n)) {
+      limits.push_back(json{{"uid", l.uid}, {"index", l.index}, {"soft", l.soft}, {"hard", l.hard}});
+    }
+  }
+  return json{{"mode", ledger::EnforceModeName(mode)}, {"limits", std::move(limits)}};
+}
+
+// A Warning Event on each pod the report says enforcement failed for, when
+// the node's previous report did not (one Event per failure, not per pass);
+// at most kMaxEnforcementEvents per report. A pod without an entry here is
+// not vramd's to speak of.
+static void PostEnforcementFailures(kube::KubeClient& kube, const ledger::Node& before,
+                                    const ledger::UsageReport& report) {
+  constexpr int kMaxEnforcementEvents = 5;
+  int posted = 0;
+  for (const ledger::GpuUsage& g : report.gpus) {
+    for (const ledger::PodEnforcement& p : g.enforcement.pods) {
+      if (p.state != ledger::EnforceState::kFailed || posted >= kMaxEnforcementEvents) continue;
+      std::optional<ledger::PodEnforcement> was = ledger::PodEnforcementOn(before, p.uid);
+      if (was && was->state == ledger::EnforceState::kFailed) continue;
+      auto e = std::find_if(before.entries.begin(), before.entries.end(),
+                            [&](const ledger::Entry& x) { return x.pod_uid == p.uid; });
+      if (e == before.entries.end() || e->state == ledger::EntryState::kHold) continue;
+      kube::PodInfo pod;
+      pod.name = e->name;
+      pod.ns = e->ns;
+      pod.uid = e->pod_uid;
+      ++posted;
+      Status s = kube.PostPodEvent(pod, "Warning", "VramEnforcementFailed",
+                                   "vramd-agent on " + before.name + " could not enforce this pod's VRAM limit on GPU " +
+                                       std::to_string(g.index) + " (" + g.enforcement.backend + "): " + p.reason);
+      if (!s.ok()) spdlog::warn("event for pod {}/{}: {}", pod.ns, pod.name, s.message());
+    }
+  }
 }
 
 // Where a node agent's fresh report exists: what the pods on the node hold
@@ -457,7 +548,8 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
       RouteLimits{.max_body_bytes = kExplainMaxBodyBytes, .max_concurrent = kExplainMaxConcurrent});
 
   auto in_cluster = svc.node_in_cluster;
-  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [auth, store, in_cluster](const http::Request& r) {
+  auto enforce_mode = svc.enforce_mode;
+  server.Route("PUT", "/v1/nodes/{node}/usage", "v1_usage", [auth, store, in_cluster, enforce_mode, kube](const http::Request& r) {
     const std::string& name = r.params.at("node");
     Result<Caller> who = auth->Identify(r.authorization);
     if (!who.ok()) return AuthErrorReply(who.status());
@@ -488,7 +580,10 @@ void RegisterLedgerRoutes(Server& server, const ApiServices& svc) {
     }
     if (s.code() == Code::kInvalidArgument) return http::ErrorReply(400, s.message());
     if (!s.ok()) return http::ErrorReply(s.code() == Code::kUnavailable ? 503 : 500, s.message());
-    return JsonReply(200, json{{"node", name}, {"updated_gpus", report->gpus.size()}, {"version", report->version}});
+    json reply{{"node", name}, {"updated_gpus", report->gpus.size()}, {"version", report->version}};
+    if (n != nullptr && kube != nullptr) PostEnforcementFailures(*kube, *n, *report);
+    if (enforce_mode) reply["enforce"] = EnforceOrders(n, enforce_mode(name));
+    return JsonReply(200, reply);
   });
 }
 

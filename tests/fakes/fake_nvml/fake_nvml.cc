@@ -56,6 +56,17 @@
 // answers "utilization" (the GPU's percent, 0 by default) as nvmlUtilization_t
 // (gpu @0, memory @4). Both take "errors" like every entry point.
 // When $FAKE_NVML_CALL_LOG names a file, each call appends its name to it.
+// Enforcement (issue 34): nvmlDeviceGetPciInfo_v3 (every family but the
+// legacy build) writes nvmlPciInfo_t (68 bytes: busIdLegacy[16] @0, domain
+// @16, bus @20, device @24, pciDeviceId @28, pciSubSystemId @32, busId[32]
+// @36) from the GPU's "pci" ("00000000:3B:00.0"; default bus 0x10 + index);
+// nvmlSystemGetDriverVersion answers "driver_version" (default per family).
+// Built a third time, with FAKE_NVML_LIMITS, as fake-nvml-r615 (family
+// "r615", the default there: R550's process lists, plus
+// nvmlDeviceSetMemoryLimits_v1): it reads nvmlSetMemoryLimits_v1_t (24
+// bytes: nameSpace pointer @0, softLimit @8, hardLimit @16) and appends
+// "<uuid> <soft> <hard> <nameSpace>" to $FAKE_NVML_LIMITS_LOG. The other
+// builds do not export it at all, as drivers before R615 (580 included) do not.
 #include <sys/stat.h>
 #include <sys/time.h>
 
@@ -146,6 +157,7 @@ struct Sample {
 constexpr size_t kSampleStride = 32;
 
 struct Gpu {
+  std::string pci;  // "00000000:3B:00.0"
   std::vector<Sample> samples;
   unsigned int utilization = 0;
   std::string uuid, name;
@@ -160,6 +172,8 @@ struct Gpu {
 
 #ifdef FAKE_NVML_LEGACY
 constexpr Family kDefaultFamily = Family::kR470;
+#elif defined(FAKE_NVML_LIMITS)
+constexpr Family kDefaultFamily = Family::kR550;  // "r615": R550's lists and the memory limits
 #else
 constexpr Family kDefaultFamily = Family::kR550;
 #endif
@@ -168,6 +182,7 @@ std::mutex mu;
 bool initialized = false;
 int init_error = 0, count_error = 0;
 Family family = kDefaultFamily;
+std::string driver_version;
 std::vector<Gpu> gpus;
 struct stat loaded_stat {};
 
@@ -222,12 +237,26 @@ void Load(bool force) {
     family = Family::kR535;
   } else if (driver == "r550") {
     family = Family::kR550;
+#ifdef FAKE_NVML_LIMITS
+  } else if (driver == "r615") {
+    family = Family::kR550;
+#endif
   } else if (!driver.empty()) {
-    std::fprintf(stderr, "fake NVML: unknown \"driver\" %s (r470, r535, r550)\n", driver.c_str());
+    std::fprintf(stderr, "fake NVML: unknown \"driver\" %s (r470, r535, r550; r615 in fake-nvml-r615 only)\n",
+                 driver.c_str());
     init_error = count_error = kUnknown;  // loud: a test must not silently run another family
   }
+#ifdef FAKE_NVML_LIMITS
+  const char* default_version = "615.20.01";
+#else
+  const char* default_version = family == Family::kR470 ? "470.256.02" : family == Family::kR535 ? "535.230.02" : "580.159.04";
+#endif
+  driver_version = j.value("driver_version", default_version);
   for (const auto& g : j.value("gpus", nlohmann::json::array())) {
     Gpu x;
+    char pci[32];
+    std::snprintf(pci, sizeof pci, "00000000:%02X:00.0", 0x10 + static_cast<unsigned>(gpus.size()));
+    x.pci = g.value("pci", std::string(pci));
     x.uuid = g.value("uuid", "");
     x.name = g.value("name", "");
     x.total = g.value("total", 0ULL);
@@ -498,6 +527,65 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, un
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int* n, void* p) {
   return ServeProcs(d, "nvmlDeviceGetGraphicsRunningProcesses", false, 1, n, p);
 }
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* out, unsigned int length) {
+  std::lock_guard<std::mutex> l(mu);
+  LogCall("nvmlSystemGetDriverVersion");
+  if (!initialized) return kUninitialized;
+  if (out == nullptr || length < driver_version.size() + 1) return kInvalidArgument;
+  std::memcpy(out, driver_version.c_str(), driver_version.size() + 1);
+  return kSuccess;
+}
+
+#ifndef FAKE_NVML_LEGACY
+// nvmlPciInfo_t, byte by byte (see the top of the file).
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, void* pci) {
+  std::lock_guard<std::mutex> l(mu);
+  const char* fn = "nvmlDeviceGetPciInfo_v3";
+  LogCall(fn);
+  Gpu* g = nullptr;
+  if (nvmlReturn_t r = Find(d, fn, &g); r != kSuccess) return r;
+  if (pci == nullptr) return kInvalidArgument;
+  unsigned char* b = static_cast<unsigned char*>(pci);
+  std::memset(b, 0, 68);
+  unsigned int domain = 0, bus = 0, device = 0;
+  std::sscanf(g->pci.c_str(), "%x:%x:%x", &domain, &bus, &device);
+  std::string legacy = g->pci.size() > 4 ? g->pci.substr(4) : g->pci;  // "0000:3B:00.0"
+  std::memcpy(b, legacy.c_str(), std::min<size_t>(legacy.size(), 15));
+  Put32(b, 16, domain);
+  Put32(b, 20, bus);
+  Put32(b, 24, device);
+  Put32(b, 28, 0x233010DE);  // H100 SXM5's device and vendor ID
+  Put32(b, 32, 0x16C110DE);
+  std::memcpy(b + 36, g->pci.c_str(), std::min<size_t>(g->pci.size(), 31));
+  return kSuccess;
+}
+#endif
+
+#ifdef FAKE_NVML_LIMITS
+// R615: the limits of a cgroup on a GPU (nvmlSetMemoryLimits_v1_t, byte by byte).
+NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, void* limits) {
+  std::lock_guard<std::mutex> l(mu);
+  const char* fn = "nvmlDeviceSetMemoryLimits_v1";
+  LogCall(fn);
+  Gpu* g = nullptr;
+  if (nvmlReturn_t r = Find(d, fn, &g); r != kSuccess) return r;
+  if (limits == nullptr) return kInvalidArgument;
+  const char* ns = static_cast<const char*>(GetPtr(limits, 0));
+  uint64_t soft = 0, hard = 0;
+  std::memcpy(&soft, static_cast<const unsigned char*>(limits) + 8, 8);
+  std::memcpy(&hard, static_cast<const unsigned char*>(limits) + 16, 8);
+  if (ns == nullptr || *ns != '/') return kInvalidArgument;  // "Full path to sysfs cgroup file name"
+  if (const char* path = std::getenv("FAKE_NVML_LIMITS_LOG"); path != nullptr && *path != '\0') {
+    if (FILE* f = std::fopen(path, "a")) {
+      std::fprintf(f, "%s %llu %llu %s\n", g->uuid.c_str(), static_cast<unsigned long long>(soft),
+                   static_cast<unsigned long long>(hard), ns);
+      std::fclose(f);
+    }
+  }
+  return kSuccess;
+}
+#endif
 
 #ifndef FAKE_NVML_LEGACY
 NVML_EXPORT nvmlReturn_t nvmlInit_v2() { return Init("nvmlInit_v2"); }

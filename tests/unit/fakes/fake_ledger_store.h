@@ -303,6 +303,7 @@ class FakeLedgerStore : public store::LedgerStore {
     for (auto& g : it->second.gpus) {
       g.used = g.used_ts_ms = g.total = g.outside_pods = g.untracked = 0;
       g.pods.clear();
+      g.enforcement = {};
       if (g.uuid == reported_uuid_[node][g.index]) g.uuid.clear();  // the last report's, not the capacity's
       for (const auto& u : report.gpus) {
         if (u.index != g.index) continue;
@@ -312,6 +313,7 @@ class FakeLedgerStore : public store::LedgerStore {
         g.outside_pods = u.outside_pods;
         g.pods = u.pods;
         std::sort(g.pods.begin(), g.pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
+        g.enforcement = u.enforcement;
         if (g.uuid.empty() && !u.uuid.empty()) {
           g.uuid = u.uuid;
           reported_uuid_[node][g.index] = u.uuid;

@@ -123,6 +123,45 @@ TEST(DecodeUsageReport, ActivityDecodes) {
   EXPECT_FALSE(r->gpus[0].pods[0].active);
 }
 
+// Issue 34: the agent's enforcement per GPU.
+TEST(DecodeUsageReport, EnforcementDecodesSortedAndIsChecked) {
+  const std::string e = R"(,"enforcement":{"backend":"none","reason":"no dmem controller","pods":[{"uid":")" +
+                        std::string(kUid2) + R"(","state":"accounted","reason":"no dmem controller"},{"uid":")" +
+                        std::string(kUid1) + R"(","state":"failed","reason":"EACCES"}]})";
+  Result<ledger::UsageReport> r = DecodeUsageReport(Report(Gpu(0, e)));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ledger::GpuEnforcement& g = r->gpus[0].enforcement;
+  EXPECT_EQ(g.backend, "none");
+  EXPECT_EQ(g.reason, "no dmem controller");
+  ASSERT_EQ(g.pods.size(), 2u);
+  EXPECT_EQ(g.pods[0].uid, kUid1);  // sorted
+  EXPECT_EQ(g.pods[0].state, ledger::EnforceState::kFailed);
+  // Absent: nothing reported (an agent before issue 34, or enforce.mode off).
+  r = DecodeUsageReport(Report(Gpu(0)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->gpus[0].enforcement.backend.empty());
+  const struct {
+    std::string extra;
+    const char* error;
+  } bad[] = {
+      {R"(,"enforcement":"dmem")", "enforcement must be an object"},
+      {R"(,"enforcement":{"backend":"cuda"})", "backend"},
+      {R"(,"enforcement":{"backend":"none"})", "needs a reason"},
+      {R"(,"enforcement":{"backend":"dmem","pods":[{"uid":")" + std::string(kUid1) + R"(","state":"capped"}]})", "state must be"},
+      {R"(,"enforcement":{"backend":"dmem","pods":[{"uid":")" + std::string(kUid1) + R"(","state":"failed"}]})", "without a reason"},
+      {R"(,"enforcement":{"backend":"dmem","pods":[{"uid":"x","state":"enforced"}]})", "canonical"},
+      {R"(,"enforcement":{"backend":"dmem","pods":[{"uid":")" + std::string(kUid1) + R"(","state":"enforced"},{"uid":")" +
+           std::string(kUid1) + R"(","state":"enforced"}]})",
+       "twice"},
+      {R"(,"enforcement":{"backend":"dmem","pods":{}})", "must be an array"},
+  };
+  for (const auto& c : bad) {
+    Result<ledger::UsageReport> x = DecodeUsageReport(Report(Gpu(0, c.extra)));
+    ASSERT_FALSE(x.ok()) << c.extra;
+    EXPECT_THAT(x.status().message(), HasSubstr(c.error)) << c.extra;
+  }
+}
+
 TEST(DecodeUsageReport, RefusesWithAMessageThatNamesThePart) {
   const std::string p1 = R"({"uid":")" + std::string(kUid1) + R"(","used_bytes":1})";
   const std::string p2 = R"({"uid":")" + std::string(kUid2) + R"(","used_bytes":1})";

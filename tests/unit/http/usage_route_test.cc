@@ -29,7 +29,8 @@ constexpr const char* kUidZombie = "dddddddd-0000-0000-0000-00000000000d";
 
 class UsageRouteTest : public ::testing::Test {
  protected:
-  void Start(std::function<std::optional<bool>(const std::string&)> in_cluster = nullptr) {
+  void Start(std::function<std::optional<bool>(const std::string&)> in_cluster = nullptr,
+             std::function<ledger::EnforceMode(const std::string&)> enforce_mode = nullptr) {
     store_.now_ms = clock_.NowMs();
     store_.AddNode("n1", {70 * kGi, 70 * kGi});
     ledger::Entry e;
@@ -46,6 +47,7 @@ class UsageRouteTest : public ::testing::Test {
     svc.clock = &clock_;
     svc.api_token = kToken;
     svc.node_in_cluster = std::move(in_cluster);
+    svc.enforce_mode = std::move(enforce_mode);
     ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;
@@ -102,6 +104,32 @@ TEST_F(UsageRouteTest, AnAgentReportLandsInTheNodeView) {
   EXPECT_EQ(g0["untracked_pods"][0]["uid"], kUidZombie);
   EXPECT_EQ(n["pods"][0]["used_per_gpu_bytes"], 5 * kGi);
   EXPECT_EQ(n["pods"][0]["usage_reported_ms"], clock_.NowMs());
+}
+
+// Issue 34: the answer to a report carries the node's mode and its pods'
+// limits; the next report's enforcement shows per pod in /v1/nodes.
+TEST_F(UsageRouteTest, TheAnswerCarriesTheLimitsAndTheNextReportsEnforcementShows) {
+  Start(nullptr, [](const std::string& node) { return node == "n1" ? ledger::EnforceMode::kOn : ledger::EnforceMode::kOff; });
+  auto [status, body] = Put("n1", AgentReport());
+  ASSERT_EQ(status, 200) << body;
+  json answer = json::parse(body);
+  EXPECT_EQ(answer["enforce"]["mode"], "on");
+  ASSERT_EQ(answer["enforce"]["limits"].size(), 1u) << body;
+  EXPECT_EQ(answer["enforce"]["limits"][0],
+            (json{{"uid", kUidA}, {"index", 0}, {"soft", 10 * kGi}, {"hard", 10 * kGi}}));
+  EXPECT_TRUE(Node("n1")["pods"][0]["enforcement"].is_null());  // not reported yet
+
+  json report = json::parse(AgentReport());
+  report["gpus"][0]["enforcement"] = {{"backend", "none"},
+                                      {"reason", "no dmem controller (cgroup v2 controllers: cpu io memory)"},
+                                      {"pods", {{{"uid", kUidA}, {"state", "accounted"},
+                                                 {"reason", "no dmem controller (cgroup v2 controllers: cpu io memory)"}}}}};
+  ASSERT_EQ(Put("n1", report.dump()).first, 200);
+  json n = Node("n1");
+  EXPECT_EQ(n["gpus"][0]["enforcement"]["backend"], "none");
+  EXPECT_EQ(n["pods"][0]["enforcement"]["state"], "accounted");
+  EXPECT_EQ(n["pods"][0]["enforcement"]["summary"],
+            "accounted only: no dmem controller (cgroup v2 controllers: cpu io memory)");
 }
 
 TEST_F(UsageRouteTest, ExplainShowsThePodsUsageWhereThereIsNoRoom) {

@@ -146,6 +146,39 @@ TEST(LedgerMetrics, AGpuWithoutPerProcessFiguresIsFlaggedWithTheAgentsRefusedLis
             std::string::npos);
 }
 
+// Issue 34: the backend per GPU and each pod's state, from fresh reports.
+TEST(LedgerMetrics, EnforcementBackendPerGpuAndStatePerPod) {
+  ledger::Snapshot s;
+  ledger::Node& n = s.nodes["n1"];
+  n.name = "n1";
+  ledger::Gpu g0{0, "GPU-a", 80, 9, 50000};
+  g0.total = 85;
+  g0.enforcement = {"none", "no dmem controller", {{"u-a", ledger::EnforceState::kAccounted, "no dmem controller"}}};
+  ledger::Gpu g1{1, "GPU-b", 80, 4, 50000};
+  g1.total = 85;
+  g1.enforcement = {"dmem", "", {{"u-a", ledger::EnforceState::kEnforced, ""}, {"u-b", ledger::EnforceState::kFailed, "EACCES"}}};
+  ledger::Gpu g2{2, "GPU-c", 80, 4, 50000};  // enforcement off: nothing reported
+  g2.total = 85;
+  n.gpus = {g0, g1, g2};
+  n.entries = {ledger::Entry{"u-a", "ml", "train", {0, 1}, 10}, ledger::Entry{"u-b", "ml", "infer", {1}, 10},
+               ledger::Entry{"u-c", "ml", "new", {2}, 10}};
+  std::string out;
+  TextWriter w(&out);
+  WriteLedgerMetrics(s, 60000, 20000, w);
+  EXPECT_NE(out.find("vramd_gpu_enforcement_backend{node=\"n1\",gpu=\"0\",gpu_uuid=\"GPU-a\",backend=\"none\"} 1\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("vramd_gpu_enforcement_backend{node=\"n1\",gpu=\"1\",gpu_uuid=\"GPU-b\",backend=\"dmem\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("vramd_gpu_enforcement_backend{node=\"n1\",gpu=\"2\""), std::string::npos);
+  // The worst over the pod's GPUs.
+  EXPECT_NE(out.find("vramd_pod_vram_enforcement{node=\"n1\",namespace=\"ml\",pod=\"train\",state=\"accounted\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("vramd_pod_vram_enforcement{node=\"n1\",namespace=\"ml\",pod=\"infer\",state=\"failed\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("pod=\"new\",state="), std::string::npos);
+}
+
 TEST(LedgerMetrics, OverBudgetBytesAreUseAboveThePeakOrTheRequest) {
   ledger::Snapshot s;
   ledger::Node& n = s.nodes["n1"];

@@ -102,6 +102,36 @@ TEST(PackedGpuUsage, RefusesMalformedValues) {
   }
 }
 
+// Issue 34: the agent's enforcement per GPU, "e:<idx>".
+TEST(PackedEnforcement, RoundTripsAndRefusesMalformedValues) {
+  const struct {
+    const char* name;
+    ledger::GpuEnforcement e;
+    const char* text;
+  } cases[] = {
+      {"dmem, no pods", {"dmem", "", {}}, "dmem,"},
+      {"none with a reason that needs escaping",
+       {"none", "no dmem controller (cpu, io), driver 580 = old", {{kUid1, ledger::EnforceState::kAccounted, "no dmem, 100%"}}},
+       "none,no dmem controller (cpu%2C io)%2C driver 580 %3D old,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=accounted:no dmem%2C 100%25"},
+      {"every state",
+       {"nvml", "", {{kUid1, ledger::EnforceState::kEnforced, ""}, {kUid2, ledger::EnforceState::kFailed, "EACCES: a:b"}}},
+       "nvml,,0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=enforced,1b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0=failed:EACCES: a:b"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(PackEnforcement(c.e), c.text);
+    ledger::GpuEnforcement back;
+    back.pods.push_back({"stale"});
+    ASSERT_TRUE(UnpackEnforcement(c.text, &back));
+    EXPECT_EQ(back, c.e);
+  }
+  for (const char* bad : {"", "cuda,", "dmem", "dmem,,u", "dmem,,=enforced", "dmem,,u=enforcing", "dmem,,u=failed:100%G1",
+                          "dmem,%4"}) {
+    ledger::GpuEnforcement e;
+    EXPECT_FALSE(UnpackEnforcement(bad, &e)) << bad;
+  }
+}
+
 Reply Str(std::string s) {
   Reply r;
   r.type = Reply::Type::kString;
