@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -109,11 +110,62 @@ TEST(Agent, PushesTheReportWithPodsFromTheProcTree) {
   EXPECT_EQ(j["gpus"][0]["pods"][0]["used_bytes"], 400);
 }
 
+// Issue 34: vramd's answer to a report names the limits; the next pass
+// applies them to the pod's cgroup and its report says so. A malformed
+// answer leaves nothing in force.
+TEST(Agent, TheLimitsInVramdsAnswerAreAppliedAndTheNextReportSaysSo) {
+  testing::TempTree t;
+  const std::string uid = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ab";
+  t.Write("proc/10/cgroup", "0::/kubepods/burstable/pod" + uid + "/c\n");
+  t.Write("cg/cgroup.controllers", "cpuset cpu io memory pids dmem\n");
+  t.Write("cg/dmem.capacity", "drm/0000:03:00.0/vram0 1000\n");
+  const std::string pod = "cg/kubepods/burstable/pod" + uid;
+  t.Write(pod + "/dmem.max", "");
+  t.Write(pod + "/dmem.min", "");
+  GpuReading g;
+  g.index = 0;
+  g.total_bytes = 1000;
+  g.used_bytes = 600;
+  g.pci_bus_id = "0000:03:00.0";
+  g.processes = {{10, 400}};
+  FakePusher pusher;
+  pusher.set_next({PushKind::kOk, 200, "",
+                   R"({"node":"n","enforce":{"mode":"on","limits":[{"uid":")" + uid +
+                       R"(","index":0,"soft":300,"hard":500}]}})"});
+  Agent agent([g]() -> Result<std::unique_ptr<GpuSource>> {
+    return std::unique_ptr<GpuSource>(std::make_unique<ListSource>(std::vector<GpuReading>{g}));
+  }, t.Path("proc"), &pusher, 5, t.Path("cg"));
+  agent.Start();
+  ASSERT_TRUE(Eventually([&] { return agent.pushes() >= 3; }));
+  agent.Stop();
+  nlohmann::json first = nlohmann::json::parse(pusher.bodies().at(0));
+  EXPECT_FALSE(first["gpus"][0].contains("enforcement"));  // no answer yet
+  nlohmann::json later = nlohmann::json::parse(pusher.bodies().at(1));
+  EXPECT_EQ(later["gpus"][0]["enforcement"]["backend"], "dmem") << later.dump();
+  EXPECT_EQ(later["gpus"][0]["enforcement"]["pods"][0],
+            (nlohmann::json{{"uid", uid}, {"state", "enforced"}}));
+  std::ifstream max(t.Path(pod + "/dmem.max"));
+  std::string line;
+  std::getline(max, line);
+  EXPECT_EQ(line, "drm/0000:03:00.0/vram0 500");
+
+  // A malformed answer: nothing is applied, and the agent says why.
+  LogCapture log;
+  Agent bad([g]() -> Result<std::unique_ptr<GpuSource>> {
+    return std::unique_ptr<GpuSource>(std::make_unique<ListSource>(std::vector<GpuReading>{g}));
+  }, t.Path("proc"), nullptr, 5, t.Path("cg"));
+  bad.TakeAnswer(R"({"enforce":{"mode":"on","limits":[{"uid":"x","index":0,"soft":1,"hard":1}]}})");
+  Result<Report> r = bad.Pass();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->gpus[0].enforcement.backend.empty());
+  EXPECT_NE(log.text().find("vramd's enforcement orders are refused"), std::string::npos) << log.text();
+}
+
 TEST(Agent, ARefusedReportIsLoggedWithVramdsMessageAndNotResentAtOnce) {
   GpuReading g;
   g.total_bytes = 10;
   FakePusher pusher;
-  pusher.set_next({PushKind::kRejected, 400, "{\"error\":\"unknown node gpu-9\"}"});
+  pusher.set_next({PushKind::kRejected, 400, "{\"error\":\"unknown node gpu-9\"}", {}});
   LogCapture log;
   Agent agent([g]() -> Result<std::unique_ptr<GpuSource>> {
     return std::unique_ptr<GpuSource>(std::make_unique<ListSource>(std::vector<GpuReading>{g}));

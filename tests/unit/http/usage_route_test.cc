@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fakes/fake_clock.h"
+#include "fakes/fake_kube_client.h"
 #include "fakes/fake_ledger_store.h"
 #include "vramd/http/routes.h"
 #include "vramd/http/server.h"
@@ -48,6 +49,7 @@ class UsageRouteTest : public ::testing::Test {
     svc.api_token = kToken;
     svc.node_in_cluster = std::move(in_cluster);
     svc.enforce_mode = std::move(enforce_mode);
+    svc.kube = kube_;
     ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;
@@ -73,6 +75,7 @@ class UsageRouteTest : public ::testing::Test {
     return r ? json::parse(r->body) : json();
   }
 
+  kube::KubeClient* kube_ = nullptr;  // set before Start for the Events
   testing::FakeLedgerStore store_;
   testing::FakeClock clock_;
   metrics::Registry registry_;
@@ -130,6 +133,34 @@ TEST_F(UsageRouteTest, TheAnswerCarriesTheLimitsAndTheNextReportsEnforcementShow
   EXPECT_EQ(n["pods"][0]["enforcement"]["state"], "accounted");
   EXPECT_EQ(n["pods"][0]["enforcement"]["summary"],
             "accounted only: no dmem controller (cgroup v2 controllers: cpu io memory)");
+}
+
+// A pod whose limit could not be set gets one Warning Event (not one per pass).
+TEST_F(UsageRouteTest, AFailedEnforcementPostsOneEventOnThePod) {
+  testing::FakeKubeClient kube;
+  kube_ = &kube;
+  Start(nullptr, [](const std::string&) { return ledger::EnforceMode::kOn; });
+  json report = json::parse(AgentReport());
+  report["gpus"][0]["enforcement"] = {
+      {"backend", "dmem"},
+      {"reason", ""},
+      {"pods", {{{"uid", kUidA}, {"state", "failed"}, {"reason", "writing dmem.max: Permission denied"}}}}};
+  for (int pass = 0; pass < 3; ++pass) ASSERT_EQ(Put("n1", report.dump()).first, 200);
+  ASSERT_EQ(kube.events.size(), 1u);
+  EXPECT_EQ(kube.events[0].reason, "VramEnforcementFailed");
+  EXPECT_EQ(kube.events[0].type, "Warning");
+  EXPECT_EQ(kube.events[0].ns + "/" + kube.events[0].name, "ml/train");
+  EXPECT_THAT(kube.events[0].message, HasSubstr("GPU 0 (dmem): writing dmem.max: Permission denied"));
+  // Enforced again, then failing again: a second Event.
+  report["gpus"][0]["enforcement"]["pods"][0] = {{"uid", kUidA}, {"state", "enforced"}};
+  ASSERT_EQ(Put("n1", report.dump()).first, 200);
+  report["gpus"][0]["enforcement"]["pods"][0] = {{"uid", kUidA}, {"state", "failed"}, {"reason", "EBUSY"}};
+  ASSERT_EQ(Put("n1", report.dump()).first, 200);
+  EXPECT_EQ(kube.events.size(), 2u);
+  // A zombie's failure (no entry here) is not vramd's to speak of.
+  report["gpus"][0]["enforcement"]["pods"] = {{{"uid", kUidZombie}, {"state", "failed"}, {"reason", "EBUSY"}}};
+  ASSERT_EQ(Put("n1", report.dump()).first, 200);
+  EXPECT_EQ(kube.events.size(), 2u);
 }
 
 TEST_F(UsageRouteTest, ExplainShowsThePodsUsageWhereThereIsNoRoom) {
