@@ -83,6 +83,8 @@ PROFILES = {
 # The AMD preset of the agent (agent.preset=amd) over the defaults.
 PROFILES["amd"] = dict(PROFILES["default"], services="default", agent="amd")
 PROFILES["all-on"]["agent"] = "nvidia"
+# Issue 34: enforce.mode on with the agent writing the host's cgroup v2 tree.
+PROFILES["enforce"] = dict(PROFILES["default"], services="default", agent="enforce")
 # The defaults per Kubernetes version: the config API each version's kube-scheduler
 # reads best, the scheduler image at the cluster's version, DefaultPreemption off on
 # 1.20-1.21 (kubernetes#101548). Services as in the default profile.
@@ -305,6 +307,10 @@ def check_profile(profile, docs, exp, cfg_keys, out_dir, notes_path):
     config = json.loads(cm["data"]["config.json"])
     with open(os.path.join(out_dir, f"vramd-config.{profile}.json"), "w") as f:
         json.dump(config, f, indent=2)
+    if exp.get("agent") != "enforce":
+        # Issue 34: enforcement is dry-run by default (the agents report what they would write).
+        C.check(config.get("enforce") == {"mode": "dry-run", "node_modes": []},
+                f"[{profile}] enforce is dry-run by default: {config.get('enforce')}")
     if cfg_keys:
         for key, _ in flatten(config):
             C.check(key in cfg_keys[0] or key == "nodes", f"[{profile}] config key {key} is unknown to vramd (--help-config)")
@@ -634,7 +640,24 @@ def check_agent(profile, docs, exp):
         c = spec["containers"][0]
         args = c.get("args", [])
         env = {e["name"]: e for e in c.get("env", [])}
-        if preset == "amd":
+        if preset == "enforce":
+            # Issue 34: writing the kubelet's (root's) cgroup files: uid 0, every
+            # capability dropped, read-only root; the host's cgroup v2 mount read-write
+            # at --cgroup-root, /sys still read-only.
+            psc, sc = spec.get("securityContext", {}), c.get("securityContext", {})
+            C.check(psc.get("runAsUser") == 0 and psc.get("runAsNonRoot") is False,
+                    f"[{profile}] {name}: writeCgroups runs as uid 0: {psc}")
+            C.check(sc.get("capabilities") == {"drop": ["ALL"]} and sc.get("readOnlyRootFilesystem") is True
+                    and sc.get("allowPrivilegeEscalation") is False and not sc.get("privileged", False),
+                    f"[{profile}] {name}: no capability, read-only, unprivileged: {sc}")
+            root = args[args.index("--cgroup-root") + 1] if "--cgroup-root" in args else ""
+            src = mounted_path_source(spec, c, root + "/x") if root else None
+            C.check(root == "/host/cgroup" and src and (src[0] or {}).get("hostPath", {}).get("path") == "/sys/fs/cgroup",
+                    f"[{profile}] {name}: --cgroup-root {root!r} is the host's /sys/fs/cgroup: {src}")
+            cfg = json.loads(one(docs, "ConfigMap", RELEASE, profile)["data"]["config.json"])
+            C.check(cfg.get("enforce") == {"mode": "on", "node_modes": ["pool=training:dry-run"]},
+                    f"[{profile}] vramd's enforce config from the values: {cfg.get('enforce')}")
+        elif preset == "amd":
             # The DRM source reads other processes' fdinfo: uid 0 with
             # CAP_SYS_PTRACE and nothing else, still read-only and unescalated.
             psc, sc = spec.get("securityContext", {}), c.get("securityContext", {})
@@ -671,10 +694,13 @@ def check_agent(profile, docs, exp):
         C.check(spec.get("hostPID") is True, f"[{profile}] {name}: hostPID must be true (attribution)")
         C.check(spec.get("automountServiceAccountToken") is False, f"[{profile}] {name}: needs no API token")
         vols = volume_sources(spec)
+        host_paths = {"/sys", "/sys/fs/cgroup"} if preset == "enforce" else {"/sys"}
         for v in vols.values():
             if "hostPath" in v:
-                C.check(v["hostPath"]["path"] == "/sys", f"[{profile}] {name}: only /sys from the host, not {v['hostPath']['path']}")
-        C.check(all(m.get("readOnly") is True for m in c.get("volumeMounts", [])), f"[{profile}] {name}: every mount read-only")
+                C.check(v["hostPath"]["path"] in host_paths, f"[{profile}] {name}: only {sorted(host_paths)} from the host, not {v['hostPath']['path']}")
+        writable = [m for m in c.get("volumeMounts", []) if m.get("readOnly") is not True]
+        C.check([m["mountPath"] for m in writable] == (["/host/cgroup"] if preset == "enforce" else []),
+                f"[{profile}] {name}: every mount read-only (but the cgroup tree with writeCgroups): {writable}")
         C.check("nvidia.com/gpu" not in json.dumps(c.get("resources", {})), f"[{profile}] {name}: must take no GPU")
         C.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
                 f"[{profile}] {name}: NODE_NAME from the downward API")

@@ -135,10 +135,11 @@ declare -A profile_args=(
   [all-on]="-f $root/tests/deploy/values-all-on.yaml"
   [external]="-f $root/tests/deploy/values-external.yaml"
   [amd]="--set agent.enabled=true --set agent.preset=amd"
+  [enforce]="--set agent.enabled=true --set agent.enforcement.writeCgroups=true --set enforce.mode=on --set enforce.nodeModes[0].label=pool=training --set enforce.nodeModes[0].mode=dry-run"
   [testbed]="--set tls.enabled=false --set admission.enabled=false --set scheduler.image.tag=v1.20.2 --set scheduler.configApiVersion=kubescheduler.config.k8s.io/v1beta1 --set scheduler.leaderElection=false --set scheduler.disableDefaultPreemption=true"
 )
-declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2 [amd]=1.31.0)
-linted=(default all-on external testbed amd)
+declare -A profile_kube=([default]=1.31.0 [all-on]=1.31.0 [external]=1.21.14 [testbed]=1.20.2 [amd]=1.31.0 [enforce]=1.31.0)
+linted=(default all-on external testbed amd enforce)
 kube_versions=(1.20.2 1.22.0 1.23.5 1.24.0 1.25.0 1.31.0)
 profiles=("${linted[@]}")
 for v in "${kube_versions[@]}"; do
@@ -222,6 +223,8 @@ refuse "networkPolicy: Additional property enable is not allowed" --set networkP
 refuse "agent: Additional property nodeSelecter is not allowed" --set agent.nodeSelecter.x=y
 refuse "agent.source: agent.source must be one of the following" --set agent.source=cuda
 refuse "agent.preset: agent.preset must be one of the following" --set agent.preset=intel
+refuse "enforce.mode: enforce.mode must be one of the following" --set enforce.mode=enforcing
+refuse "Does not match pattern" --set enforce.nodeModes[0].label=pool --set enforce.nodeModes[0].mode=on
 refuse "tls.enabled: Invalid type. Expected: boolean" --set-string tls.enabled=yes
 refuse "service.apiPort: Invalid type. Expected: integer" --set-string service.apiPort=api
 refuse "config.policy must be one of the following" --set config.policy=fastest

@@ -342,6 +342,11 @@ vramd
 {{- end -}}
 {{- $_ := set $managed "admission" $adm -}}
 {{- end -}}
+{{- $modes := list -}}
+{{- range .Values.enforce.nodeModes -}}
+{{- $modes = append $modes (printf "%s:%s" .label .mode) -}}
+{{- end -}}
+{{- $_ := set $managed "enforce" (dict "mode" .Values.enforce.mode "node_modes" $modes) -}}
 {{- $cfg := mustMergeOverwrite (deepCopy (default (dict) .Values.config)) $managed -}}
 {{- toPrettyJson $cfg -}}
 {{- end -}}
