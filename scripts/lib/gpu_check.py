@@ -16,7 +16,13 @@ against `nvidia-smi`:
   - the agent's outside-pods bytes = nvidia-smi's figures of every process on
     that GPU outside this check's pods (other users' included), within 2 %;
   - the GPU's used bytes = nvidia-smi's memory.used, within 2 %;
-  - per-process figures available (no "processes_unavailable").
+  - per-process figures available (no "processes_unavailable");
+  - enforcement (issue 34): given each pod's limit as vramd would answer
+    (mode on), the agent chooses what this host offers (the kernel's dmem
+    cgroup when it lists the GPU, else NVML's limits on a driver R615+, else
+    nothing) and reports each pod enforced, or accounted only saying why
+    ("no dmem controller, driver 580.159.04 older than R615"): never enforced
+    without a backend.
 
 It prints the entry point the agent read the process lists through (its log),
 a PASS/FAIL table, and exits 0 only when every row passes (1: a check failed;
@@ -161,6 +167,45 @@ def evaluate(procs: list[Proc], smi: dict[int, int], smi_used: int, gpu: dict | 
     return rows
 
 
+def expected_backend(controllers: str, regions: str, driver: str) -> tuple[str, str]:
+    """What can enforce a pod's VRAM on this host (issue 34): "dmem" when the
+    root cgroup's controllers have dmem and dmem.capacity lists a region of an
+    NVIDIA GPU, else "nvml" on a driver R615 or later, else "none", with the
+    phrases (comma-separated) the agent's reason must hold."""
+    if "dmem" in controllers.split() and "nvidia/" in regions:
+        return "dmem", ""
+    try:
+        major = int(driver.split(".")[0])
+    except ValueError:
+        major = 0
+    if major >= 615:
+        return "nvml", ""
+    why = "no dmem controller" if "dmem" not in controllers.split() else "dmem.capacity lists no region"
+    return "none", f"{why}, driver {driver} older than R615"
+
+
+def evaluate_enforcement(controllers: str, regions: str, driver: str, gpu: dict | None,
+                         pods: list[str]) -> list[Row]:
+    """The enforcement rows: the agent, given limits for `pods` (mode on), must
+    choose the backend this host offers and report each pod enforced by it,
+    or, with none, accounted only saying why: never enforced without one."""
+    want, words = expected_backend(controllers, regions, driver)
+    e = (gpu or {}).get("enforcement") or {}
+    got = e.get("backend", "-")
+    reason = e.get("reason", "")
+    rows = [Row("enforcement backend", want + (f" ({words})" if words else ""),
+                got + (f" ({reason})" if reason else ""),
+                got == want and all(w.strip() in reason for w in words.split(",") if w.strip()))]
+    states = {p.get("uid"): p for p in e.get("pods", [])}
+    for uid in pods:
+        p = states.get(uid, {})
+        state = p.get("state", "-")
+        want_state = "accounted" if want == "none" else "enforced"
+        rows.append(Row(f"pod {uid[:8]}… VRAM limit", want_state,
+                        state + (f": {p['reason']}" if p.get("reason") else ""), state == want_state))
+    return rows
+
+
 def table(rows: list[Row]) -> str:
     heads = ("CHECK", "EXPECTED (nvidia-smi)", "AGENT", "RESULT")
     cells = [(r.check, r.expected, r.agent, "PASS" if r.ok else "FAIL") for r in rows]
@@ -208,6 +253,14 @@ class Cgroups:
                 os.rmdir(path)
             except OSError as e:
                 print(f"gpu-check: could not remove {path}: {e}", file=sys.stderr)
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -296,6 +349,30 @@ def main() -> int:
         gpu = next((g for g in report.get("gpus", []) if g.get("uuid") == gpu_uuid), None)
         smi = parse_smi_apps(apps.stdout).get(gpu_uuid, {})
         rows = evaluate(procs, smi, int(used.stdout.strip()) * MIB, gpu)
+        # Issue 34: enforcement on. The agent is given each pod's limit (its bytes,
+        # soft = hard) as vramd's answer would carry it, and must say what this host
+        # can enforce: the kernel's dmem cgroup, NVML's limits (R615+), or nothing.
+        pod_uids = sorted({p.pod for p in procs if p.pod})
+        limits = [{"uid": uid, "index": a.gpu, "soft": sum(p.asked for p in procs if p.pod == uid),
+                   "hard": sum(p.asked for p in procs if p.pod == uid)} for uid in pod_uids]
+        orders = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpu-check-orders-{os.getpid()}.json")
+        with open(orders, "w") as f:
+            json.dump({"enforce": {"mode": "on", "limits": limits}}, f)
+        try:
+            enf = run([agent, "--once", "--source", "nvml", "--nvml-library", a.nvml_library,
+                       "--node", "gpu-check", "--enforce-orders", orders, "--cgroup-root", CGROUP_ROOT])
+        finally:
+            os.unlink(orders)
+        controllers = read_text(os.path.join(CGROUP_ROOT, "cgroup.controllers")).strip()
+        regions = read_text(os.path.join(CGROUP_ROOT, "dmem.capacity"))
+        print(f"host: kernel {os.uname().release}, cgroup v2 controllers: {controllers or '(none)'}; "
+              f"dmem regions: {regions.strip() or '(none)'}; driver {driver}")
+        if enf.returncode != 0:
+            print(f"gpu-check: vramd-agent --once --enforce-orders failed ({enf.returncode}):\n{enf.stderr}")
+            return 2
+        egpu = next((g for g in json.loads(enf.stdout).get("gpus", []) if g.get("uuid") == gpu_uuid), None)
+        print(f"agent enforcement: {json.dumps((egpu or {}).get('enforcement'))}")
+        rows += evaluate_enforcement(controllers, regions, driver, egpu, pod_uids)
         print()
         print(table(rows))
         failed = sum(not r.ok for r in rows)

@@ -228,9 +228,15 @@ std::string DmemClearMaxLine(std::string_view region) { return std::string(regio
 std::string DmemClearMinLine(std::string_view region) { return std::string(region) + " 0\n"; }
 
 std::string Enforcer::FindPodCgroup(const std::string& uid) const {
-  for (const std::string& rel : PodCgroupCandidates(uid)) {
-    std::string dir = root_ + "/" + rel;
-    if (IsDir(dir)) return dir;
+  // cgroup v2 at the root; a v1 (or hybrid) host keeps the kubelet's pod
+  // directories under each hierarchy instead: found there, so that the
+  // report says the host cannot enforce (no cgroup v2), not that the pod
+  // is missing.
+  for (const char* hierarchy : {"", "/unified", "/memory", "/pids", "/systemd"}) {
+    for (const std::string& rel : PodCgroupCandidates(uid)) {
+      std::string dir = root_ + hierarchy + "/" + rel;
+      if (IsDir(dir)) return dir;
+    }
   }
   return "";
 }

@@ -5,7 +5,9 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "vramd/agent/agent.h"
 
@@ -37,6 +39,16 @@ int main(int argc, char** argv) {
   SourceOpener open = [o] { return OpenSource(o); };
   if (o.once) {
     Agent agent(open, o.proc_root, nullptr, o.interval_ms, o.cgroup_root);
+    if (!o.enforce_orders.empty()) {
+      std::ifstream in(o.enforce_orders);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        std::cerr << "vramd-agent: cannot read --enforce-orders " << o.enforce_orders << "\n";
+        return 2;
+      }
+      agent.TakeAnswer(text.str());
+    }
     Result<Report> report = agent.Pass();
     if (!report.ok()) {
       std::cerr << "vramd-agent: " << report.status().message() << "\n";

@@ -34,7 +34,7 @@ Result<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args, const 
       {"--node", &o.node},           {"--server", &o.server},       {"--token-file", &o.token_file},
       {"--cacert", &o.cacert},       {"--proc-root", &o.proc_root}, {"--sys-root", &o.sys_root},
       {"--nvml-library", &o.nvml_library}, {"--source", &o.source}, {"--log-level", &o.log_level},
-      {"--cgroup-root", &o.cgroup_root},
+      {"--cgroup-root", &o.cgroup_root}, {"--enforce-orders", &o.enforce_orders},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
@@ -78,6 +78,9 @@ Result<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args, const 
   if (o.proc_root.empty() || o.sys_root.empty() || o.nvml_library.empty()) {
     return InvalidArgument("--proc-root, --sys-root and --nvml-library must not be empty");
   }
+  if (!o.enforce_orders.empty() && !o.once) {
+    return InvalidArgument("--enforce-orders is for --once (pushing, the orders come in vramd's answers)");
+  }
   if (!o.once) {
     if (o.node.empty()) return InvalidArgument("--node (or NODE_NAME) is required");
     if (o.server.empty()) return InvalidArgument("--server (vramd's URL) is required");
@@ -104,6 +107,8 @@ usage: vramd-agent --server URL --node NAME [flags]
   --cgroup-root PATH    the host's cgroup v2 mount, where VRAM limits are written
                         (default SYS-ROOT/fs/cgroup; vramd's enforce.mode decides)
   --once                print one report as JSON on stdout and exit (no push)
+  --enforce-orders FILE with --once: apply this answer of vramd's first ({"enforce":
+                        {"mode": "on", "limits": [...]}}; the GPU check's enforcement step)
   --log-level L         trace, debug, info (default), warn, error
   --version, --help
 )";

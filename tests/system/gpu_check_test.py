@@ -108,5 +108,44 @@ class GpuCheckVerdicts(unittest.TestCase):
         self.assertFalse(v["p4 (pid 1004) listed by nvidia-smi"])
 
 
+class EnforcementVerdicts(unittest.TestCase):
+    """Issue 34: the enforcement rows on the lent H100 (kernel 6.18 without
+    dmem, driver 580) and on hosts that can enforce."""
+    H100 = "cpuset cpu io memory hugetlb pids"
+    REASON = ("no dmem controller (cgroup v2 controllers: cpuset cpu io memory hugetlb pids), driver 580.159.04 "
+              "older than R615 (NVML has no nvmlDeviceSetMemoryLimits_v1)")
+
+    def gpu(self, backend, reason, states):
+        return {"enforcement": {"backend": backend, "reason": reason,
+                                "pods": [{"uid": u, "state": s, **({"reason": r} if r else {})} for u, s, r in states]}}
+
+    def test_the_h100_machine_is_accounted_only_and_says_why(self):
+        gpu = self.gpu("none", self.REASON, [(POD_A, "accounted", self.REASON), (POD_B, "accounted", self.REASON)])
+        rows = gpu_check.evaluate_enforcement(self.H100, "", "580.159.04", gpu, [POD_A, POD_B])
+        self.assertEqual([r for r in rows if not r.ok], [], gpu_check.table(rows))
+        self.assertEqual(len(rows), 3)
+
+    def test_claiming_enforcement_without_a_backend_fails(self):
+        gpu = self.gpu("dmem", "", [(POD_A, "enforced", "")])
+        v = verdicts(gpu_check.evaluate_enforcement(self.H100, "", "580.159.04", gpu, [POD_A]))
+        self.assertFalse(v["enforcement backend"])
+        self.assertFalse(v[f"pod {POD_A[:8]}… VRAM limit"])
+        gpu = self.gpu("none", "no dmem controller", [(POD_A, "accounted", "no dmem controller")])
+        v = verdicts(gpu_check.evaluate_enforcement(self.H100, "", "580.159.04", gpu, [POD_A]))
+        self.assertFalse(v["enforcement backend"], "the reason must name the driver too")
+
+    def test_hosts_that_can_enforce_expect_it(self):
+        self.assertEqual(gpu_check.expected_backend(self.H100 + " dmem", "nvidia/0000:3b:00.0/vidmem 85520809984\n",
+                                                    "580.159.04"), ("dmem", ""))
+        self.assertEqual(gpu_check.expected_backend(self.H100, "", "615.20.01"), ("nvml", ""))
+        self.assertEqual(gpu_check.expected_backend(self.H100 + " dmem", "drm/0000:03:00.0/vram0 1\n", "580.159.04"),
+                         ("none", "dmem.capacity lists no region, driver 580.159.04 older than R615"))
+        gpu = self.gpu("nvml", "", [(POD_A, "failed", "nvmlDeviceSetMemoryLimits_v1: Insufficient Permissions (4)")])
+        v = verdicts(gpu_check.evaluate_enforcement(self.H100, "", "615.20.01", gpu, [POD_A]))
+        self.assertTrue(v["enforcement backend"])
+        self.assertFalse(v[f"pod {POD_A[:8]}… VRAM limit"])
+        self.assertFalse(verdicts(gpu_check.evaluate_enforcement(self.H100, "", "615.20.01", None, [POD_A]))["enforcement backend"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -7,7 +7,9 @@
 //
 //   1. the pod's cgroup: the kubelet's pod directory under the cgroup v2
 //      root (PodCgroupCandidates: systemd and cgroupfs drivers, the three
-//      QoS classes, kind's kubelet.slice nesting);
+//      QoS classes, kind's kubelet.slice nesting); on a cgroup v1 or hybrid
+//      host, under the unified, memory, pids or systemd hierarchy (found, so
+//      the report says "no cgroup v2", not that the pod is missing);
 //   2. the backend, per GPU (ChooseBackend): "dmem" when the root's
 //      cgroup.controllers has dmem and its dmem.capacity lists a region for
 //      the GPU's PCI address (nvidia/<pci>/vidmem, drm/<pci>/vram0); else

@@ -25,6 +25,7 @@ struct AgentOptions {
   int64_t timeout_ms = 5000;                     // --timeout: one push
   std::string log_level = "info";                // --log-level
   bool once = false;                             // --once: one report to stdout, no push
+  std::string enforce_orders;                    // --enforce-orders FILE: with --once, vramd's answer to apply
   bool help = false;
   bool version = false;
 };

@@ -372,6 +372,21 @@ TEST_F(EnforcerTest, APodWithoutACgroupIsNotStartedUnlessItsProcessesRun) {
   EXPECT_NE(State(out, 0, kUidB)->reason.find("the pod's cgroup is not under"), std::string::npos);
 }
 
+// The real node of this project's tests: cgroup v1 (hybrid), cgroupfs driver.
+TEST_F(EnforcerTest, OnACgroupV1HostThePodIsFoundAndTheVramIsAccountedOnlyForWantOfCgroupV2) {
+  std::filesystem::create_directories(tree_.Path("cg/memory/kubepods/besteffort/pod" + std::string(kUidB)));
+  std::filesystem::create_directories(tree_.Path("cg/pids/kubepods/besteffort/pod" + std::string(kUidB)));
+  FixedSource nvml("driver 580.159.04 older than R615 (NVML has no nvmlDeviceSetMemoryLimits_v1)");
+  Enforcer e(tree_.Path("cg"));
+  auto out = e.Apply(Orders(EnforceMode::kOn, {{kUidB, 0, 4 * GiB, 4 * GiB}}), {Gpu(0, "00000000:3B:00.0")}, &nvml, {});
+  const ledger::PodEnforcement* s = State(out, 0, kUidB);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->state, EnforceState::kAccounted);
+  EXPECT_EQ(s->reason,
+            "no cgroup v2 (dmem needs the unified hierarchy), driver 580.159.04 older than R615 (NVML has no "
+            "nvmlDeviceSetMemoryLimits_v1)");  // found: not "pod cgroup not found yet"
+}
+
 TEST_F(EnforcerTest, MigGpusAreNotSupportedAndSaySo) {
   Root(true);
   Pod(systemd_a_);

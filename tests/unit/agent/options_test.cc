@@ -69,12 +69,24 @@ TEST(AgentOptions, RefusalsNameTheFlag) {
       {"value_on_a_switch", {"--once=yes"}, "--once takes no value"},
       {"empty_root", {"--once", "--proc-root="}, "must not be empty"},
       {"bad_log_level", {"--once", "--log-level", "loud"}, "--log-level must be trace"},
+      {"orders_without_once", {"--node", "n", "--server", "http://x", "--enforce-orders", "o.json"},
+       "--enforce-orders is for --once"},
   };
   for (const Case& c : cases) {
     Result<AgentOptions> o = ParseAgentArgs(c.args, Env({}));
     ASSERT_FALSE(o.ok()) << c.name;
     EXPECT_NE(o.status().message().find(c.want), std::string::npos) << c.name << ": " << o.status().message();
   }
+}
+
+TEST(AgentOptions, TheCgroupRootDefaultsUnderTheSysRoot) {
+  Result<AgentOptions> o = ParseAgentArgs({"--once", "--sys-root", "/host/sys"}, Env({}));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->cgroup_root, "/host/sys/fs/cgroup");
+  o = ParseAgentArgs({"--once", "--cgroup-root", "/host/cgroup", "--enforce-orders", "o.json"}, Env({}));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->cgroup_root, "/host/cgroup");
+  EXPECT_EQ(o->enforce_orders, "o.json");
 }
 
 TEST(AgentOptions, Intervals) {
