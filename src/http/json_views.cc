@@ -84,9 +84,17 @@ json NodeView(const ledger::Node& node, int64_t now_ms, int64_t usage_max_age_ms
     json enforcement = nullptr;
     if (e.state != ledger::EntryState::kHold) {
       if (std::optional<ledger::PodEnforcement> pe = ledger::PodEnforcementOn(node, e.pod_uid)) {
+        // The worst over its GPUs, and each GPU's own state.
+        json per_gpu = json::object();
+        for (const ledger::Gpu& g : node.gpus) {
+          for (const ledger::PodEnforcement& p : g.enforcement.pods) {
+            if (p.uid == e.pod_uid) per_gpu[std::to_string(g.index)] = ledger::EnforceStateName(p.state);
+          }
+        }
         enforcement = json{{"state", ledger::EnforceStateName(pe->state)},
                            {"reason", pe->reason},
-                           {"summary", ledger::DescribeEnforcement(*pe)}};
+                           {"summary", ledger::DescribeEnforcement(*pe)},
+                           {"gpus", std::move(per_gpu)}};
       }
     }
     if (!scope.Shows(e.ns)) {

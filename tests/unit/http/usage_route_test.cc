@@ -133,6 +133,7 @@ TEST_F(UsageRouteTest, TheAnswerCarriesTheLimitsAndTheNextReportsEnforcementShow
   EXPECT_EQ(n["pods"][0]["enforcement"]["state"], "accounted");
   EXPECT_EQ(n["pods"][0]["enforcement"]["summary"],
             "accounted only: no dmem controller (cgroup v2 controllers: cpu io memory)");
+  EXPECT_EQ(n["pods"][0]["enforcement"]["gpus"], (json{{"0", "accounted"}}));
 }
 
 // A pod whose limit could not be set gets one Warning Event (not one per pass).
