@@ -57,6 +57,16 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// A reason vramd takes (ledger::IsEnforceReason): printable ASCII, cut to
+// its bound; anything else (a path's odd byte) becomes '?'.
+std::string AsReason(std::string s) {
+  for (char& c : s) {
+    if (c < 0x20 || c >= 0x7f) c = '?';
+  }
+  if (s.size() > ledger::kMaxEnforceReason) s.resize(ledger::kMaxEnforceReason);
+  return s;
+}
+
 std::string Gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -286,6 +296,7 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
                                                       const std::set<std::string>& busy) {
   std::map<int, ledger::GpuEnforcement> out;
   std::map<std::pair<std::string, int>, Applied> keep;
+  std::map<std::pair<std::string, int>, std::string> logged;  // this pass's dry-run lines
   if (orders.mode != ledger::EnforceMode::kOff) {
     const CgroupHost host = ReadCgroupHost(root_);
     std::map<int, BackendChoice> choice;
@@ -294,7 +305,7 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
       BackendChoice c = ChooseBackend(host, t);
       ledger::GpuEnforcement& e = out[r.index];
       e.backend = c.backend;
-      e.reason = c.reason.substr(0, ledger::kMaxEnforceReason);
+      e.reason = AsReason(c.reason);
       choice.emplace(r.index, std::move(c));
     }
     std::map<std::string, std::string> dirs;  // uid → its cgroup, looked up once per pass
@@ -312,10 +323,12 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
       const BackendChoice& b = c->second;
       if (dir.empty()) {
         // A pod not started yet (or gone) has no cgroup; one whose processes
-        // are on the GPU must have one: not finding it is a failure.
-        pe.state = busy.count(l.uid) ? ledger::EnforceState::kFailed : ledger::EnforceState::kAccounted;
-        pe.reason = busy.count(l.uid) ? "the pod's cgroup is not under " + root_ + " (kubelet layouts: docs/agent.md)"
-                                      : "pod cgroup not found yet (not started on this node)";
+        // are on the GPU must have one: not finding it, where a backend could
+        // enforce, is a failure.
+        const bool running = busy.count(l.uid) > 0;
+        pe.state = running && b.backend != "none" ? ledger::EnforceState::kFailed : ledger::EnforceState::kAccounted;
+        pe.reason = running ? "the pod's cgroup is not under " + root_ + " (kubelet layouts: docs/agent.md)"
+                            : "pod cgroup not found yet (not started on this node)";
         if (b.backend == "none") pe.reason += "; " + b.reason;
       } else if (b.backend == "none") {
         pe.state = ledger::EnforceState::kAccounted;
@@ -333,7 +346,7 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
                                                        std::to_string(l.soft) + ", hard " + std::to_string(l.hard) + ")";
           line.erase(std::remove(line.begin(), line.end(), '\n'), line.end());
           if (logged_[key] != line) spdlog::info("enforce (dry-run): pod {} GPU {}: would write {}", l.uid, l.index, line);
-          logged_[key] = line;
+          logged[key] = line;
         } else if (auto a = applied_.find(key); a != applied_.end() && a->second == want) {
           pe.state = ledger::EnforceState::kEnforced;  // written before, unchanged
           keep.emplace(key, want);
@@ -353,7 +366,7 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
           }
         }
       }
-      if (pe.reason.size() > ledger::kMaxEnforceReason) pe.reason.resize(ledger::kMaxEnforceReason);
+      pe.reason = AsReason(pe.reason);
       out[l.index].pods.push_back(std::move(pe));
     }
   }
@@ -363,6 +376,7 @@ std::map<int, ledger::GpuEnforcement> Enforcer::Apply(const EnforceOrders& order
     if (!keep.count(key)) Clear(key, a, source);
   }
   applied_ = std::move(keep);
+  logged_ = std::move(logged);  // bounded by this pass's orders
   for (auto& [index, e] : out) {
     std::sort(e.pods.begin(), e.pods.end(), [](const auto& a, const auto& b) { return a.uid < b.uid; });
     // One state per pod and GPU: vramd's orders name each pair once.

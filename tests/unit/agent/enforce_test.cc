@@ -387,6 +387,25 @@ TEST_F(EnforcerTest, OnACgroupV1HostThePodIsFoundAndTheVramIsAccountedOnlyForWan
             "nvmlDeviceSetMemoryLimits_v1)");  // found: not "pod cgroup not found yet"
 }
 
+TEST_F(EnforcerTest, AReasonVramdWouldRefuseIsMadePrintableAndCut) {
+  Root(true);
+  std::string a = Pod(systemd_a_, /*files=*/false);
+  std::filesystem::create_directories(a + "/dmem.max");  // refused: the reason names the path
+  tree_.Write("cg/" + systemd_a_ + "/dmem.min", "");
+  FixedSource nvml("");
+  nvml.refuse = "unused";
+  // A root with a control byte and 300 more characters: the reason names it.
+  Enforcer e(tree_.Path("cg") + "/\x01" + std::string(300, 'x'));
+  auto out = e.Apply(Orders(EnforceMode::kOn, {{kUidA, 0, GiB, GiB}}), {Gpu(0, "00000000:3B:00.0")}, &nvml, {kUidA});
+  const ledger::PodEnforcement* s = State(out, 0, kUidA);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->state, EnforceState::kFailed);  // its processes run: the cgroup must be somewhere
+  EXPECT_EQ(s->reason.size(), ledger::kMaxEnforceReason);
+  EXPECT_NE(s->reason.find("/?xxx"), std::string::npos) << s->reason;
+  EXPECT_TRUE(ledger::IsEnforceReason(s->reason)) << s->reason.size();
+  EXPECT_TRUE(ledger::CheckGpuEnforcement(0, out[0]).ok()) << ledger::CheckGpuEnforcement(0, out[0]).message();
+}
+
 TEST_F(EnforcerTest, MigGpusAreNotSupportedAndSaySo) {
   Root(true);
   Pod(systemd_a_);
