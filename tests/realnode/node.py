@@ -511,6 +511,16 @@ class RealNode:
                 "--allow-privileged": "true",
                 "--service-cluster-ip-range": SERVICE_CIDR,
                 "--kubelet-preferred-address-types": "InternalIP",
+                # Admission webhooks (and aggregated APIs) reached at the Service's
+                # endpoints (a pod address on the bridge) instead of its ClusterIP:
+                # the host has the service range as a blackhole route (nothing may
+                # leave the machine), so the API server, a host process, cannot
+                # reach a ClusterIP. Real control planes without a route to the
+                # service range (no kube-proxy on the control-plane hosts) set the
+                # same flag; clientConfig.service is resolved through it
+                # (kube-apiserver's buildServiceResolver), TLS still verifies the
+                # name NAME.NAMESPACE.svc.
+                "--enable-aggregator-routing": "true",
             })
         self.tb.start()
         self.admin_kubeconfig = self.tb.write_kubeconfig("admin.kubeconfig",
