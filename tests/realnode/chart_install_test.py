@@ -420,7 +420,7 @@ class ChartOnRealNode(unittest.TestCase):
                     self.api.get_or_none(f"/api/v1/namespaces/{GPU_NS}/serviceaccounts/default")
                     or {}).get("secrets"), 60, ns=GPU_NS),
                 self.run_gpu_pod("gpu-job-1")))
-            self.stage("agent: real pods' PIDs attributed, pushed over TLS + token",
+            self.stage("agent: real pods' PIDs attributed, pushed over TLS + token; enforcement truthful",
                        self._agent)
             self.stage("agent (hostPID) cannot read vramd's, the scheduler's, Valkey's /proc",
                        self._agent_isolation)
@@ -520,6 +520,7 @@ class ChartOnRealNode(unittest.TestCase):
         seen = self.wait("both pods' used bytes in `vramctl pods`", used,
                          AGENT_INTERVAL_S + 15, ns=GPU_NS)
         log(f"vramctl pods shows the agent's figures after {time.monotonic() - t0:.1f} s: {seen}")
+        self._enforcement({"gpu-job-1": (job, job_pid), "runaway": (runaway, runaway_pid)})
         nodes = json.loads(self.vramctl("-o", "json", "nodes", NODE_NAME))
         gpu = nodes[0]["gpus"][0] if isinstance(nodes, list) else nodes["gpus"][0]
         self.assertEqual(gpu.get("uuid"), FAKE_GPU_UUID, gpu)
@@ -540,6 +541,76 @@ class ChartOnRealNode(unittest.TestCase):
                          .get("phase"), "Running", "dry-run evicts nothing")
         # Back to an idle GPU for the rest of the test.
         self.write_fake_gpu([])
+
+    @staticmethod
+    def host_pod_cgroups(pid: int, uid: str) -> list[str]:
+        """The pod's cgroup directories on this host, read from the container
+        process's /proc/PID/cgroup (every hierarchy; the kubelet's pod segment),
+        independently of how the agent looks for them."""
+        dirs = []
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                parts = path.split("/")
+                for i, part in enumerate(parts):
+                    if uid in part or uid.replace("-", "_") in part:
+                        mount = controllers.split(",")[0].replace("name=", "") if controllers else ""
+                        base = "/sys/fs/cgroup" if not controllers else f"/sys/fs/cgroup/{mount}"
+                        d = base + "/".join(parts[:i + 1])
+                        if os.path.isdir(d):
+                            dirs.append(d)
+                        break
+        return dirs
+
+    @staticmethod
+    def host_enforcement_reason() -> str:
+        """What this host can enforce a pod's VRAM with, in the agent's words, from
+        the kernel's own files: the chart's agent reads the fake NVML (family
+        r550: driver 580.159.04, no nvmlDeviceSetMemoryLimits_v1), whose GPU is
+        at PCI 0000:10:00.0."""
+        try:
+            with open("/sys/fs/cgroup/cgroup.controllers") as f:
+                controllers = f.read().strip()
+        except OSError:
+            controllers = None
+        if controllers is None:
+            dmem = "no cgroup v2 (dmem needs the unified hierarchy)"
+        elif "dmem" not in controllers.split():
+            dmem = f"no dmem controller (cgroup v2 controllers: {controllers or 'none'})"
+        else:
+            dmem = "dmem.capacity lists no region for 0000:10:00.0"
+        return dmem + ", driver 580.159.04 older than R615 (NVML has no nvmlDeviceSetMemoryLimits_v1)"
+
+    def _enforcement(self, pods: dict[str, tuple[dict, int]]) -> None:
+        """Issue 34 part B on a real kubelet: with the chart's default
+        (enforce.mode dry-run) the agent finds each real pod's real cgroup
+        directory and reports, truthfully, what this kernel and driver allow:
+        here "accounted only" with the reason read from the kernel's own files.
+        A pod reported enforced, dry-run (there is no backend to dry-run), or
+        "pod cgroup not found" fails it."""
+        want = self.host_enforcement_reason()
+        for name, (pod, pid) in pods.items():
+            dirs = self.host_pod_cgroups(pid, pod["metadata"]["uid"])
+            self.assertTrue(dirs, f"{name}: no pod cgroup directory on this host")
+            log(f"{name}: the kubelet's pod cgroup(s): {dirs}")
+
+        def reported() -> dict[str, dict] | None:
+            rows = json.loads(self.vramctl("-o", "json", "pods", NODE_NAME))
+            got = {p.get("name"): p.get("enforcement") for p in rows if p.get("namespace") == GPU_NS}
+            return got if all(got.get(n) for n in pods) else None
+        got = self.wait("the agent's enforcement of both pods in /v1/nodes", reported,
+                        2 * AGENT_INTERVAL_S + 15, ns=GPU_NS)
+        for name in pods:
+            e = got[name]
+            log(f"{name}: enforcement {e}")
+            self.assertEqual(e.get("state"), "accounted", f"{name}: {e}")
+            self.assertEqual(e.get("reason"), want, f"{name}: the cgroup found, and the host's truth: {e}")
+            self.assertEqual(e.get("summary"), "accounted only: " + want)
+        rows = [l.split() for l in self.vramctl("pods", NODE_NAME).splitlines()]
+        col = rows[0].index("LIMIT")
+        for name in pods:
+            row = next(r for r in rows[1:] if f"{GPU_NS}/{name}" in r)
+            self.assertEqual(row[col], "accounted", f"vramctl pods: {row}")
 
     def release_pod(self, component: str) -> dict:
         pods = [p for p in self.api.get(f"/api/v1/namespaces/{NS}/pods",
