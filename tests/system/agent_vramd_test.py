@@ -40,7 +40,51 @@ def cgroup_v2(uid):
             + uid.replace("-", "_") + ".slice/cri-containerd-0a1b2c3d.scope\n")
 
 
-class AgentDrivesTheLedger(unittest.TestCase):
+class AgentBesideVramd(unittest.TestCase):
+    """A real vramd-agent pushing to the class's vramd (cls.v, in cls.w): its
+    start, its log, its stop with the class, and the node's view. No tests of
+    its own (tests/system/enforce_test.py uses it too)."""
+    NODE_NAME = NODE
+
+    @classmethod
+    def start_agent(cls, args, env):
+        cls.agent_log = os.path.join(cls.w.path, "agent.log")
+        cls.agent_out = open(cls.agent_log, "ab")
+        cls.agent = subprocess.Popen([AGENT, *args], stdout=cls.agent_out, stderr=subprocess.STDOUT,
+                                     env=clean_env(env))
+
+    @classmethod
+    def wait_agent(cls, pred, message):
+        """Waits (20 s at most) for pred(); fails at once, with its log, if the agent exits."""
+        def alive_and():
+            if cls.agent.poll() is not None:
+                raise AssertionError(f"vramd-agent exited {cls.agent.returncode}: {cls.agent_text()}")
+            return pred()
+        wait_for(alive_and, 20, interval=0.2, message=message)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.agent.terminate()
+        try:
+            cls.agent.wait(10)
+        except subprocess.TimeoutExpired:
+            cls.agent.kill()
+        cls.agent_out.close()
+        cls.w.__exit__(None, None, None)
+
+    @classmethod
+    def agent_text(cls):
+        with open(cls.agent_log, errors="replace") as f:
+            return f.read()
+
+    @classmethod
+    def node(cls):
+        status, body = cls.v.json("GET", f"/v1/nodes/{cls.NODE_NAME}")
+        assert status == 200, body
+        return body
+
+
+class AgentDrivesTheLedger(AgentBesideVramd):
     DRIVER = "r550"  # the fake NVML's driver family (subclasses below: the others)
     COMPUTE = [{"pid": 100, "used": 20 * GI}, {"pid": 200, "used": 50 * GI}, {"pid": 300, "used": 1 * GI}]
 
@@ -70,41 +114,11 @@ class AgentDrivesTheLedger(unittest.TestCase):
             "compute": cls.COMPUTE, "graphics": [{"pid": 300, "used": 1 * GI}],
             # The pod's process runs work (a sample stamped at each call), the zombie's does not.
             "samples": [{"pid": 100, "sm": 40}, {"pid": 200}], "utilization": 40}]})
-        cls.agent_log = os.path.join(w.path, "agent.log")
-        cls.agent_out = open(cls.agent_log, "ab")
-        cls.agent = subprocess.Popen(
-            [AGENT, "--node", NODE, "--server", cls.v.url, "--token-file", os.path.join(w.path, "token"),
-             "--interval", "1s", "--source", "nvml", "--nvml-library", FAKE_NVML,
-             "--proc-root", proc, "--sys-root", w.path],
-            stdout=cls.agent_out, stderr=subprocess.STDOUT,
-            env=clean_env({"FAKE_NVML_CONFIG": cls.nvml_config}))
-
-        def reported():
-            if cls.agent.poll() is not None:
-                raise AssertionError(f"vramd-agent exited {cls.agent.returncode}: {cls.agent_text()}")
-            return cls.gpu0().get("usage_fresh") is True
-        wait_for(reported, 20, interval=0.2, message="the agent's first report in /v1/nodes")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.agent.terminate()
-        try:
-            cls.agent.wait(10)
-        except subprocess.TimeoutExpired:
-            cls.agent.kill()
-        cls.agent_out.close()
-        cls.w.__exit__(None, None, None)
-
-    @classmethod
-    def agent_text(cls):
-        with open(cls.agent_log, errors="replace") as f:
-            return f.read()
-
-    @classmethod
-    def node(cls):
-        status, body = cls.v.json("GET", f"/v1/nodes/{NODE}")
-        assert status == 200, body
-        return body
+        cls.start_agent(["--node", NODE, "--server", cls.v.url, "--token-file", os.path.join(w.path, "token"),
+                         "--interval", "1s", "--source", "nvml", "--nvml-library", FAKE_NVML,
+                         "--proc-root", proc, "--sys-root", w.path],
+                        {"FAKE_NVML_CONFIG": cls.nvml_config})
+        cls.wait_agent(lambda: cls.gpu0().get("usage_fresh") is True, "the agent's first report in /v1/nodes")
 
     def filter40(self):
         """Filter for a 40Gi pod on NODE: fits on A (24Gi) alone, not on U (72Gi)."""

@@ -24,7 +24,8 @@ import unittest
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from agent_test import AGENT, FAKE_NVML, write  # noqa: E402
+from agent_test import FAKE_NVML, write  # noqa: E402
+from agent_vramd_test import AgentBesideVramd  # noqa: E402
 from harness import BIN_DIR, GI, Workdir, bind_body, clean_env, filter_body, wait_for  # noqa: E402
 
 VRAMCTL = os.path.abspath(os.path.join(BIN_DIR, "vramctl"))
@@ -38,7 +39,8 @@ POD_CGROUP = ("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
               + POD.replace("-", "_") + ".slice")
 
 
-class EnforcementEndToEnd(unittest.TestCase):
+class EnforcementEndToEnd(AgentBesideVramd):
+    NODE_NAME = NODE
     MODE = "on"
     DMEM = True
     LIBRARY = FAKE_NVML
@@ -79,41 +81,11 @@ class EnforcementEndToEnd(unittest.TestCase):
                                     "gpus": [{"uuid": "GPU-4d1f0e3c", "name": "NVIDIA H100 80GB HBM3",
                                               "total": 80 * GI, "used": 20 * GI, "pci": PCI,
                                               "compute": [{"pid": 100, "used": 18 * GI}]}]})
-        cls.agent_log = os.path.join(w.path, "agent.log")
-        cls.agent_out = open(cls.agent_log, "ab")
-        cls.agent = subprocess.Popen(
-            [AGENT, "--node", NODE, "--server", cls.v.url, "--token-file", os.path.join(w.path, "token"),
-             "--interval", "300ms", "--source", "nvml", "--nvml-library", cls.LIBRARY,
-             "--proc-root", proc, "--sys-root", os.path.join(w.path, "sys")],
-            stdout=cls.agent_out, stderr=subprocess.STDOUT,
-            env=clean_env({"FAKE_NVML_CONFIG": nvml, "FAKE_NVML_LIMITS_LOG": cls.limits_log}))
-
-        def reported():
-            if cls.agent.poll() is not None:
-                raise AssertionError(f"vramd-agent exited {cls.agent.returncode}: {cls.agent_text()}")
-            return cls.entry().get("enforcement") is not None
-        wait_for(reported, 20, interval=0.2, message="the agent's enforcement in /v1/nodes")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.agent.terminate()
-        try:
-            cls.agent.wait(10)
-        except subprocess.TimeoutExpired:
-            cls.agent.kill()
-        cls.agent_out.close()
-        cls.w.__exit__(None, None, None)
-
-    @classmethod
-    def agent_text(cls):
-        with open(cls.agent_log, errors="replace") as f:
-            return f.read()
-
-    @classmethod
-    def node(cls):
-        status, body = cls.v.json("GET", f"/v1/nodes/{NODE}")
-        assert status == 200, body
-        return body
+        cls.start_agent(["--node", NODE, "--server", cls.v.url, "--token-file", os.path.join(w.path, "token"),
+                         "--interval", "300ms", "--source", "nvml", "--nvml-library", cls.LIBRARY,
+                         "--proc-root", proc, "--sys-root", os.path.join(w.path, "sys")],
+                        {"FAKE_NVML_CONFIG": nvml, "FAKE_NVML_LIMITS_LOG": cls.limits_log})
+        cls.wait_agent(lambda: cls.entry().get("enforcement") is not None, "the agent's enforcement in /v1/nodes")
 
     @classmethod
     def entry(cls):
