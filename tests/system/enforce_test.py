@@ -14,7 +14,6 @@ Three nodes' worth of platforms, one class each:
     with exactly why, never "enforced";
 and dry-run, where nothing is written but the report says what would be."""
 
-import json
 import os
 import re
 import subprocess
