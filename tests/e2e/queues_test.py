@@ -205,7 +205,7 @@ class Tenants(SharedTestbed):
         # Team A is quiet: team B may hold all of it (its fair share follows demand).
         self.assertEqual(qs["team-b"]["fair_share_bytes"], 32 * GI)
 
-        violations, samples, stop, last = [], [0], threading.Event(), {}
+        violations, samples, stop, last, below = [], [0], threading.Event(), {}, [0]
         api_violations, api_samples, most = [], [0], {}
         capacity = gpu_capacities(tb)
         self.assertEqual(set(capacity), {("q-1", 0), ("q-2", 0)})
@@ -251,9 +251,17 @@ class Tenants(SharedTestbed):
                     if q["allocated_bytes"] < before and q["allocated_bytes"] < q["fair_share_bytes"]:
                         violations.append(f"{name} taken below its fair share: {before} -> {q}")
                     last[name] = q["allocated_bytes"]
+                # Team B held below its fair share: a state, so it must show in
+                # three samples in a row (0.15 s or more). The view is computed
+                # from the replica's cached ledger and the refusal log, which a
+                # bind updates a moment apart (a bound pod's refusal forgotten
+                # before its reservation reaches the cache: its queue's demand
+                # looks smaller for that moment); the evictions that could take
+                # team B below it are checked above on every sample.
                 b = queues["team-b"]
-                if b["allocated_bytes"] < b["fair_share_bytes"]:
-                    violations.append(f"team-b below its fair share: {b}")
+                below[0] = below[0] + 1 if b["allocated_bytes"] < b["fair_share_bytes"] else 0
+                if below[0] == 3:
+                    violations.append(f"team-b below its fair share for 3 samples: {b}")
                 time.sleep(0.05)
 
         replacements = []

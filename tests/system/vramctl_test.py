@@ -167,9 +167,11 @@ class VramctlReads(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         head, wide_head = table.splitlines()[0].split(), wide.splitlines()[0].split()
         self.assertEqual(wide_head[:len(head)], head)
-        self.assertEqual(wide_head[len(head):], ["PEAK/GPU", "PRIORITY", "AGE", "UID"])
+        self.assertEqual(wide_head[len(head):], ["PEAK/GPU", "PRIORITY", "AGE", "UID", "LIMIT-REASON"])
         row = next(line.split() for line in wide.splitlines() if "default/p-u-ctl-1" in line)
-        self.assertEqual(row[-1], "u-ctl-1")
+        self.assertEqual(row[-2], "u-ctl-1")
+        self.assertEqual(row[-1], "-")  # no agent reports its enforcement (issue 34)
+        self.assertEqual(row[head.index("LIMIT")], "-")
         rc, nodes_wide, err = vramctl(self.v.url, "-o", "wide", "nodes", "ness-linux3")
         self.assertEqual(rc, 0, err)
         rows = [line.split() for line in nodes_wide.splitlines()]
