@@ -253,11 +253,12 @@ class Tenants(SharedTestbed):
                     last[name] = q["allocated_bytes"]
                 # Team B held below its fair share: a state, so it must show in
                 # three samples in a row (0.15 s or more). The view is computed
-                # from the replica's cached ledger and the refusal log, which a
-                # bind updates a moment apart (a bound pod's refusal forgotten
-                # before its reservation reaches the cache: its queue's demand
-                # looks smaller for that moment); the evictions that could take
-                # team B below it are checked above on every sample.
+                # from the replica's cached ledger and the refusal log, which
+                # change a moment apart around a bind (a sample can count a
+                # pending pod of team A in neither, and team A's demand then
+                # looks smaller; seen once in 2,300 samples under load); the
+                # evictions that could take team B below it are checked above
+                # on every sample.
                 b = queues["team-b"]
                 below[0] = below[0] + 1 if b["allocated_bytes"] < b["fair_share_bytes"] else 0
                 if below[0] == 3:
