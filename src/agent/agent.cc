@@ -93,6 +93,8 @@ Result<Report> Agent::Pass() {
     for (const PodUsage& p : g.pods) busy.insert(p.uid);
   }
   std::map<int, ledger::GpuEnforcement> enforcement = enforcer_.Apply(orders_, *readings, source_.get(), busy);
+  last_readings_ = std::move(*readings);
+  last_busy_ = std::move(busy);
   for (GpuReport& g : report.gpus) {
     if (auto e = enforcement.find(g.index); e != enforcement.end()) g.enforcement = std::move(e->second);
   }
@@ -112,6 +114,11 @@ int64_t Agent::PassAndPush() {
   PushOutcome out = pusher_->Push(ReportJson(*report));
   if (out.kind == PushKind::kOk) {
     TakeAnswer(out.body);
+    // The orders take effect now, on this pass's GPUs, not a pass later: a new
+    // pod's limit is written within one interval of the report that follows
+    // its bind. The next pass applies them again (nothing unchanged is
+    // rewritten) and reports the outcome.
+    if (source_) enforcer_.Apply(orders_, last_readings_, source_.get(), last_busy_);
     if (failures_ > 0) spdlog::info("report accepted again after {} failed push(es)", failures_);
     failures_ = 0;
     pushes_.fetch_add(1);

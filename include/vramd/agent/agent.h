@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,7 +52,8 @@ class Agent {
   Result<Report> Pass();
 
   // Takes vramd's answer to a report (its enforcement orders; a malformed
-  // one is logged and leaves nothing in force: mode off).
+  // one is logged and leaves nothing in force: mode off). The loop applies
+  // them at once to the last pass's GPUs, and again at the next pass.
   void TakeAnswer(std::string_view body);
 
   // The loop on its own thread; Stop() returns at once (the wait is woken).
@@ -77,6 +79,8 @@ class Agent {
   std::map<int, int64_t> invalid_process_lists_;  // the loop's thread only: per GPU index, since start
   Enforcer enforcer_;                  // the loop's thread only
   EnforceOrders orders_;               // the loop's thread only: vramd's answer to the last report
+  std::vector<GpuReading> last_readings_;  // the loop's thread only: the last pass's, for orders applied at once
+  std::set<std::string> last_busy_;        // the loop's thread only: pods with processes then
   std::string orders_problem_;         // the loop's thread only: why the last answer was refused (logged once)
   std::atomic<int64_t> passes_{0};
   std::atomic<int64_t> pushes_{0};

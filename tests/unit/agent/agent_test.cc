@@ -148,6 +148,35 @@ TEST(Agent, TheLimitsInVramdsAnswerAreAppliedAndTheNextReportSaysSo) {
   std::string line;
   std::getline(max, line);
   EXPECT_EQ(line, "drm/0000:03:00.0/vram0 500");
+  std::getline(max, line);
+  EXPECT_TRUE(max.eof()) << "written once, not once per pass: " << line;
+
+  // The orders take effect when the answer arrives, before the next pass.
+  {
+    testing::TempTree t2;
+    t2.Write("cg/cgroup.controllers", "cpuset cpu io memory pids dmem\n");
+    t2.Write("cg/dmem.capacity", "drm/0000:03:00.0/vram0 1000\n");
+    t2.Write(pod + "/dmem.max", "");
+    t2.Write(pod + "/dmem.min", "");
+    t2.Write("proc/10/cgroup", "0::/kubepods/burstable/pod" + uid + "/c\n");
+    FakePusher once;
+    once.set_next({PushKind::kOk, 200, "",
+                   R"({"enforce":{"mode":"on","limits":[{"uid":")" + uid + R"(","index":0,"soft":300,"hard":700}]}})"});
+    Agent slow([g]() -> Result<std::unique_ptr<GpuSource>> {
+      return std::unique_ptr<GpuSource>(std::make_unique<ListSource>(std::vector<GpuReading>{g}));
+    }, t2.Path("proc"), &once, 3'600'000, t2.Path("cg"));  // an hour between passes
+    slow.Start();
+    ASSERT_TRUE(Eventually([&] { return slow.pushes() >= 1; }));
+    std::string written;
+    ASSERT_TRUE(Eventually([&] {
+      std::ifstream in(t2.Path(pod + "/dmem.max"));
+      std::getline(in, written);
+      return !written.empty();
+    }));
+    slow.Stop();
+    EXPECT_EQ(written, "drm/0000:03:00.0/vram0 700");
+    EXPECT_EQ(slow.passes(), 1);  // before any second pass
+  }
 
   // A malformed answer: nothing is applied, and the agent says why.
   LogCapture log;
