@@ -342,7 +342,11 @@ int SetWebhookCaBundles(kube::WebhookClient& client, kube::SecretReader& reader,
     return 1;
   }
   int rc = 0;
-  for (const auto& [kind, name] : webhooks) {
+  for (const auto& webhook : webhooks) {
+    // Named copies: lambdas below capture them (clang 14, which builds the
+    // fuzz targets, cannot capture structured bindings).
+    const auto& kind = webhook.first;
+    const auto& name = webhook.second;
     const std::string ref = std::string(kube::WebhookResource(kind)) + "/" + name;
     Status st;
     // A PATCH whose `test` fails (the configuration changed after the GET) starts again from the GET.
