@@ -89,7 +89,6 @@ Result<std::string> OptString(const json& obj, const char* key, const std::strin
   return s;
 }
 
-// The agent's report: {"version": 2, "gpus": [{...}, ...]}.
 // A GPU's "enforcement" (issue 34): {"backend": "dmem"|"nvml"|"none",
 // "reason": "...", "pods": [{"uid", "state", "reason"}]}; the pods are
 // sorted here, CheckUsageReport checks the rest.
@@ -131,6 +130,7 @@ Status DecodeEnforcement(const json& e, const std::string& where, ledger::GpuEnf
   return Status::Ok();
 }
 
+// The agent's report: {"version": 2, "gpus": [{...}, ...]}.
 Result<ledger::UsageReport> DecodeReportV2(const json& j) {
   ledger::UsageReport out;
   if (auto v = j.find("version"); v != j.end()) {
