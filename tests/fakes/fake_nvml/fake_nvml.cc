@@ -96,6 +96,8 @@ struct nvmlMemory_v2;
 struct nvmlProcessDetailList_v1;
 struct nvmlProcessUtilizationSample;
 struct nvmlUtilization;
+struct nvmlPciInfo;
+struct nvmlSetMemoryLimits_v1;
 
 namespace {
 
@@ -539,14 +541,14 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* out, unsigned int leng
 
 #ifndef FAKE_NVML_LEGACY
 // nvmlPciInfo_t, byte by byte (see the top of the file).
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, void* pci) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo* pci) {
   std::lock_guard<std::mutex> l(mu);
   const char* fn = "nvmlDeviceGetPciInfo_v3";
   LogCall(fn);
   Gpu* g = nullptr;
   if (nvmlReturn_t r = Find(d, fn, &g); r != kSuccess) return r;
   if (pci == nullptr) return kInvalidArgument;
-  unsigned char* b = static_cast<unsigned char*>(pci);
+  unsigned char* b = reinterpret_cast<unsigned char*>(pci);
   std::memset(b, 0, 68);
   unsigned int domain = 0, bus = 0, device = 0;
   std::sscanf(g->pci.c_str(), "%x:%x:%x", &domain, &bus, &device);
@@ -564,7 +566,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, void* pci) {
 
 #ifdef FAKE_NVML_LIMITS
 // R615: the limits of a cgroup on a GPU (nvmlSetMemoryLimits_v1_t, byte by byte).
-NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, void* limits) {
+NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1* limits) {
   std::lock_guard<std::mutex> l(mu);
   const char* fn = "nvmlDeviceSetMemoryLimits_v1";
   LogCall(fn);
@@ -573,8 +575,8 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, void* limi
   if (limits == nullptr) return kInvalidArgument;
   const char* ns = static_cast<const char*>(GetPtr(limits, 0));
   uint64_t soft = 0, hard = 0;
-  std::memcpy(&soft, static_cast<const unsigned char*>(limits) + 8, 8);
-  std::memcpy(&hard, static_cast<const unsigned char*>(limits) + 16, 8);
+  std::memcpy(&soft, reinterpret_cast<const unsigned char*>(limits) + 8, 8);
+  std::memcpy(&hard, reinterpret_cast<const unsigned char*>(limits) + 16, 8);
   if (ns == nullptr || *ns != '/') return kInvalidArgument;  // "Full path to sysfs cgroup file name"
   if (const char* path = std::getenv("FAKE_NVML_LIMITS_LOG"); path != nullptr && *path != '\0') {
     if (FILE* f = std::fopen(path, "a")) {
