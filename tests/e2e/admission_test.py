@@ -88,7 +88,11 @@ class Admission(SharedTestbed):
                            ("elsewhere", {})):
             tb.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
         # The API server's webhook clients come up with the configuration: wait until a create goes through them.
-        tb.wait_for(lambda: cls.try_create(tb, "probe") is not None, 30, message="the webhooks to answer")
+        # Each try has a name of its own: a probe the API server admitted before it saw the configuration (no
+        # webhook called) must not make every later try fail with AlreadyExists.
+        tries = iter(range(1000))
+        tb.wait_for(lambda: cls.try_create(tb, f"probe-{next(tries)}") is not None, 30,
+                    message="the webhooks to answer")
 
     @staticmethod
     def try_create(tb, name):
