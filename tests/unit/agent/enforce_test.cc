@@ -269,6 +269,23 @@ TEST_F(EnforcerTest, DmemLimitsAreWrittenForBothCgroupDriversAndEveryGpuOfAPod) 
   EXPECT_TRUE(out[1].pods.empty());
 }
 
+// Scope: only the pods vramd's orders name are touched; a pod of the node
+// that vramd does not account (no order) keeps its cgroup files as they were.
+TEST_F(EnforcerTest, APodWithoutAnOrderIsNeverTouched) {
+  Root(true);
+  std::string a = Pod(systemd_a_);
+  std::string other = Pod(cgroupfs_b_);  // pod B: on the node, not in vramd's ledger
+  FixedSource nvml("");
+  Enforcer e(tree_.Path("cg"));
+  auto out = e.Apply(Orders(EnforceMode::kOn, {{kUidA, 0, 8 * GiB, 8 * GiB}}), {Gpu(0, "00000000:3B:00.0")}, &nvml,
+                     {kUidA, kUidB});
+  EXPECT_EQ(State(out, 0, kUidA)->state, EnforceState::kEnforced);
+  EXPECT_EQ(State(out, 0, kUidB), nullptr);
+  EXPECT_EQ(Read(other + "/dmem.max"), "");
+  EXPECT_EQ(Read(other + "/dmem.min"), "");
+  EXPECT_TRUE(nvml.calls.empty());
+}
+
 TEST_F(EnforcerTest, DryRunFindsEverythingAndWritesNothing) {
   Root(true);
   std::string a = Pod(systemd_a_);
