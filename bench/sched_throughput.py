@@ -213,6 +213,12 @@ def verb_latency(vramd_url: str) -> dict:
         m = re.search(r'vramd_ledger_snapshot_refreshes_total\{kind="%s"\} (\S+)' % kind, text)
         if m:
             out["refresh_" + kind] = {"count": int(float(m.group(1))), "mean_ms": 0.0}
+    # Reconcile passes in the round, and the bind events that asked for none
+    # (the ledger accounted them already).
+    passes = sum(float(v) for v in re.findall(r'^vramd_reconcile_passes_total\{[^}]*\} (\S+)', text, re.M))
+    m = re.search(r'^vramd_watch_binds_accounted_total(?:\{\})? (\S+)', text, re.M)
+    out["reconcile_passes"] = {"count": int(passes), "mean_ms": 0.0}
+    out["binds_accounted"] = {"count": int(float(m.group(1))) if m else 0, "mean_ms": 0.0}
     return out
 
 
@@ -399,7 +405,7 @@ def main() -> int:
                         if n > 0:
                             mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
                             r["vramd_verbs"][verb] = ({"count": n, "mean_ms": round(mean, 3)}
-                                                      if not verb.startswith("refresh_") else n)
+                                                      if verb in ("filter", "prioritize", "bind") else n)
                     print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
                 if vramd and a.idle and rnd == 0:
                     r["idle"] = idle_valkey(tb, vramd, a.idle)

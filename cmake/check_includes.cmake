@@ -9,7 +9,7 @@
 #   httplib   src/http (server, routes), src/kube (REST client), src/vramctl (CLI client),
 #             src/agent (the node agent's push)
 #   nlohmann  where JSON is parsed or written: http, kube, store, config, extender, vramctl
-#   simdjson  the hot decoders: src/extender (wire), src/store (snapshot)
+#   simdjson  the hot decoders: src/extender (wire), src/store (snapshot), src/kube (the pod watch)
 # And the components' own layering: a file of component C (src/C/ or
 # include/vramd/C/) may include "vramd/D/..." only for D in C's row below
 # (the libraries CMakeLists.txt links it to); the top-level "vramd/*.h"
@@ -30,7 +30,7 @@ set(httplib_dirs src/http src/kube src/vramctl src/agent)
 set(nlohmann_match "^nlohmann/")
 set(nlohmann_dirs src/http src/kube src/store src/config src/extender src/vramctl src/agent)
 set(simdjson_match "^simdjson")
-set(simdjson_dirs src/extender src/store)
+set(simdjson_dirs src/extender src/store src/kube)
 
 set(components ledger metrics store config kube extender gpulock reconcile http daemon vramctl agent)
 set(ledger_uses ledger)

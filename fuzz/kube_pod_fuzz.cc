@@ -10,7 +10,11 @@
 // most the pod, never with more than 2^50 bytes per GPU and always with an
 // entry the store accepts (store::EntryFieldProblem), and reports the pod
 // as malformed exactly when its request or its annotations are invalid;
-// capacities are 0..2^50 per GPU.
+// capacities are 0..2^50 per GPU. The pod watch's fast decoder
+// (kube::FastPodDecoder) decodes a pod only when the reference decodes it
+// too, to the same PodInfo, and the same holds for the text as a watch event.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -18,6 +22,8 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "kube/pod_simdjson.h"
+#include "kube/watch_stream.h"
 #include "store/entry_codec.h"
 #include "vramd/kube/decode.h"
 #include "vramd/ledger/capacity.h"
@@ -26,9 +32,28 @@
 
 using namespace vramd;
 
+// The reference watch path logs every object it skips: not per input here.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  spdlog::set_level(spdlog::level::off);
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   Result<kube::PodInfo> pod = kube::DecodePod(text, "vramd.io/vram");
+  static kube::FastPodDecoder fast;
+  if (kube::PodInfo quick; fast.DecodePod(text, "vramd.io/vram", &quick)) {
+    FUZZ_CHECK(pod.ok() && quick == *pod);
+  }
+  {
+    const std::string line = R"({"type":"MODIFIED","object":)" + std::string(text) + "}";
+    std::vector<kube::PodInfo> a, b;
+    Status sa = kube::HandlePodWatchLine(line, "vramd.io/vram",
+                                         [&](const kube::WatchEvent<kube::PodInfo>& e) { a.push_back(e.object); });
+    Status sb = kube::HandlePodWatchLineReference(
+        line, "vramd.io/vram", [&](const kube::WatchEvent<kube::PodInfo>& e) { b.push_back(e.object); });
+    FUZZ_CHECK(sa.code() == sb.code() && a == b);
+  }
   if (pod.ok()) {
     FUZZ_CHECK(!pod->name.empty());
     Result<ledger::VramRequest> req = ledger::ComputeVramRequest(pod->spec);

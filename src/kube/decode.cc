@@ -12,8 +12,6 @@
 namespace vramd::kube {
 namespace {
 
-std::optional<int64_t> ParseRfc3339Ms(std::string_view s);  // below
-
 using nlohmann::json;
 
 constexpr const char* kGpuCountAnnotation = "vramd.io/gpu-count";
@@ -213,7 +211,6 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
   }
   std::map<std::string, std::string> labels;
   if (Status s = StringMapMember(*md, "labels", "metadata.labels", labels); !s.ok()) return s;
-  pod.spec.gang = ledger::GangKey(labels, pod.annotations);
   ControllerOf(*md, pod.spec.owner_kind, pod.spec.owner_uid);
 
   Result<const json*> spec = ObjectMember(obj, "spec", "spec");
@@ -245,15 +242,7 @@ Result<PodInfo> PodFromJsonUnchecked(const json& obj, const std::string& resourc
     if (Status s = StringMember(**status, "phase", "status.phase", pod.phase); !s.ok()) return s;
   }
 
-  pod.spec.uid = pod.uid;
-  pod.spec.ns = pod.ns;
-  pod.spec.name = pod.name;
-  pod.spec.gpu_count = Annotation(pod.annotations, kGpuCountAnnotation);
-  pod.spec.vram_peak = Annotation(pod.annotations, kVramPeakAnnotation);
-  pod.spec.model = Annotation(pod.annotations, kModelAnnotation).value_or("");
-  pod.spec.disposable = Annotation(pod.annotations, ledger::kDisposableAnnotation);
-  pod.spec.idle_ttl = Annotation(pod.annotations, ledger::kIdleTtlAnnotation);
-  pod.spec.evictable = Annotation(pod.annotations, ledger::kEvictableAnnotation);
+  FinishPod(labels, &pod);
   return pod;
 }
 
@@ -338,6 +327,21 @@ int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
   return era * 146097 + doe - 719468;
 }
 
+}  // namespace
+
+void FinishPod(const std::map<std::string, std::string>& labels, PodInfo* pod) {
+  pod->spec.gang = ledger::GangKey(labels, pod->annotations);
+  pod->spec.uid = pod->uid;
+  pod->spec.ns = pod->ns;
+  pod->spec.name = pod->name;
+  pod->spec.gpu_count = Annotation(pod->annotations, kGpuCountAnnotation);
+  pod->spec.vram_peak = Annotation(pod->annotations, kVramPeakAnnotation);
+  pod->spec.model = Annotation(pod->annotations, kModelAnnotation).value_or("");
+  pod->spec.disposable = Annotation(pod->annotations, ledger::kDisposableAnnotation);
+  pod->spec.idle_ttl = Annotation(pod->annotations, ledger::kIdleTtlAnnotation);
+  pod->spec.evictable = Annotation(pod->annotations, ledger::kEvictableAnnotation);
+}
+
 // "2026-11-24T20:12:21Z", "2026-11-24T20:12:21.5+01:00": milliseconds since
 // the epoch (fractions beyond milliseconds dropped); nullopt when malformed.
 std::optional<int64_t> ParseRfc3339Ms(std::string_view s) {
@@ -389,6 +393,8 @@ std::optional<int64_t> ParseRfc3339Ms(std::string_view s) {
   const int64_t secs = days * 86400 + *hour * 3600 + *minute * 60 + *second - offset_min * 60;
   return secs * 1000 + ms;
 }
+
+namespace {
 
 // The messages of a queue's wrong fields.
 class FieldErrors {

@@ -44,8 +44,15 @@ class LineSplitter {
 //   ERROR event  StatusFromHttp(object.code, …): 410 → kConflict "410 Gone: …";
 //   kInternal    the line is not JSON or not a watch event.
 // `on_event` must not throw.
+// Pod events of well-formed pods are decoded by FastPodDecoder
+// (kube/pod_simdjson.h); the rest by the reference path below, which judges
+// and reports them.
 Status HandlePodWatchLine(std::string_view line, const std::string& resource,
                           const std::function<void(const WatchEvent<PodInfo>&)>& on_event);
+// HandlePodWatchLine through the nlohmann decoder alone (the reference the
+// fast decoder is tested against).
+Status HandlePodWatchLineReference(std::string_view line, const std::string& resource,
+                                   const std::function<void(const WatchEvent<PodInfo>&)>& on_event);
 Status HandleNodeWatchLine(std::string_view line, const std::function<void(const WatchEvent<NodeInfo>&)>& on_event);
 // VramQueue events: an object with a readable name is delivered even when its
 // decode_error is set; one without is skipped (warning). BOOKMARK events come

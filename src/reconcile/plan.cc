@@ -128,6 +128,61 @@ bool AnyPodAwaitingBind(const std::vector<kube::PodInfo>& pods) {
   return false;
 }
 
+namespace {
+
+bool PlacementKey(const std::string& k) {
+  return k == kGpusAnnotation || k == kVramPerGpuAnnotation || k == kGpuUuidsAnnotation;
+}
+
+// Equal but for the placement annotations.
+bool SameBesidesPlacement(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
+  auto i = a.begin();
+  auto j = b.begin();
+  for (;;) {
+    while (i != a.end() && PlacementKey(i->first)) ++i;
+    while (j != b.end() && PlacementKey(j->first)) ++j;
+    if (i == a.end() || j == b.end()) return i == a.end() && j == b.end();
+    if (*i != *j) return false;
+    ++i;
+    ++j;
+  }
+}
+
+}  // namespace
+
+bool OnlyBound(const kube::PodInfo& before, const kube::PodInfo& after) {
+  return before.node_name.empty() && !after.node_name.empty() && before.uid == after.uid &&
+         before.phase == after.phase && before.deleting == after.deleting &&
+         before.scheduler_name == after.scheduler_name && before.spec == after.spec &&
+         SameBesidesPlacement(before.annotations, after.annotations);
+}
+
+bool BindAccounted(const ledger::Snapshot& snap, const kube::PodInfo& pod,
+                   const std::vector<std::string>* victim_classes) {
+  if (!snap.sealed || pod.node_name.empty() || pod.deleting || Terminal(pod)) return false;
+  Result<ledger::VramRequest> req = victim_classes != nullptr ? ledger::ComputeVramRequest(pod.spec, *victim_classes)
+                                                              : ledger::ComputeVramRequest(pod.spec);
+  if (!req.ok() || !req->wants_vram()) return false;
+  Result<std::optional<AnnotatedGpus>> ann = GpusFromAnnotations(pod.annotations);
+  if (!ann.ok() || !ann->has_value()) return false;
+  const ledger::Node* node = snap.Find(pod.node_name);
+  if (node == nullptr) return false;
+  const ledger::Entry* mine = nullptr;
+  for (const ledger::Entry& e : node->entries) {
+    if (e.pod_uid == pod.uid && e.state != ledger::EntryState::kHold) mine = &e;
+  }
+  if (mine == nullptr || (mine->state != ledger::EntryState::kReserved && mine->state != ledger::EntryState::kBound)) {
+    return false;
+  }
+  std::vector<int> gpus = mine->gpus;
+  std::sort(gpus.begin(), gpus.end());
+  if (mine->per_gpu != req->per_gpu || static_cast<int>(gpus.size()) != req->gpu_count ||
+      (*ann)->per_gpu != mine->per_gpu || (*ann)->gpus != gpus) {
+    return false;
+  }
+  return ledger::FindHold(snap, pod.uid) == nullptr;
+}
+
 PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& pods,
                 const std::set<std::string>& in_flight, const PlanOptions& opts) {
   PlanResult r;

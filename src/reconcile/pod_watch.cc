@@ -6,6 +6,7 @@
 
 #include "vramd/ledger/pod_request.h"
 #include "vramd/metrics/thread_guard.h"
+#include "vramd/reconcile/plan.h"
 #include "vramd/reconcile/reconciler.h"
 
 namespace vramd::reconcile {
@@ -45,6 +46,10 @@ bool NodeChangeMatters(const kube::NodeInfo* before, const kube::NodeInfo& after
 PodWatcher::PodWatcher(kube::KubeClient* kube, std::function<void()> on_change, metrics::Registry* registry)
     : kube_(kube), on_change_(std::move(on_change)) {
   events_ = &registry->AddCounter("vramd_watch_events_total", "Pod watch events and relists by type.", {"type"});
+  binds_accounted_ = &registry->AddCounter("vramd_watch_binds_accounted_total",
+                                           "Pod watch events that were only a bind the ledger already accounts: they "
+                                           "asked for no reconcile pass.");
+  binds_accounted_->With({});
 }
 
 PodWatcher::~PodWatcher() { Stop(); }
@@ -90,6 +95,7 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
   metrics::WorkingOn working_on("pod watch event for " + ev.object.ns + "/" + ev.object.name + " (uid " +
                                 ev.object.uid + ")");
   bool matters = true;
+  bool bind_only = false;
   {
     MutexLock lock(&mu_);
     if (!ev.object.resource_version.empty()) resource_version_ = ev.object.resource_version;
@@ -99,6 +105,7 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
         all_uids_.insert(ev.object.uid);
         auto it = pods_.find(ev.object.uid);
         matters = PodChangeMatters(it == pods_.end() ? nullptr : &it->second, ev.object);
+        bind_only = it != pods_.end() && OnlyBound(it->second, ev.object);
         if (RequestsVram(ev.object)) {
           pods_[ev.object.uid] = ev.object;
         } else if (it != pods_.end()) {
@@ -118,6 +125,10 @@ void PodWatcher::Apply(const kube::WatchEvent<kube::PodInfo>& ev) {
         events_->With({"bookmark"}).Inc();
         return;  // nothing changed
     }
+  }
+  if (matters && bind_only && accounted_ && accounted_(ev.object)) {
+    binds_accounted_->With({}).Inc();
+    return;
   }
   if (matters && on_change_) on_change_();
 }

@@ -409,6 +409,11 @@ class Replicas(unittest.TestCase):
                 # Each pod was modified at least once (bound, or marked unschedulable).
                 self.assertGreaterEqual(events, len(pods), "the burst's pod events did not reach the leader")
                 self.assertLess(max(passes), events / 3, f"{max(passes)} reconcile passes for {events} pod events")
+                # Most bind events were vramd's own binds, which the ledger already
+                # accounted: they asked for no pass (vramd_watch_binds_accounted_total).
+                accounted = metric_value(leader, "vramd_watch_binds_accounted_total") or 0
+                self.assertGreater(accounted, len(bound) / 2,
+                                   f"only {accounted:.0f} of {len(bound)} binds were taken as accounted")
                 self.assertLessEqual(lists, 2, f"capacity sync listed the nodes {lists} times in {max(passes)} passes")
                 self.assertTrue(all(c > 0 for c in bal.counts.values()), bal.counts)
                 alloc = {n: ledger[n]["allocated_bytes"] / GI for n in nodes}
@@ -416,7 +421,8 @@ class Replicas(unittest.TestCase):
                       f"{len(bound)} bound (at least {min_bound}), "
                       f"{len(pods) - len(bound)} pending; allocation GiB per node {alloc} (capacity 16); "
                       f"requests per replica {list(bal.counts.values())}; reconcile passes {passes} "
-                      f"for {events:.0f} pod events; node lists by capacity sync {lists:.0f}")
+                      f"for {events:.0f} pod events ({accounted:.0f} binds accounted); node lists by capacity sync "
+                      f"{lists:.0f}")
             finally:
                 bal.close()
 

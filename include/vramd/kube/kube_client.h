@@ -42,6 +42,7 @@ struct PodInfo {
   std::map<std::string, std::string> annotations;
   ledger::PodSpecView spec;              // resource amounts for the configured resource
   std::string resource_version;
+  bool operator==(const PodInfo&) const = default;
 };
 
 struct Options {

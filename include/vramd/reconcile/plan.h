@@ -115,8 +115,25 @@ PlanResult Plan(const ledger::Snapshot& snap, const std::vector<kube::PodInfo>& 
 // period (a fresh install, a cluster with no VRAM pod pending).
 bool AnyPodAwaitingBind(const std::vector<kube::PodInfo>& pods);
 
+// The watch event of a bind: `after` is `before` assigned to a node and
+// nothing else changed but vramd's placement annotations (a Binding sets
+// spec.nodeName and its annotations in one update). Pure.
+bool OnlyBound(const kube::PodInfo& before, const kube::PodInfo& after);
+
+// Whether the ledger already accounts a pod that was just bound (OnlyBound),
+// so that a reconcile pass would find nothing to do for it: the ledger is
+// sealed; the pod is not deleting or terminal and has a valid VRAM request;
+// its node holds its entry (reserved or bound, not a hold) at the request's
+// bytes and GPU count; its placement annotations name that entry's GPUs and
+// bytes; and no hold for it is left anywhere (its end needs a pass). A bind
+// by vramd meets all of these; a pod bound past vramd (another scheduler, a
+// forged annotation) meets none. `victim_classes` as in PlanOptions. Pure.
+bool BindAccounted(const ledger::Snapshot& snap, const kube::PodInfo& pod,
+                   const std::vector<std::string>* victim_classes = nullptr);
+
 inline constexpr const char* kGpusAnnotation = "vramd.io/gpus";
 inline constexpr const char* kVramPerGpuAnnotation = "vramd.io/vram-per-gpu";
+inline constexpr const char* kGpuUuidsAnnotation = "vramd.io/gpu-uuids";
 // Bounds of what placement annotations may claim (ledger::kMaxBytesPerGpu
 // bounds the bytes).
 inline constexpr int kMaxGpuIndex = 4096;

@@ -28,6 +28,13 @@ class PodWatcher {
   PodWatcher(kube::KubeClient* kube, std::function<void()> on_change, metrics::Registry* registry);
   ~PodWatcher();
 
+  // Set before Start: whether the ledger already accounts a pod whose event
+  // is only its bind (reconcile::OnlyBound); such an event then does not call
+  // `on_change` (a burst of vramd's own binds brings no reconcile pass; the
+  // periodic pass still looks at every pod). Unset: every event that matters
+  // calls it.
+  void SetBindAccounted(std::function<bool(const kube::PodInfo&)> accounted) { accounted_ = std::move(accounted); }
+
   void Start();
   void Stop();
 
@@ -52,7 +59,9 @@ class PodWatcher {
 
   kube::KubeClient* kube_;
   std::function<void()> on_change_;
+  std::function<bool(const kube::PodInfo&)> accounted_;
   metrics::Family<metrics::Counter>* events_;
+  metrics::Family<metrics::Counter>* binds_accounted_;
   mutable Mutex mu_;
   std::unordered_map<std::string, kube::PodInfo> pods_ GUARDED_BY(mu_);  // VRAM pods by uid
   std::set<std::string> all_uids_ GUARDED_BY(mu_);                       // every pod, VRAM or not

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "vramd/reconcile/plan.h"
 #include "vramd/reconcile/pod_watch.h"
 #include "vramd/reconcile/reconciler.h"
 
@@ -61,6 +62,67 @@ TEST(PodChangeMattersTest, Table) {
     kube::PodInfo after = c.before;
     c.change(after);
     EXPECT_EQ(PodChangeMatters(c.held ? &c.before : nullptr, after), c.matters) << c.name;
+  }
+}
+
+// Which events are only a bind (plan.h's OnlyBound): spec.nodeName set and
+// nothing else changed but vramd's placement annotations.
+TEST(OnlyBoundTest, Table) {
+  auto bind = [](kube::PodInfo& p) {
+    p.node_name = "n1";
+    p.annotations["vramd.io/gpus"] = "0";
+    p.annotations["vramd.io/vram-per-gpu"] = "8589934592";
+    p.annotations["vramd.io/gpu-uuids"] = "GPU-0";
+    p.resource_version = "11";
+  };
+  const PodCase cases[] = {
+      {"a Binding with vramd's annotations", true, VramPod(), bind, true},
+      {"a Binding without annotations (another scheduler)", true, VramPod(),
+       [](kube::PodInfo& p) { p.node_name = "n1"; }, true},
+      {"bound and its phase moved in the same update", true, VramPod(),
+       [&](kube::PodInfo& p) {
+         bind(p);
+         p.phase = "Running";
+       },
+       false},
+      {"bound while being deleted", true, VramPod(),
+       [&](kube::PodInfo& p) {
+         bind(p);
+         p.deleting = true;
+       },
+       false},
+      {"bound and another annotation changed", true, VramPod(),
+       [&](kube::PodInfo& p) {
+         bind(p);
+         p.annotations["team"] = "b";
+       },
+       false},
+      {"bound and its request changed", true, VramPod(),
+       [&](kube::PodInfo& p) {
+         bind(p);
+         p.spec.containers[0].request = "16Gi";
+       },
+       false},
+      {"bound and its scheduler changed", true, VramPod(),
+       [&](kube::PodInfo& p) {
+         bind(p);
+         p.scheduler_name = "other";
+       },
+       false},
+      {"not bound: annotations only", true, VramPod(),
+       [](kube::PodInfo& p) { p.annotations["vramd.io/gpus"] = "0"; }, false},
+      {"moved from one node to another", true,
+       [] {
+         kube::PodInfo p = VramPod();
+         p.node_name = "n2";
+         return p;
+       }(),
+       [](kube::PodInfo& p) { p.node_name = "n1"; }, false},
+  };
+  for (const PodCase& c : cases) {
+    kube::PodInfo after = c.before;
+    c.change(after);
+    EXPECT_EQ(OnlyBound(c.before, after), c.matters) << c.name;
   }
 }
 
