@@ -528,6 +528,35 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
 
 bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& name,
                                   std::span<Reply, 4> parts) {
+  return ApplyOwn(
+      mark, epoch, name,
+      [&parts](const ledger::Node&, ledger::Node* node, Problems* problems) {
+        EntryDecoder decoder;
+        BuildNode(node, parts[0], parts[1], parts[2], parts[3], &decoder, problems);
+        return true;
+      },
+      /*only_clean=*/false);
+}
+
+bool SnapshotCache::ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::string& name, const std::string& uid,
+                                  ledger::EntryState state) {
+  return ApplyOwn(
+      mark, epoch, name,
+      [&uid, state](const ledger::Node& cached, ledger::Node* node, Problems*) {
+        *node = cached;
+        for (ledger::Entry& e : node->entries) {
+          if (e.pod_uid == uid && e.state != ledger::EntryState::kHold) {
+            e.state = state;
+            return true;
+          }
+        }
+        return false;  // not in the cache as the store holds it: read it
+      },
+      /*only_clean=*/true);
+}
+
+bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& name, const NodeBuilder& build,
+                             bool only_clean) {
   Saw(epoch);
   {
     MutexLock lk(&cache_mu_);
@@ -542,26 +571,26 @@ bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::st
   // for their round trips): when one runs, the next call refreshes instead.
   if (!reload_mu_.TryLock()) return false;
   ledger::SnapshotPtr old;  // destroyed after the locks are released
-  const bool applied = ApplyOwnWriteLocked(mark, epoch, name, parts, &old);
+  const bool applied = ApplyOwnWriteLocked(mark, epoch, name, build, only_clean, &old);
   reload_mu_.Unlock();
   return applied;
 }
 
 bool SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& name,
-                                        std::span<Reply, 4> parts, ledger::SnapshotPtr* old) {
+                                        const NodeBuilder& build, bool only_clean, ledger::SnapshotPtr* old) {
   ledger::SnapshotPtr base;
   {
     MutexLock lk(&cache_mu_);
     if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;  // as it was
     base = cache_;
   }
+  if (only_clean && node_problems_.count(name) != 0) return false;
   ledger::Node node;
   node.name = name;
   Problems problems;
+  if (!build(*base->Find(name), &node, &problems)) return false;
   NodeProblems node_problems = node_problems_;
   node_problems.erase(name);
-  EntryDecoder decoder;
-  BuildNode(&node, parts[0], parts[1], parts[2], parts[3], &decoder, &problems);
   if (problems.count != 0) node_problems[name] = problems.count;
   const bool sealed = base->sealed;  // reserve and the bound mark leave the seal as it is
   const std::string unseal_reason = base->unseal_reason;

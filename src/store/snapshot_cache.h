@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -102,6 +103,14 @@ class SnapshotCache {
   // was applied.
   bool ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts);
 
+  // ApplyOwnWrite for a write that changed only the state of one entry (the
+  // bound mark: set_state_fn.lua rewrites the entry's "state" and nothing
+  // else): the cached node with entry `uid` in state `state` is exactly what
+  // a refresh would read, so the script answers no hash at all. Not applied
+  // when the cached node lacks the entry or has fields it could not read.
+  bool ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::string& node, const std::string& uid,
+                     ledger::EntryState state);
+
   // The highest epoch read from the store (ReadSeal and Reserve pass it: a
   // lower one later means the store lost writes).
   uint64_t MaxEpochSeen() const { return max_epoch_seen_.load(); }
@@ -124,8 +133,13 @@ class SnapshotCache {
   Changeable Writable(ledger::SnapshotPtr base, bool copy_ok = true) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
   // ApplyOwnWrite once it holds reload_mu_; the snapshot it replaced goes to
   // *old (freed by the caller outside the locks).
-  bool ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts,
-                           ledger::SnapshotPtr* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // `build` makes the node as the write left it from the cached one (false:
+  // it cannot, the next call refreshes), reporting what it could not read;
+  // with `only_clean`, a cached node with unreadable fields is not applied.
+  using NodeBuilder = std::function<bool(const ledger::Node& cached, ledger::Node* out, Problems* problems)>;
+  bool ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build,
+                           bool only_clean, ledger::SnapshotPtr* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  bool ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build, bool only_clean);
   // Nodes rebuilt from the store (nullopt: removed from the ledger).
   using NodeUpdates = std::vector<std::pair<std::string, std::optional<ledger::Node>>>;
   // Refresh's and ApplyOwnWrite's last step: `base` (the cached snapshot,

@@ -210,10 +210,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   Status FinishBind(const std::string& node, const std::string& pod_uid) override {
-    return RunSetState(finish_bind_,
-                       {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes, keys_.inflight, keys_.Node(node, "cap"),
-                        keys_.Node(node, "used"), keys_.Node(node, "models")},
-                       node, pod_uid, EntryState::kBound);
+    return RunSetState(finish_bind_, {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes, keys_.inflight}, node,
+                       pod_uid, EntryState::kBound);
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
@@ -679,11 +677,18 @@ class ValkeyLedgerStore final : public LedgerStore {
       r = client_->Eval(script, keys, args);
     }
     if (!r.ok()) return r.status();
-    // finish_bind.lua answers a change as {1, epoch, cap, alloc, used, models}.
-    const bool with_node = r->type == Reply::Type::kArray && !r->elements.empty() &&
-                           r->elements[0].type == Reply::Type::kInteger && r->elements[0].integer == 1;
-    if (with_node && replication.ok()) ApplyOwnWrite(&mark, node, *r, 1);
-    if (with_node) *r = Reply{Reply::Type::kInteger, 1, {}, {}};
+    // finish_bind.lua answers a change as {1, epoch}: the cache flips the
+    // entry's state in its own copy of the node.
+    const bool with_epoch = r->type == Reply::Type::kArray && r->elements.size() == 2 &&
+                            r->elements[0].type == Reply::Type::kInteger && r->elements[0].integer == 1;
+    if (with_epoch && replication.ok()) {
+      int64_t epoch = 0;
+      const Reply& e = r->elements[1];
+      if (e.type == Reply::Type::kString && ParseInt64(e.str, &epoch) && epoch > 0) {
+        snapshots_.ApplyOwnState(&mark, static_cast<uint64_t>(epoch), node, pod_uid, state);
+      }
+    }
+    if (with_epoch) *r = Reply{Reply::Type::kInteger, 1, {}, {}};
     if (r->type != Reply::Type::kInteger) return ScriptError("set-state", *r);
     if (r->integer == 1 && !replication.ok()) {
       return Unavailable("marking the entry of pod " + pod_uid + " on node " + node +
@@ -697,8 +702,8 @@ class ValkeyLedgerStore final : public LedgerStore {
   }
 
   // A write script's answer that carries the new epoch at elements[at] and
-  // the changed node's cap, alloc, used and models hashes after it (reserve,
-  // the bound mark): the cache takes the write from it (SnapshotCache::
+  // the changed node's cap, alloc, used and models hashes after it (reserve):
+  // the cache takes the write from it (SnapshotCache::
   // ApplyOwnWrite) instead of reading the node again on the next call.
   void ApplyOwnWrite(SnapshotCache::WriteMark* mark, const std::string& node, Reply& reply, size_t at) {
     if (reply.elements.size() < at + 5) return;  // reserve may add the holds it took after them

@@ -1350,9 +1350,10 @@ TEST_F(ValkeyRefreshTest, MalformedFieldsAreCountedAcrossIncrementalRefreshes) {
   EXPECT_EQ(reader_->MalformedFieldsSkipped(), 1u);
 }
 
-// A store's own reserve and bound mark (FinishBind) come back with the new
-// epoch and the node's hashes: its cache takes them from the answer, with
-// no read at all, and equals a full load. Other writes, and own writes on a
+// A store's own reserve comes back with the new epoch and the node's hashes,
+// its bound mark (FinishBind) with the new epoch alone (the entry's state is
+// all it changed): its cache takes them from the answer, with no read at
+// all, and equals a full load. Other writes, and own writes on a
 // cache that missed another process's write, are refreshed as before.
 TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) {
   Nodes(6);
@@ -1386,12 +1387,36 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
   EXPECT_EQ(own(), 2u);
   EXPECT_EQ(RefreshAndCompare(*store_), '-') << "bound mark again";
 
+  // The bound mark answers only the new epoch: the cache flips the entry's
+  // state in its own copy of the node. Not when that copy lacks a field it
+  // could not read (it cannot know what the store holds there): refreshed.
+  Raw({"HSET", NodeKey("n6", "alloc"), "bad", "{not json"});
+  Raw({"INCR", Key("epoch")});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  {
+    auto z = store_->Reserve(Req("n6", MakeEntry("z", {1}, kGi)));
+    ASSERT_TRUE(z.ok()) << z.status().ToString();
+    ASSERT_EQ(*z, ReserveOutcome::kReserved);
+  }
+  EXPECT_EQ(own(), 3u);
+  ASSERT_TRUE(store_->FinishBind("n6", "z").ok());
+  EXPECT_EQ(own(), 3u) << "a bound mark on a node with an unreadable field was taken from the answer";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "bound mark on a node with an unreadable field";
+  EXPECT_EQ(store_->MalformedFieldsSkipped(), 1u) << "the unreadable field is no longer counted";
+  Raw({"HDEL", NodeKey("n6", "alloc"), "bad", "z"});
+  Raw({"INCR", Key("epoch")});
+  EXPECT_EQ(RefreshAndCompare(*store_), 'f');
+  const uint64_t own_before = own();
+
   // A reserve on two GPUs, its node's usage known: the same as a load.
   ASSERT_TRUE(store_->PushUsage("n2", {{0, 3 * kGi}, {1, kGi}}).ok());
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "push usage";
   ASSERT_EQ(*store_->Reserve(Req("n2", MakeEntry("b", {0, 1}, 2 * kGi))), ReserveOutcome::kReserved);
   EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve on two GPUs";
-  EXPECT_EQ(own(), 3u);
+  ASSERT_EQ(*store_->Reserve(Req("n2", MakeEntry("e", {0}, kGi))), ReserveOutcome::kReserved);
+  ASSERT_TRUE(store_->FinishBind("n2", "e").ok());
+  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "bound mark on a node with a usage report";
+  EXPECT_EQ(own(), own_before + 3);
 
   // A call holds the cached snapshot (a filter call in progress): the write
   // is not taken at the price of a copy of every node; the next call
@@ -1401,7 +1426,7 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
     ASSERT_TRUE(held.ok());
     const ledger::Snapshot copy = (*held)->Clone();
     ASSERT_EQ(*store_->Reserve(Req("n6", MakeEntry("h", {0}, kGi))), ReserveOutcome::kReserved);
-    EXPECT_EQ(own(), 3u);
+    EXPECT_EQ(own(), own_before + 3);
     ExpectSameLedger(**held, copy);
   }
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "own write while the snapshot was held";
@@ -1414,21 +1439,21 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "release";
   ASSERT_TRUE(store_->SetEntryState("n1", "a", ledger::EntryState::kTerminating).ok());
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "set state";
-  EXPECT_EQ(own(), 3u);
+  EXPECT_EQ(own(), own_before + 3);
 
   // Another process wrote since the cache was read: the cache is two epochs
   // behind the own write, which it does not take; the next call refreshes
   // both changes.
   ASSERT_EQ(*reader_->Reserve(Req("n4", MakeEntry("c", {0}, kGi))), ReserveOutcome::kReserved);
   ASSERT_EQ(*store_->Reserve(Req("n5", MakeEntry("d", {0}, kGi))), ReserveOutcome::kReserved);
-  EXPECT_EQ(own(), 3u);
+  EXPECT_EQ(own(), own_before + 3);
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "own write after another's";
   EXPECT_EQ(store_->Snapshot().value()->Find("n4")->entries.size(), 1u);
   EXPECT_EQ(store_->Snapshot().value()->Find("n5")->entries.size(), 1u);
   // Snapshot() still reads the epoch on every call (another process may
   // have written); only its own writes need no refresh.
   EXPECT_GT(store_->EpochChecks(), epochs);
-  EXPECT_EQ(store_->SnapshotReloads().full, 1u);
+  EXPECT_EQ(store_->SnapshotReloads().full, 3u);
 }
 
 // Many threads of one process reserve and mark bound at once while another
