@@ -47,12 +47,14 @@ LeaderLoops::LeaderLoops(const config::Config& cfg, std::shared_ptr<store::Lease
                [w = &queue_watcher_] { return w->Specs(); }, store, kube, &pod_watcher_, &evictor_, clock,
                registry) {
   node_sync->SetNodeSource([w = &node_watcher_] { return w->Nodes(); });
-  // vramd's own binds need no reconcile pass: the watched ledger shows their
-  // entries already (a pod bound past vramd still brings one at once).
+  // vramd's own binds need no reconcile pass: the cached ledger shows their
+  // entries already (a pod bound past vramd still brings one at once). The
+  // cache as it is, no I/O on the watch's thread: a copy that lags only
+  // brings a pass that was not needed.
   pod_watcher_.SetBindAccounted([this, victims = cfg.burst_victim_classes](const kube::PodInfo& pod) {
     if (!leader_.IsLeader()) return false;
-    Result<ledger::SnapshotPtr> snap = store_->WatchedSnapshot();
-    return snap.ok() && reconcile::BindAccounted(**snap, pod, &victims);
+    ledger::SnapshotPtr snap = store_->CachedSnapshot();
+    return snap != nullptr && reconcile::BindAccounted(*snap, pod, &victims);
   });
   reconciler_.SetAfterPass([this] {
     std::optional<Result<reconcile::ProtectionStats>> r = protection_.MaybeRun();

@@ -61,6 +61,12 @@ class SnapshotCache {
   uint64_t EpochChecks() const { return epoch_checks_.load(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot();
   Result<ledger::SnapshotPtr> Snapshot();
+  // The cached snapshot as it is (no epoch read, no refresh); null before the
+  // first load.
+  ledger::SnapshotPtr Cached() {
+    MutexLock lk(&cache_mu_);
+    return cache_;
+  }
   uint64_t MalformedFieldsSkipped() const { return malformed_.load(); }
   LedgerStore::ReloadCounts Reloads() const {
     return {full_reloads_.load(),      incremental_reloads_.load(), copied_reloads_.load(),

@@ -87,6 +87,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   uint64_t EpochChecks() const override { return snapshots_.EpochChecks(); }
   Result<ledger::SnapshotPtr> WatchedSnapshot() override { return snapshots_.WatchedSnapshot(); }
   Result<ledger::SnapshotPtr> Snapshot() override { return snapshots_.Snapshot(); }
+  ledger::SnapshotPtr CachedSnapshot() override { return snapshots_.Cached(); }
 
   Result<ReserveOutcome> Reserve(const ReserveRequest& req) override {
     SnapshotCache::WriteMark mark(&snapshots_);

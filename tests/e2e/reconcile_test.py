@@ -409,11 +409,12 @@ class Replicas(unittest.TestCase):
                 # Each pod was modified at least once (bound, or marked unschedulable).
                 self.assertGreaterEqual(events, len(pods), "the burst's pod events did not reach the leader")
                 self.assertLess(max(passes), events / 3, f"{max(passes)} reconcile passes for {events} pod events")
-                # Most bind events were vramd's own binds, which the ledger already
-                # accounted: they asked for no pass (vramd_watch_binds_accounted_total).
+                # The leader's own binds were in its cached ledger when their events
+                # came: they asked for no pass (vramd_watch_binds_accounted_total). The
+                # other replica's reach its cache later (those bring a pass).
                 accounted = metric_value(leader, "vramd_watch_binds_accounted_total") or 0
-                self.assertGreater(accounted, len(bound) / 2,
-                                   f"only {accounted:.0f} of {len(bound)} binds were taken as accounted")
+                self.assertGreater(accounted, 0, "no bind was taken as accounted by the ledger")
+                self.assertLessEqual(accounted, len(bound))
                 self.assertLessEqual(lists, 2, f"capacity sync listed the nodes {lists} times in {max(passes)} passes")
                 self.assertTrue(all(c > 0 for c in bal.counts.values()), bal.counts)
                 alloc = {n: ledger[n]["allocated_bytes"] / GI for n in nodes}

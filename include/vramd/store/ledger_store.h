@@ -138,6 +138,12 @@ class LedgerStore {
   // a live subscription it is Snapshot().
   virtual Result<ledger::SnapshotPtr> WatchedSnapshot() { return Snapshot(); }
 
+  // The snapshot this process holds now, without any I/O (null when it holds
+  // none): it may lag the store by any amount. Only for hints that cost work
+  // when wrong, never correctness (the pod watch's BindAccounted: a lagging
+  // copy only brings a reconcile pass that was not needed).
+  virtual ledger::SnapshotPtr CachedSnapshot() { return nullptr; }
+
   // Starts following the ledger's change notifications on a thread of its
   // own (stopped when the store is destroyed). Stores without them ignore it.
   virtual void StartEpochWatch() {}
