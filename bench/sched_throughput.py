@@ -238,13 +238,17 @@ def api_requests(tb: Testbed) -> dict:
 
 
 def valkey_commands(tb: Testbed) -> dict:
-    """Valkey's command counters (INFO commandstats): {"cmd": calls}, with its
-    network bytes as "bytes in" / "bytes out"."""
+    """Valkey's command counters (INFO commandstats): {"cmd": calls}, the
+    microseconds Valkey spent in each as "usec cmd", and its network bytes as
+    "bytes in" / "bytes out"."""
     import re
     if not getattr(tb, "redis_port", None):
         return {}
     text = tb.redis_command("INFO", "commandstats")
-    out = {m.group(1): float(m.group(2)) for m in re.finditer(r"cmdstat_([\w|]+):calls=(\d+)", text)}
+    out = {}
+    for m in re.finditer(r"cmdstat_([\w|]+):calls=(\d+),usec=(\d+)", text):
+        out[m.group(1)] = float(m.group(2))
+        out["usec " + m.group(1)] = float(m.group(3))
     stats = tb.redis_command("INFO", "stats")
     for key, name in (("total_net_input_bytes", "bytes in"), ("total_net_output_bytes", "bytes out")):
         m = re.search(key + r":(\d+)", stats)
@@ -274,7 +278,7 @@ def idle_valkey(tb: Testbed, vramd, seconds: float) -> dict:
     d = api_delta(before, after)
     out = {"seconds": seconds, "reconcile_passes": passes, "valkey": d, "vramd_cpu_s": round(cpu, 2)}
     if passes > 0:
-        cmds = sum(v for k, v in d.items() if not k.startswith("bytes") and k != "info")
+        cmds = sum(v for k, v in d.items() if not k.startswith(("bytes", "usec")) and k != "info")
         out["per_pass"] = {"commands": round(cmds / passes, 1),
                            "bytes": round((d.get("bytes in", 0) + d.get("bytes out", 0)) / passes)}
     print(f"  idle {seconds:.0f} s with the pods bound: {passes:.0f} reconcile passes, vramd {cpu:.2f} CPU-s; "

@@ -13,7 +13,8 @@
 # configured as scripts/build.sh configures build/: ccache's CCACHE_BASEDIR
 # makes every unchanged file a cache hit of build/'s compile, so a mutant
 # costs the files it touches and the links of its targets). The working tree
-# is never modified.
+# is never modified. MUTATION_WORKERS (default: the cores, at most 4) copies
+# run mutants side by side.
 # Order: every distinct Test first runs on the unmutated copy and must pass
 # (a test failing for another reason would "catch" every mutant); then, per
 # patch: apply (a patch that no longer applies fails the tier: update it
@@ -30,6 +31,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 start=$(date +%s)
 scratch=$root/build-mutation
+# Mutants run WORKERS at a time, each worker in a scratch copy of its own
+# (build-mutation, build-mutation-2, ...): a mutant mostly recompiles one file
+# on one core, so two workers on two cores take about half the time.
+WORKERS=${MUTATION_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+[[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || { echo "mutation.sh: MUTATION_WORKERS=$WORKERS is not a count"; exit 2; }
+scratches=("$scratch")
+for ((w = 2; w <= WORKERS; w++)); do scratches+=("$root/build-mutation-$w"); done
 TEST_TIMEOUT=${MUTATION_TEST_TIMEOUT:-300}
 
 mapfile -t patches < <(ls tests/mutations/*.patch 2>/dev/null | sort)
@@ -67,8 +75,10 @@ field() { sed -n "/^diff --git /q; s/^$2: *//p" "$1" | head -1; }
 # keeps its time, one that changed (or was reverted after a mutant) gets a
 # new one, so build-mutation/build rebuilds exactly what differs from the
 # objects it holds (a mutant's object never survives its revert).
-mkdir -p "$scratch"
-rsync -rlpD --checksum --delete --exclude=/.git --exclude=/build --exclude='/build-*' --exclude=__pycache__ ./ "$scratch/"
+for sc in "${scratches[@]}"; do
+  mkdir -p "$sc"
+  rsync -rlpD --checksum --delete --exclude=/.git --exclude=/build --exclude='/build-*' --exclude=__pycache__ ./ "$sc/"
+done
 targets=()
 for p in "${patches[@]}"; do
   for f in Mutant Build Test; do
@@ -83,35 +93,39 @@ mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -u)
 # so ccache hits), in the scratch copy. A mutant costs its files' compiles,
 # its targets' links and the build tool's look at every file: with Ninja
 # (ninja-build) that look is ~0.1 s instead of make's ~3 s, and lld links
-# unit_tests in ~0.5 s instead of ~2 s; both only change how the scratch
-# tree builds, never what it compiles (issue 35: the tier within 10 minutes).
+# unit_tests in ~0.5 s instead of ~2 s (CMakeLists.txt links with lld); both
+# only change how the scratch tree builds, never what it compiles.
 scratch_cmake=()
 if command -v ninja >/dev/null 2>&1; then scratch_cmake+=(-G Ninja); fi
-if command -v ld.lld >/dev/null 2>&1; then
-  scratch_cmake+=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
-fi
 want_gen=$([[ " ${scratch_cmake[*]} " == *" Ninja "* ]] && echo Ninja || echo "Unix Makefiles")
-have_gen=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$scratch/build/CMakeCache.txt" 2>/dev/null || true)
-if [[ -n "$have_gen" && "$have_gen" != "$want_gen" ]]; then
-  echo "mutation.sh: the scratch tree was made by $have_gen, now $want_gen: starting it afresh"
-  rm -rf "$scratch/build"
-fi
-echo "mutation.sh: scratch tree with $want_gen$(command -v ld.lld >/dev/null 2>&1 && echo ', linked by lld')"
+for sc in "${scratches[@]}"; do
+  have_gen=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$sc/build/CMakeCache.txt" 2>/dev/null || true)
+  if [[ -n "$have_gen" && "$have_gen" != "$want_gen" ]]; then
+    echo "mutation.sh: ${sc#"$root"/} was made by $have_gen, now $want_gen: starting it afresh"
+    rm -rf "$sc/build"
+  fi
+done
+echo "mutation.sh: $WORKERS scratch tree(s) with $want_gen"
+# build SCRATCH LOG TARGETS...
 build() {
-  (cd "$scratch" && CMAKE_ARGS="${scratch_cmake[*]}" BUILD_TARGETS="$*" scripts/build.sh) >"$work/build.log" 2>&1
+  local sc=$1 log=$2
+  shift 2
+  (cd "$sc" && CMAKE_ARGS="${scratch_cmake[*]}" BUILD_TARGETS="$*" scripts/build.sh) >"$log" 2>&1
 }
 t=$(date +%s)
-if ! build "${targets[@]}"; then
-  grep -v -e '^\[' -e '^gmake' | tail -40 <"$work/build.log"
-  echo "mutation.sh: the unmutated scratch copy did not build (${targets[*]})"
-  exit 1
-fi
-echo "mutation.sh: scratch copy built (${targets[*]}) in $(( $(date +%s) - t )) s"
+for sc in "${scratches[@]}"; do
+  if ! build "$sc" "$work/build.log" "${targets[@]}"; then
+    grep -v -e '^\[' -e '^gmake' | tail -40 <"$work/build.log"
+    echo "mutation.sh: the unmutated scratch copy ${sc#"$root"/} did not build (${targets[*]})"
+    exit 1
+  fi
+done
+echo "mutation.sh: scratch copies built (${targets[*]}) in $(( $(date +%s) - t )) s"
 
-export BIN=$scratch/build/bin
-# runtest CMD LOG: the Test command in the scratch root, bounded in time.
+# runtest SCRATCH CMD LOG: the Test command in a scratch root (its build/bin
+# as $BIN), bounded in time.
 runtest() {
-  (cd "$scratch" && timeout "$TEST_TIMEOUT" bash -c "$1") >"$2" 2>&1
+  (cd "$1" && BIN=$1/build/bin timeout "$TEST_TIMEOUT" bash -c "$2") >"$3" 2>&1
 }
 # The failing lines of a test's output (GoogleTest, unittest, the shell).
 failures() {
@@ -136,7 +150,7 @@ declare -A baseline=()
 for p in "${patches[@]}"; do
   cmd=$(field "$p" Test)
   [[ -n "${baseline[$cmd]:-}" ]] && continue
-  if runtest "$cmd" "$work/baseline.log" && ! ran_nothing "$work/baseline.log"; then
+  if runtest "$scratch" "$cmd" "$work/baseline.log" && ! ran_nothing "$work/baseline.log"; then
     baseline[$cmd]=ok
   else
     baseline[$cmd]=FAILED
@@ -148,37 +162,58 @@ for p in "${patches[@]}"; do
 done
 ((status == 0)) && echo "mutation.sh: the ${#baseline[@]} distinct tests pass on the unmutated code"
 
-for p in "${patches[@]}"; do
+# mutant INDEX SCRATCH: one patch applied, built, tested and reverted in one
+# scratch copy; its summary row goes to $work/row.INDEX, its lines to stdout.
+mutant() {
+  local i=$1 sc=$2 p=${patches[$1]} name cmd t verdict rc
+  local -a tg
   name=$(basename "$p" .patch)
   cmd=$(field "$p" Test)
   read -r -a tg <<<"$(field "$p" Build)"
   t=$(date +%s)
-  verdict=""
   if [[ "${baseline[$cmd]}" != ok ]]; then
     verdict="NOT RUN (its test fails unmutated)"
-  elif ! (cd "$scratch" && patch -p1 --dry-run --fuzz=0 -s <"$root/$p") >"$work/apply.log" 2>&1; then
-    verdict="STALE (the patch no longer applies: $(head -1 "$work/apply.log"))"
-    status=1
+  elif ! (cd "$sc" && patch -p1 --dry-run --fuzz=0 -s <"$root/$p") >"$work/apply.$i.log" 2>&1; then
+    verdict="STALE (the patch no longer applies: $(head -1 "$work/apply.$i.log"))"
   else
-    (cd "$scratch" && patch -p1 --fuzz=0 -s --no-backup-if-mismatch <"$root/$p")
-    if ! build "${tg[@]}"; then
+    (cd "$sc" && patch -p1 --fuzz=0 -s --no-backup-if-mismatch <"$root/$p")
+    if ! build "$sc" "$work/build.$i.log" "${tg[@]}"; then
       verdict="BROKEN (the mutant does not compile)"
-      grep -E 'error' "$work/build.log" | head -5 || true
-      status=1
-    elif runtest "$cmd" "$work/$name.log"; then
+      grep -E 'error' "$work/build.$i.log" | head -5 || true
+    elif runtest "$sc" "$cmd" "$work/$name.log"; then
       verdict="SURVIVED (its test passed)"
-      status=1
     else
       rc=$?
       verdict="killed"
       ((rc == 124)) && verdict="killed (its test timed out after ${TEST_TIMEOUT} s)"
       failures "$work/$name.log" 3 | sed "s/^/  $name: /"
     fi
-    (cd "$scratch" && patch -p1 -R --fuzz=0 -s --no-backup-if-mismatch <"$root/$p")
+    (cd "$sc" && patch -p1 -R --fuzz=0 -s --no-backup-if-mismatch <"$root/$p")
   fi
-  summary+=("$(printf '%-30s %4s s  %s' "$name" "$(( $(date +%s) - t ))" "$verdict")")
+  printf '%-30s %4s s  %s\n' "$name" "$(( $(date +%s) - t ))" "$verdict" >"$work/row.$i"
   echo "mutation.sh: $name: $verdict  [$(field "$p" Mutant)]"
+}
+# Worker w takes patches w-1, w-1+WORKERS, ...; each writes its lines whole.
+pids=()
+for ((w = 0; w < WORKERS; w++)); do
+  (
+    for ((i = w; i < ${#patches[@]}; i += WORKERS)); do
+      out=$(mutant "$i" "${scratches[$w]}" 2>&1)
+      printf '%s\n' "$out"
+    done
+  ) &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for i in "${!patches[@]}"; do
+  if [[ -f "$work/row.$i" ]]; then
+    summary+=("$(cat "$work/row.$i")")
+  else
+    summary+=("$(printf '%-30s %4s    %s' "$(basename "${patches[$i]}" .patch)" "-" "NOT RUN (its worker stopped)")")
+  fi
+done
+# Anything but a kill fails the tier (a survivor, a stale or broken patch).
+if printf '%s\n' "${summary[@]}" | grep -v -q '  killed'; then status=1; fi
 
 echo
 echo "== mutants =="

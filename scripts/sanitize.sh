@@ -27,6 +27,11 @@
 #   SANITIZERS=tsan scripts/sanitize.sh      one of them (said loudly: not the full tier)
 #   SANITIZE_GTEST_FILTER='*Concurrent*' scripts/sanitize.sh
 #                                            a subset of the GoogleTest cases (said loudly)
+#   scripts/sanitize.sh --build-only         only build the trees, tests nothing
+#                                            (scripts/test.sh runs it in the
+#                                            background, niced, from CTest on; the
+#                                            TSan tree builds while the ASan tests
+#                                            run, which leave the cores mostly idle)
 # The options of the sanitizers are this script's own: ASAN_OPTIONS,
 # UBSAN_OPTIONS, LSAN_OPTIONS, TSAN_OPTIONS and GTEST_FILTER (and GoogleTest's
 # sharding) from the caller's environment are ignored, with a warning, so an
@@ -36,6 +41,12 @@
 # exports it); when unset, a redis-server is started on a free loopback port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=1 ;;
+  *) echo "sanitize.sh: unknown argument $1 (--build-only)"; exit 2 ;;
+esac
 start=$(date +%s)
 for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS MSAN_OPTIONS \
          GTEST_FILTER GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX; do
@@ -84,13 +95,20 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=scripts/lib/test-redis.sh
 source scripts/lib/test-redis.sh
-if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]]; then
+if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]] && ((!build_only)); then
   start_test_redis "$work" sanitize.sh || exit 1
 fi
 
 # build DIR SANITIZE: configure once (cached), build only the tiers' binaries.
 build() {
-  local dir=$1 san=$2
+  local dir=$1 san=$2 lock
+  # One build of a tree at a time: scripts/test.sh builds both trees in the
+  # background (--build-only) while CTest runs, and this run may reach a tree
+  # before that build is done: it waits for it here, then finds little or
+  # nothing left to build. (The lock is released when this shell exits.)
+  lock=/tmp/vramd-$(id -u)-$(printf '%s' "$PWD/$dir" | md5sum | cut -c1-12).lock
+  exec 9>"$lock"
+  flock 9
   configure_sanitized "$dir" "$san"
   # vramd-agent and the fake NVML libraries: the system tests run the agent.
   if ! cmake --build "$dir" -j"$(nproc)" --target ledger_tests unit_tests integration_tests vramd vramctl vramd-agent \
@@ -102,6 +120,7 @@ build() {
   for b in ledger_tests unit_tests integration_tests vramd vramctl vramd-agent; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
+  exec 9>&-
 }
 
 # canary SAN OPTIONS...: the deliberate bugs of scripts/lib/sanitizer-canary.cc,
@@ -295,6 +314,7 @@ for s in $SANITIZERS; do
     asan)
       build build-asan address,undefined
       echo "sanitize.sh: build-asan built in $(( $(date +%s) - t0 )) s"
+      ((build_only)) && continue
       canary asan "${asan_opts[@]}" || status=1
       thread_safety_canary build-asan || status=1
       instrumented build-asan asan || status=1
@@ -303,6 +323,7 @@ for s in $SANITIZERS; do
     tsan)
       build build-tsan thread
       echo "sanitize.sh: build-tsan built in $(( $(date +%s) - t0 )) s"
+      ((build_only)) && continue
       canary tsan "${tsan_opts[@]}" || status=1
       thread_safety_canary build-tsan || status=1
       instrumented build-tsan tsan || status=1
@@ -311,6 +332,11 @@ for s in $SANITIZERS; do
     *) echo "sanitize.sh: unknown sanitizer $s (asan, tsan)"; exit 2 ;;
   esac
 done
+
+if ((build_only)); then
+  echo "sanitize.sh: --build-only: the trees are built, nothing was tested; took $(( $(date +%s) - start )) s"
+  exit 0
+fi
 
 echo
 echo "== sanitizers =="
