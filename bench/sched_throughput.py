@@ -257,6 +257,33 @@ def valkey_commands(tb: Testbed) -> dict:
     return out
 
 
+def valkey_slowlog_start(tb: Testbed):
+    """Logs every command Valkey runs from here on (SLOWLOG at 0 us)."""
+    tb.redis_command("CONFIG", "SET", "slowlog-max-len", "200000")
+    tb.redis_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    tb.redis_command("SLOWLOG", "RESET")
+
+
+def valkey_slowlog_scripts(tb: Testbed) -> dict:
+    """Valkey's microseconds per script call since valkey_slowlog_start, by
+    script (its SHA1's first 8 hex digits and its key count): calls, mean
+    and total us; then logging stops."""
+    entries = tb.redis_command("SLOWLOG", "GET", "-1")
+    tb.redis_command("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+    by = {}
+    for e in entries or []:
+        args = [a.decode() if isinstance(a, bytes) else str(a) for a in e[3]]
+        if not args or args[0].lower() not in ("evalsha", "eval"):
+            continue
+        key = f"{args[1][:8]}/{args[2] if len(args) > 2 else '?'} keys"
+        c = by.setdefault(key, {"calls": 0, "us": 0})
+        c["calls"] += 1
+        c["us"] += int(e[2])
+    for c in by.values():
+        c["mean_us"] = round(c["us"] / c["calls"], 1)
+    return dict(sorted(by.items(), key=lambda kv: -kv[1]["us"]))
+
+
 def metric_sum(url: str, name: str) -> float:
     """The sum of a counter's series in vramd's /metrics."""
     import urllib.request
@@ -392,6 +419,8 @@ def main() -> int:
                 before = verb_latency(vramd.url) if vramd else {}
                 api_before = api_requests(tb) if a.api_requests else {}
                 valkey_before = valkey_commands(tb) if a.api_requests else {}
+                if a.api_requests and vramd:
+                    valkey_slowlog_start(tb)
                 extra = {"vramd": vramd.popen.pid} if vramd else ({"echo": echo.pid} if "echo" in label else {})
                 r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides, extra,
                               a.perf if (a.perf and label == "with" and rnd == 0) else None)
@@ -400,6 +429,9 @@ def main() -> int:
                     print(f"  API requests (pod creation included): {r['api_requests']}", flush=True)
                     r["valkey_commands"] = api_delta(valkey_before, valkey_commands(tb))
                     print(f"  Valkey commands: {r['valkey_commands']}", flush=True)
+                    if vramd:
+                        r["valkey_scripts"] = valkey_slowlog_scripts(tb)
+                        print(f"  Valkey scripts (SLOWLOG): {r['valkey_scripts']}", flush=True)
                 if vramd:
                     after = verb_latency(vramd.url)
                     r["vramd_verbs"] = {}
