@@ -132,6 +132,18 @@ int main(int argc, char** argv) {
     listeners.RegisterAdmission(std::move(admission));
   }
 
+  // Standalone, the configured nodes are written before the first request is
+  // answered: a filter or a lock right after start found no node (404, "no
+  // GPU capacity known") while the sync loop's first pass was still to run.
+  // A store that is down is retried by the loop as usual.
+  if (!loops) {
+    try {
+      Result<reconcile::NodeSyncStats> first = node_sync.SyncOnce();
+      if (!first.ok()) spdlog::warn("node capacity sync failed: {}", first.status().message());
+    } catch (const std::exception& e) {  // the loop's guard would catch it there
+      spdlog::warn("node capacity sync failed: {}", e.what());
+    }
+  }
   if (Status s = listeners.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
