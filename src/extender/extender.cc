@@ -374,7 +374,7 @@ std::optional<Extender::BindOutcome> Extender::ReserveVram(const BindTarget& t, 
       in_flight->active = in_flight_ttl_ms > 0;  // whatever the answer, leave no mark behind
       // Let go of the snapshot before writing: the store then takes the
       // write into its cache in place, from the script's answer, instead of
-      // leaving it to the next filter call to read (SnapshotCache::ApplyOwnWrite).
+      // leaving it to the next filter call to read (SnapshotCache::ApplyOwnEntry).
       std::vector<std::string> uuids = GpuUuids(n, d.choice.gpus);
       n = nullptr;
       snap->reset();

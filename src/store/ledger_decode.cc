@@ -22,45 +22,6 @@ ledger::Gpu* FindGpu(ledger::Node* node, int index) {
   return it != node->gpus.end() && it->index == index ? &*it : nullptr;
 }
 
-// Entries' used / used_ts_ms / busy and GPUs' untracked bytes from the per-pod
-// figures of a version-2 report made at `ts`.
-void FillPodUsage(ledger::Node* node, int64_t ts) {
-  const auto figure = [](const ledger::Gpu& g, std::string_view uid) -> const ledger::PodUsage* {
-    auto it = std::lower_bound(g.pods.begin(), g.pods.end(), uid,
-                               [](const ledger::PodUsage& p, std::string_view u) { return p.uid < u; });
-    return it != g.pods.end() && it->uid == uid ? &*it : nullptr;
-  };
-  std::vector<std::string_view> uids;
-  uids.reserve(node->entries.size());
-  for (Entry& e : node->entries) {
-    uids.push_back(e.pod_uid);
-    // On a GPU the agent has no per-process figures for, the pod's usage is
-    // unknown, not 0 (an idle or a watchdog decision must not read it as 0).
-    const bool known = std::none_of(e.gpus.begin(), e.gpus.end(), [&](int idx) {
-      const ledger::Gpu* g = FindGpu(node, idx);
-      return g != nullptr && !g->processes_unavailable.empty();
-    });
-    if (!known) continue;
-    e.used = 0;
-    e.used_ts_ms = ts;
-    e.busy = false;
-    for (int idx : e.gpus) {
-      const ledger::Gpu* g = FindGpu(node, idx);
-      const ledger::PodUsage* p = g != nullptr ? figure(*g, e.pod_uid) : nullptr;
-      if (p != nullptr) {
-        e.used = std::max(e.used, p->used);
-        e.busy = e.busy || p->active;
-      }
-    }
-  }
-  std::sort(uids.begin(), uids.end());
-  for (ledger::Gpu& g : node->gpus) {
-    g.untracked = 0;
-    for (const ledger::PodUsage& p : g.pods) {
-      if (!std::binary_search(uids.begin(), uids.end(), std::string_view(p.uid))) g.untracked += p.used;
-    }
-  }
-}
 
 }  // namespace
 
@@ -405,14 +366,7 @@ void BuildEntries(ledger::Node* node, Reply& alloc, EntryDecoder* decoder, Probl
       e.pod_uid = std::move(alloc.elements[i].str);
       node->entries.push_back(std::move(e));
     }
-    // Oldest first (ties by UID), so snapshots are deterministic. Fields
-    // mostly come back in insertion order, already sorted.
-    const auto older = [](const Entry& a, const Entry& b) {
-      return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.pod_uid < b.pod_uid;
-    };
-    if (!std::is_sorted(node->entries.begin(), node->entries.end(), older)) {
-      std::sort(node->entries.begin(), node->entries.end(), older);
-    }
+    SortEntriesOldestFirst(node);  // so that snapshots are deterministic
   }
 }
 
@@ -454,6 +408,54 @@ bool RebuildUsage(ledger::Node* node, const ledger::Node& base, Reply& cap, cons
   node->models = base.models;
   FillPodUsage(node, report_ts);
   return true;
+}
+
+void FillPodUsage(ledger::Node* node, int64_t ts) {
+  const auto figure = [](const ledger::Gpu& g, std::string_view uid) -> const ledger::PodUsage* {
+    auto it = std::lower_bound(g.pods.begin(), g.pods.end(), uid,
+                               [](const ledger::PodUsage& p, std::string_view u) { return p.uid < u; });
+    return it != g.pods.end() && it->uid == uid ? &*it : nullptr;
+  };
+  std::vector<std::string_view> uids;
+  uids.reserve(node->entries.size());
+  for (Entry& e : node->entries) {
+    uids.push_back(e.pod_uid);
+    // On a GPU the agent has no per-process figures for, the pod's usage is
+    // unknown, not 0 (an idle or a watchdog decision must not read it as 0).
+    const bool known = std::none_of(e.gpus.begin(), e.gpus.end(), [&](int idx) {
+      const ledger::Gpu* g = FindGpu(node, idx);
+      return g != nullptr && !g->processes_unavailable.empty();
+    });
+    if (!known) continue;
+    e.used = 0;
+    e.used_ts_ms = ts;
+    e.busy = false;
+    for (int idx : e.gpus) {
+      const ledger::Gpu* g = FindGpu(node, idx);
+      const ledger::PodUsage* p = g != nullptr ? figure(*g, e.pod_uid) : nullptr;
+      if (p != nullptr) {
+        e.used = std::max(e.used, p->used);
+        e.busy = e.busy || p->active;
+      }
+    }
+  }
+  std::sort(uids.begin(), uids.end());
+  for (ledger::Gpu& g : node->gpus) {
+    g.untracked = 0;
+    for (const ledger::PodUsage& p : g.pods) {
+      if (!std::binary_search(uids.begin(), uids.end(), std::string_view(p.uid))) g.untracked += p.used;
+    }
+  }
+}
+
+void SortEntriesOldestFirst(ledger::Node* node) {
+  const auto older = [](const Entry& a, const Entry& b) {
+    return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.pod_uid < b.pod_uid;
+  };
+  // Fields mostly come back in insertion order, already sorted.
+  if (!std::is_sorted(node->entries.begin(), node->entries.end(), older)) {
+    std::sort(node->entries.begin(), node->entries.end(), older);
+  }
 }
 
 }  // namespace vramd::store

@@ -94,4 +94,12 @@ void BuildNode(ledger::Node* node, Reply& cap, Reply& alloc, const Reply& used, 
 // BuildNode knows; the caller reads the whole node then.
 bool RebuildUsage(ledger::Node* node, const ledger::Node& base, Reply& cap, const Reply& used, Problems* problems);
 
+// Entries' used / used_ts_ms / busy and GPUs' untracked bytes from the
+// per-pod figures of a version-2 report made at `ts` (node->gpus as BuildNode
+// filled them from it): what BuildNode adds after such a report.
+void FillPodUsage(ledger::Node* node, int64_t ts);
+
+// Entries oldest first, ties by UID: the order BuildNode leaves them in.
+void SortEntriesOldestFirst(ledger::Node* node);
+
 }  // namespace vramd::store

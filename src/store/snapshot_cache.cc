@@ -526,16 +526,30 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
   return ledger::SnapshotPtr(std::move(snap));
 }
 
-bool SnapshotCache::ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& name,
-                                  std::span<Reply, 4> parts) {
+bool SnapshotCache::ApplyOwnEntry(WriteMark* mark, uint64_t epoch, const std::string& name, const OwnEntry& w) {
   return ApplyOwn(
       mark, epoch, name,
-      [&parts](const ledger::Node&, ledger::Node* node, Problems* problems) {
+      [&w](const ledger::Node& cached, ledger::Node* node, Problems*) {
+        // As BuildNode reads the node the reserve left: the entry from the
+        // text the script stored, in place of the pod's hold (the only entry
+        // of the pod a reserve replaces), the holds it took gone, the model
+        // placed, the usage report's per-pod figures laid on every entry.
+        ledger::Entry added;
+        std::string why;
         EntryDecoder decoder;
-        BuildNode(node, parts[0], parts[1], parts[2], parts[3], &decoder, problems);
+        if (!decoder.Decode(w.text, &added, &why)) return false;  // a read tells
+        added.pod_uid = w.uid;
+        *node = cached;
+        std::erase_if(node->entries, [&w](const ledger::Entry& e) {
+          return e.pod_uid == w.uid || std::find(w.taken.begin(), w.taken.end(), e.pod_uid) != w.taken.end();
+        });
+        node->entries.push_back(std::move(added));
+        SortEntriesOldestFirst(node);
+        if (!w.model.empty()) node->models[w.model] = w.now_ms;
+        if (w.per_pod) FillPodUsage(node, w.usage_ts_ms);
         return true;
       },
-      /*only_clean=*/false);
+      /*only_clean=*/true);
 }
 
 bool SnapshotCache::ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::string& name, const std::string& uid,

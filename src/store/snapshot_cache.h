@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -75,7 +74,7 @@ class SnapshotCache {
 
   // Counts a write of this process once it has returned (whatever its
   // outcome): WatchedSnapshot() then reads the epoch before trusting its
-  // cache, unless ApplyOwnWrite put the write into the cache (and counted it).
+  // cache, unless ApplyOwnEntry or ApplyOwnState put the write into the cache (and counted it).
   class WriteMark {
    public:
     explicit WriteMark(SnapshotCache* cache) : cache_(cache) {}
@@ -91,25 +90,35 @@ class SnapshotCache {
     bool counted_ = false;
   };
 
-  // A write of this process (the one `mark` counts) that changed node `node`
-  // alone and moved the epoch by one, to `epoch`; `parts` are the node's cap,
-  // alloc, used and models hashes as the write script left them (HGETALL
-  // replies; the strings are moved out). When the cached snapshot is at
-  // epoch - 1, holds the node, and can change without a copy of every node
-  // (no call holds it, or the usage refresher's spare is free; see
-  // Writable) nor a wait (no refresh or other apply runs), it is brought to
-  // `epoch` with that node rebuilt from `parts`: exactly what a refresh
-  // would read, without a round trip (issue 17: each bind's reserve and
-  // bound mark otherwise cost the next filter call a refresh of two round
-  // trips). When the cache covered every write of this process before, it
-  // covers this one too and the write is counted here, so that
-  // WatchedSnapshot() trusts the cache without reading the epoch. Anything
-  // else (the cache older, another write of this process landed meanwhile)
-  // leaves the next call to refresh as before. Returns whether the write
-  // was applied.
-  bool ApplyOwnWrite(WriteMark* mark, uint64_t epoch, const std::string& node, std::span<Reply, 4> parts);
+  // A reserve of this process (the one `mark` counts, lua/reserve.lua) that
+  // changed node `node` alone and moved the epoch by one, to `epoch`. When
+  // the cached snapshot is at epoch - 1, holds the node with no field it
+  // could not read, and can change without a copy of every node (no call
+  // holds it, or the usage refresher's spare is free; see Writable) nor a
+  // wait (no refresh or other apply runs), it is brought to `epoch` with the
+  // write laid on its own copy of the node: exactly what a refresh would
+  // read, without a round trip and without the script answering the node's
+  // hashes (issues 17 and 36: each bind's reserve and bound mark otherwise
+  // cost the next filter call a refresh of two round trips). When the cache
+  // covered every write of this process before, it covers this one too and
+  // the write is counted here, so that WatchedSnapshot() trusts the cache
+  // without reading the epoch. Anything else (the cache older, another write
+  // of this process landed meanwhile) leaves the next call to refresh as
+  // before. Returns whether the write was applied.
+  struct OwnEntry {
+    std::string uid;              // the pod reserved
+    std::string text;             // the entry's text as the script stored it
+    std::string model;            // placed on the node at now_ms ("" none)
+    int64_t now_ms = 0;           // the entry's created_ms and the model's time
+    std::vector<std::string> taken;  // holds the script removed from the node
+    // The node's usage report: a version-2 one (its per-pod figures apply to
+    // every entry, the new one too) made at usage_ts_ms.
+    bool per_pod = false;
+    int64_t usage_ts_ms = 0;
+  };
+  bool ApplyOwnEntry(WriteMark* mark, uint64_t epoch, const std::string& node, const OwnEntry& write);
 
-  // ApplyOwnWrite for a write that changed only the state of one entry (the
+  // ApplyOwnEntry for a write that changed only the state of one entry (the
   // bound mark: set_state_fn.lua rewrites the entry's "state" and nothing
   // else): the cached node with entry `uid` in state `state` is exactly what
   // a refresh would read, so the script answers no hash at all. Not applied
@@ -137,7 +146,7 @@ class SnapshotCache {
   };
   // With copy_ok false, a null snap instead of a copy (the cache as it was).
   Changeable Writable(ledger::SnapshotPtr base, bool copy_ok = true) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
-  // ApplyOwnWrite once it holds reload_mu_; the snapshot it replaced goes to
+  // ApplyOwnEntry and ApplyOwnState once it holds reload_mu_; the snapshot it replaced goes to
   // *old (freed by the caller outside the locks).
   // `build` makes the node as the write left it from the cached one (false:
   // it cannot, the next call refreshes), reporting what it could not read;
@@ -148,7 +157,7 @@ class SnapshotCache {
   bool ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build, bool only_clean);
   // Nodes rebuilt from the store (nullopt: removed from the ledger).
   using NodeUpdates = std::vector<std::pair<std::string, std::optional<ledger::Node>>>;
-  // Refresh's and ApplyOwnWrite's last step: `base` (the cached snapshot,
+  // Refresh's and the own writes' last step: `base` (the cached snapshot,
   // the caller's only reference besides cache_) with `updates` put in,
   // labelled `epoch`, its index rebuilt for the changed nodes;
   // `node_problems` becomes node_problems_ and `problems` is reported.

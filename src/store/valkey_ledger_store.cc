@@ -133,13 +133,29 @@ class ValkeyLedgerStore final : public LedgerStore {
       return NotReplicated(req.node, e.pod_uid, pod, /*ours=*/tag != "held", r->replication);
     }
     if (tag == "reserved") {
-      if (rep.elements.size() > 6 && !rep.elements[6].elements.empty()) {
+      // {'reserved', epoch, now, taken, v, ts} (lua/reserve.lua).
+      std::vector<std::string> taken;
+      if (rep.elements.size() > 3) {
+        for (Reply& u : rep.elements[3].elements) taken.push_back(std::move(u.str));
+      }
+      if (!taken.empty()) {
         std::string uids;
-        for (const Reply& u : rep.elements[6].elements) uids += (uids.empty() ? "" : ", ") + u.str;
+        for (const std::string& u : taken) uids += (uids.empty() ? "" : ", ") + u;
         spdlog::info("{} (priority {}) took the room held on node {} for pods of lower priority: {}; they wait "
                      "again", pod, e.priority, req.node, uids);
       }
-      ApplyOwnWrite(&mark, req.node, rep, 1);
+      int64_t epoch = 0, now = 0;
+      if (rep.elements.size() == 6 && ParseInt64(arg(1), &epoch) && epoch > 0 && ParseInt64(arg(2), &now)) {
+        SnapshotCache::OwnEntry w;
+        w.uid = e.pod_uid;
+        w.text = args[3] + arg(2) + "}";  // as the script stored it: ARGV[4] .. now .. '}'
+        w.model = e.model;
+        w.now_ms = now;
+        w.taken = std::move(taken);
+        w.per_pod = arg(4) == "2" || arg(4) == "3";  // as ApplyUsage reads the report
+        if (!ParseInt64(arg(5), &w.usage_ts_ms)) w.usage_ts_ms = 0;
+        snapshots_.ApplyOwnEntry(&mark, static_cast<uint64_t>(epoch), req.node, w);
+      }
       return ReserveOutcome::kReserved;
     }
     if (tag == "held") return ReserveOutcome::kAlreadyHeld;
@@ -700,22 +716,6 @@ class ValkeyLedgerStore final : public LedgerStore {
       return Internal("the ledger entry of pod " + pod_uid + " on node " + node + " is not readable JSON");
     }
     return Status::Ok();
-  }
-
-  // A write script's answer that carries the new epoch at elements[at] and
-  // the changed node's cap, alloc, used and models hashes after it (reserve):
-  // the cache takes the write from it (SnapshotCache::
-  // ApplyOwnWrite) instead of reading the node again on the next call.
-  void ApplyOwnWrite(SnapshotCache::WriteMark* mark, const std::string& node, Reply& reply, size_t at) {
-    if (reply.elements.size() < at + 5) return;  // reserve may add the holds it took after them
-    const Reply& e = reply.elements[at];
-    int64_t epoch = 0;
-    if (e.type != Reply::Type::kString || !ParseInt64(e.str, &epoch) || epoch <= 0) return;
-    for (size_t i = at + 1; i < at + 5; ++i) {
-      if (reply.elements[i].type != Reply::Type::kArray) return;
-    }
-    snapshots_.ApplyOwnWrite(mark, static_cast<uint64_t>(epoch), node,
-                             std::span<Reply, 4>(reply.elements.data() + at + 1, 4));
   }
 
   const std::shared_ptr<ValkeyClient> client_;

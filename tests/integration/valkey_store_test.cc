@@ -1387,9 +1387,10 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
   EXPECT_EQ(own(), 2u);
   EXPECT_EQ(RefreshAndCompare(*store_), '-') << "bound mark again";
 
-  // The bound mark answers only the new epoch: the cache flips the entry's
-  // state in its own copy of the node. Not when that copy lacks a field it
-  // could not read (it cannot know what the store holds there): refreshed.
+  // Neither script answers the node's hashes: the cache lays the write on
+  // its own copy of the node (the reserve's entry, the bound mark's state).
+  // Not when that copy lacks a field it could not read (it cannot know what
+  // the store holds there): refreshed.
   Raw({"HSET", NodeKey("n6", "alloc"), "bad", "{not json"});
   Raw({"INCR", Key("epoch")});
   EXPECT_EQ(RefreshAndCompare(*store_), 'f');
@@ -1398,9 +1399,10 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
     ASSERT_TRUE(z.ok()) << z.status().ToString();
     ASSERT_EQ(*z, ReserveOutcome::kReserved);
   }
-  EXPECT_EQ(own(), 3u);
+  EXPECT_EQ(own(), 2u) << "a reserve on a node with an unreadable field was taken from the answer";
+  EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "reserve on a node with an unreadable field";
   ASSERT_TRUE(store_->FinishBind("n6", "z").ok());
-  EXPECT_EQ(own(), 3u) << "a bound mark on a node with an unreadable field was taken from the answer";
+  EXPECT_EQ(own(), 2u) << "a bound mark on a node with an unreadable field was taken from the answer";
   EXPECT_EQ(RefreshAndCompare(*store_), 'i') << "bound mark on a node with an unreadable field";
   EXPECT_EQ(store_->MalformedFieldsSkipped(), 1u) << "the unreadable field is no longer counted";
   Raw({"HDEL", NodeKey("n6", "alloc"), "bad", "z"});
@@ -1454,6 +1456,82 @@ TEST_F(ValkeyRefreshTest, OwnReservesAndBoundMarksAreTakenFromTheScriptsAnswer) 
   // have written); only its own writes need no refresh.
   EXPECT_GT(store_->EpochChecks(), epochs);
   EXPECT_EQ(store_->SnapshotReloads().full, 3u);
+}
+
+// The reserve answers no hash (issue 36): the cache lays the entry it sent on
+// its own copy of the node. Where that is most delicate, the result must
+// still be exactly what a load reads: a version-2 usage report whose per-pod
+// figures name the pod reserved (its bytes, untracked until then, become its
+// entry's), the pod's own hold replaced, lower-priority holds taken, a model
+// placed, the new entry among older ones.
+TEST_F(ValkeyRefreshTest, AnOwnReserveLaysItsEntryOnTheCachedNodeExactlyAsALoadReadsIt) {
+  Nodes(3);
+  const auto own = [&] { return store_->SnapshotReloads().own_writes; };
+  const std::string pod = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ab";
+  const std::string other = "0f1c2d3e-aaaa-bbbb-cccc-0123456789ac";
+  ledger::UsageReport report;
+  report.agent = "vramd-agent/test";
+  report.gpus = {{.index = 0, .uuid = "GPU-1", .total = 10 * kGi, .used = 5 * kGi, .outside_pods = kGi,
+                  .pods = {{pod, 3 * kGi}, {other, kGi}}},
+                 {.index = 1, .total = 10 * kGi, .used = 0}};
+  ASSERT_TRUE(store_->PushReport("n1", report, false).ok());
+  RefreshAndCompare(*store_);
+  {
+    const ledger::Node* n = store_->Snapshot().value()->Find("n1");
+    ASSERT_NE(n, nullptr);
+    ASSERT_EQ(n->gpus[0].untracked, 4 * kGi) << "both pods' bytes are untracked before the reserve";
+  }
+  uint64_t before = own();
+  ledger::Entry e = MakeEntry(pod, {0}, 4 * kGi);
+  e.model = "llama";
+  ASSERT_EQ(*store_->Reserve(Req("n1", e)), ReserveOutcome::kReserved);
+  EXPECT_EQ(own(), before + 1) << "the reserve was not taken from its answer";
+  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve under a per-pod usage report";
+  {
+    const ledger::Node* n = store_->Snapshot().value()->Find("n1");
+    ASSERT_EQ(n->entries.size(), 1u);
+    EXPECT_EQ(n->entries[0].used, 3 * kGi) << "the report's figure is the new entry's";
+    EXPECT_EQ(n->gpus[0].untracked, kGi) << "the reserved pod's bytes are no longer untracked";
+    EXPECT_EQ(n->models.count("llama"), 1u);
+  }
+
+  // The pod's own hold (the room an eviction made for it) is replaced by its
+  // reservation, one entry for the pod.
+  ledger::Entry hold = MakeEntry("held", {1}, 6 * kGi);
+  hold.state = ledger::EntryState::kHold;
+  ASSERT_EQ(*store_->HoldRoom("n2", {}, hold, 60'000), LedgerStore::HoldOutcome::kHeld);
+  RefreshAndCompare(*store_);
+  before = own();
+  ASSERT_EQ(*store_->Reserve(Req("n2", MakeEntry("held", {1}, 6 * kGi))), ReserveOutcome::kReserved);
+  EXPECT_EQ(own(), before + 1);
+  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve in place of the pod's own hold";
+  {
+    const ledger::Node* n = store_->Snapshot().value()->Find("n2");
+    ASSERT_EQ(n->entries.size(), 1u);
+    EXPECT_EQ(n->entries[0].state, ledger::EntryState::kReserved);
+  }
+
+  // A pod of higher priority takes the room of a lower-priority hold: the
+  // hold goes from the cache in the same step.
+  ledger::Entry low = MakeEntry("low", {0}, 8 * kGi);
+  low.state = ledger::EntryState::kHold;
+  ASSERT_EQ(*store_->HoldRoom("n3", {}, low, 60'000), LedgerStore::HoldOutcome::kHeld);
+  ledger::Entry older = MakeEntry("z-older", {1}, kGi);  // after "high" by UID, before it by age
+  older.created_ms = 1'000;
+  ASSERT_TRUE(store_->PutEntry("n3", older).ok());
+  RefreshAndCompare(*store_);
+  before = own();
+  ledger::Entry high = MakeEntry("high", {0}, 5 * kGi);
+  high.priority = 100;
+  ASSERT_EQ(*store_->Reserve(Req("n3", high)), ReserveOutcome::kReserved);
+  EXPECT_EQ(own(), before + 1);
+  EXPECT_EQ(RefreshAndCompare(*store_), '-') << "reserve that took a hold";
+  {
+    const ledger::Node* n = store_->Snapshot().value()->Find("n3");
+    ASSERT_EQ(n->entries.size(), 2u);
+    EXPECT_EQ(n->entries[0].pod_uid, "z-older") << "oldest first";
+    EXPECT_EQ(n->entries[1].pod_uid, "high");
+  }
 }
 
 // Many threads of one process reserve and mark bound at once while another

@@ -14,8 +14,14 @@
 -- fit_usage_counts, else U = A) and the peak rule holds on each once the
 -- demand is added (fit_peak_ok, P and V summed from the node's entries by
 -- fit_entry_peak).
--- Returns {'reserved', epoch, cap, alloc, used, models} (the new epoch as
---         '%d' and the node's four hashes after the write, HGETALL replies)
+-- Returns {'reserved', epoch, now, taken, v, ts}: the new epoch and the
+--         server time written as the entry's created_ms and the model's
+--         time (both '%d'), the uids of the holds taken (below), and the
+--         usage hash's "v" and "ts" ('' when absent). With them the caller's
+--         cache takes the write from its own copy of the node (store/
+--         snapshot_cache.h, ApplyOwnEntry): the entry it sent, the holds and
+--         the model, and whether the usage report's per-pod figures apply to
+--         the new entry, without this answer carrying the node's hashes.
 --       | {'moved', from} | {'held'} | {'conflict', node, state}
 --         ('held': the pod holds an entry here already, not a hold; a hold
 --         of the pod, here or on another node, is replaced: 'reserved' or
@@ -32,7 +38,7 @@
 -- Holds of pods of lower priority (ledger::MayTakeHold) on the named GPUs
 -- count like any entry; when the demand fits only without them, they are
 -- taken: removed in the same step as the reservation is written (their pods
--- wait again), and 'reserved' carries their uids as a 7th element.
+-- wait again), and 'reserved' carries their uids.
 local node, uid = ARGV[2], ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -198,8 +204,6 @@ if moved_from then
   bump(KEYS[7], KEYS[8], node, other)
   return {'moved', other}
 end
--- With the node's hashes as they are now, so that the caller's cache takes
--- this write from the answer instead of reading the node again.
 local epoch = bump(KEYS[7], KEYS[8], node)
-return {'reserved', string.format('%d', epoch), redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]),
-        redis.call('HGETALL', KEYS[4]), redis.call('HGETALL', KEYS[5]), taken}
+local uv = redis.call('HMGET', KEYS[4], 'v', 'ts')
+return {'reserved', string.format('%d', epoch), nowtext, taken, uv[1] or '', uv[2] or ''}
