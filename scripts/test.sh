@@ -17,7 +17,7 @@
 #                metadata under ASan) again under ASan+UBSan and under TSan, zero
 #                reports; canaries for ASan, UBSan, LSan and TSan, and the trees'
 #                binaries checked for instrumentation (scripts/sanitize.sh; clang
-#                trees build-asan, build-tsan, built in the background at nice 19
+#                trees build-asan, build-tsan, built in the background at nice 15
 #                while the testbed builds and CTest runs)
 #   fuzz         a short libFuzzer run of every fuzz target (scripts/fuzz.sh; build-asan)
 #   mutation     each deliberate bug of tests/mutations/*.patch applied to a scratch
