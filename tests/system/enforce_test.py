@@ -48,6 +48,9 @@ class EnforcementEndToEnd(AgentBesideVramd):
     @classmethod
     def setUpClass(cls):
         cls.w = Workdir().__enter__()
+        # A setUpClass that fails runs no tearDownClass: its redis and vramd
+        # would outlive the test (a second __exit__ after tearDownClass is a no-op).
+        cls.addClassCleanup(cls.w.__exit__, None, None, None)
         w = cls.w
         redis = w.redis()
         cfg = w.file("config.json", {
