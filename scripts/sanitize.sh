@@ -27,6 +27,7 @@
 #   SANITIZERS=tsan scripts/sanitize.sh      one of them (said loudly: not the full tier)
 #   SANITIZE_GTEST_FILTER='*Concurrent*' scripts/sanitize.sh
 #                                            a subset of the GoogleTest cases (said loudly)
+#   SANITIZE_JOBS=1 scripts/sanitize.sh     the runs one at a time (default: 3 at once)
 #   scripts/sanitize.sh --build-only         only build the trees, tests nothing
 #                                            (scripts/test.sh runs it in the
 #                                            background, niced, from CTest on; the
@@ -64,8 +65,9 @@ GTEST_FILTER_ARG=${SANITIZE_GTEST_FILTER:-"*"}
 # restart (store_loss_test), the agent pushing to vramd (agent_test), the
 # watchdog's and idle evictions (protection_test), queue admission and
 # reclaim (queues_test).
-E2E_UNDER_BOTH="store_loss_test agent_test protection_test queues_test"
-E2E_UNDER_ASAN="hostile_metadata_test $E2E_UNDER_BOTH"
+# (Longest first: each file is a run of its own in the pool below.)
+E2E_UNDER_BOTH="queues_test protection_test store_loss_test agent_test"
+E2E_UNDER_ASAN="$E2E_UNDER_BOTH hostile_metadata_test"
 E2E_UNDER_TSAN="$E2E_UNDER_BOTH"
 partial=()
 [[ "$GTEST_FILTER_ARG" != "*" ]] &&
@@ -85,6 +87,8 @@ work=$(mktemp -d /tmp/vramd-sanitize.XXXXXX)
 chmod 0755 "$work"
 install -m 0644 scripts/lib/tsan.supp "$work/tsan.supp"
 cleanup() {
+  local j
+  for j in $(jobs -p); do kill "$j" 2>/dev/null || true; done  # runs of the pool still going (an early exit)
   if [[ -f "$work/redis.pid" ]]; then
     pid=$(cat "$work/redis.pid")
     kill "$pid" 2>/dev/null || true
@@ -240,13 +244,14 @@ instrumented() {
 }
 
 # run NAME REPORT_DIR BINARY [gtest args]: the tests must pass and no process
-# (the test binary, or a vramd/vramctl it started) may leave a report.
-status=0
-summary=()
+# (the test binary, or a vramd/vramctl it started) may leave a report. Runs as
+# a job of the pool below: its summary line goes to $work/NAME.sum, a failure
+# leaves $work/NAME.failed, what it prints (a failure's details) is printed
+# after every job is done; one line goes to the terminal (fd 3) when it ends.
 run() {
   local name=$1 reports=$2
   shift 2
-  local t0 rc=0 log="$work/$name.log"
+  local t0 rc=0 log="$work/$name.log" summary=() status=0
   t0=$(date +%s)
   timeout "$TEST_TIMEOUT" "$@" >"$log" 2>&1 || rc=$?
   local n
@@ -266,38 +271,57 @@ run() {
       echo "--- $f"
       head -60 "$f"
     done
-    summary+=("$(printf '%-18s %6s tests  %4ss  exit %s, %s report(s)  FAILED' "$name" "${passed:-?}" \
+    summary+=("$(printf '%-30s %6s tests  %4ss  exit %s, %s report(s)  FAILED' "$name" "${passed:-?}" \
       "$(( $(date +%s) - t0 ))" "$rc" "$n")")
   else
-    summary+=("$(printf '%-18s %6s tests  %4ss  0 reports  ok' "$name" "${passed:-?}" "$(( $(date +%s) - t0 ))")")
+    summary+=("$(printf '%-30s %6s tests  %4ss  0 reports  ok' "$name" "${passed:-?}" "$(( $(date +%s) - t0 ))")")
   fi
+  printf '%s\n' "${summary[@]}" >"$work/$name.sum"
+  ((status == 0)) || touch "$work/$name.failed"
+  echo "sanitize.sh: $name finished in $(( $(date +%s) - t0 )) s ($( ((status == 0)) && echo clean || echo 'failed, details at the end'))" >&3
 }
 
-# tiers SAN DIR OPTIONS...: unit (ledger_tests, unit_tests), integration,
-# system and e2e tests of DIR
-# (the e2e files of E2E_UNDER_ASAN or E2E_UNDER_TSAN), each with its own
-# report directory.
+# The pool: the runs are mostly waiting (the e2e files on their testbeds,
+# the system tests on vramd; one after the other the runs took 942 s and
+# 5 CPU-minutes), so SANITIZE_JOBS of them (default 3) run at once (332 s),
+# each e2e file a run of its own. Each run has its own report directory, log
+# and testbed; the integration runs share the tier's Valkey as CTest's
+# parallel entries do.
+SANITIZE_JOBS=${SANITIZE_JOBS:-3}
+[[ "$SANITIZE_JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "sanitize.sh: SANITIZE_JOBS=$SANITIZE_JOBS is not a positive number"; exit 2; }
+exec 3>&1
+jobs_started=()
+submit() {
+  while (($(jobs -rp | wc -l) >= SANITIZE_JOBS)); do wait -n || true; done
+  jobs_started+=("$1")
+  run "$@" >"$work/$1.out" 2>&1 &
+}
+
+# tiers SAN DIR OPTIONS...: submits the runs of DIR to the pool: each e2e
+# file of E2E_UNDER_ASAN or E2E_UNDER_TSAN (the longest first), the
+# integration, system and unit tests (ledger_tests, unit_tests), each with its
+# own report directory.
 tiers() {
   local san=$1 dir=$2
   shift 2
-  local tier r opts list="ledger unit integration system e2e" e2e_files=$E2E_UNDER_ASAN
+  local job r opts e2e_files=$E2E_UNDER_ASAN
   [[ $san == tsan ]] && e2e_files=$E2E_UNDER_TSAN
-  for tier in $list; do
-    r="$work/reports-$san.$tier"
+  for job in $(printf 'e2e.%s ' $e2e_files) integration system unit ledger; do
+    r="$work/reports-$san.$job"
     mkdir -p "$r"
     chmod 1777 "$r"
     opts=()
     for o in "$@"; do opts+=("${o//@R@/$r}"); done
-    case $tier in
+    case $job in
       system)
-        run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
+        submit "$san.$job" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
           bash -c 'cd tests/system && python3 -m unittest discover -p "*_test.py" -v' ;;
-      e2e)
+      e2e.*)
         # The testbed passes the sanitizer options on to the vramd it starts
         # (tests/e2e/testbed.py clean_env); its Go servers ignore them.
-        run "$san.$tier" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
-          bash -c "cd tests/e2e && python3 -m unittest -v $e2e_files" ;;
-      *) run "$san.$tier" "$r" env "${opts[@]}" "$dir/bin/${tier}_tests" --gtest_filter="$GTEST_FILTER_ARG" ;;
+        submit "$san.$job" "$r" env "${opts[@]}" VRAMD_BIN_DIR="$PWD/$dir/bin" PYTHONUNBUFFERED=1 \
+          bash -c "cd tests/e2e && python3 -m unittest -v ${job#e2e.}" ;;
+      *) submit "$san.$job" "$r" env "${opts[@]}" "$dir/bin/${job}_tests" --gtest_filter="$GTEST_FILTER_ARG" ;;
     esac
   done
 }
@@ -308,6 +332,7 @@ asan_opts=("ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=@R@/asan"
 # scripts/lib/tsan.supp (copied to $work): false positives of uninstrumented libraries, each with its reason.
 tsan_opts=("TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=@R@/tsan:suppressions=$work/tsan.supp")
 
+status=0
 for s in $SANITIZERS; do
   t0=$(date +%s)
   case $s in
@@ -338,8 +363,21 @@ if ((build_only)); then
   exit 0
 fi
 
+wait  # every run of the pool
+summary=()
+for name in "${jobs_started[@]}"; do
+  if [[ -s "$work/$name.out" ]]; then echo; echo "== $name"; cat "$work/$name.out"; fi
+  if [[ -s "$work/$name.sum" ]]; then
+    mapfile -t -O "${#summary[@]}" summary <"$work/$name.sum"
+  else
+    summary+=("$(printf '%-30s  no result (the run itself failed)  FAILED' "$name")")
+    status=1
+  fi
+  [[ -e "$work/$name.failed" ]] && status=1
+done
+
 echo
-echo "== sanitizers =="
+echo "== sanitizers (runs side by side: SANITIZE_JOBS=$SANITIZE_JOBS) =="
 printf '%s\n' "${summary[@]}"
 if ((${#partial[@]})); then
   echo "!!! sanitize.sh: PARTIAL RUN: ${partial[*]}; this is not the full sanitizer tier"

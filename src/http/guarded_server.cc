@@ -121,7 +121,10 @@ class ConnStream final : public httplib::Stream {
     }
   }
 
+  // Before waiting for the client, what write() held goes out: it may be
+  // waiting for it (the interim "100 Continue" before its body).
   bool is_readable() const override {
+    if (!held_.empty() && !const_cast<ConnStream*>(this)->Flush()) return false;
     if (Buffered()) return true;
     return PollFd(fd_, POLLIN, PollTimeoutMs(SteadyClock::now(), read_deadline_, o_.read_timeout_ms)) > 0;
   }
@@ -131,6 +134,7 @@ class ConnStream final : public httplib::Stream {
   }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (!held_.empty() && !Flush()) return -1;
     if (pos_ == len_) {
       const bool direct = size >= buf_.size();  // a large read goes straight to the caller's buffer
       ssize_t n = Receive(direct ? ptr : buf_.data(), direct ? size : buf_.size());
@@ -145,6 +149,11 @@ class ConnStream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+  // httplib writes an answer's status line and headers, then its body, in
+  // two writes: two sends (two TLS records) and two wake-ups of the client
+  // per answer. The headers are held here and go out with the body, in one
+  // send when the body is small (kCoalesceMax), or alone before a large one
+  // or at the end of the request (Flush) when there is none.
   ssize_t write(const char* ptr, size_t size) override {
     if (size == 0) return 0;
     // A client that closed its side before its request was complete gets
@@ -154,7 +163,48 @@ class ConnStream final : public httplib::Stream {
       writing_ = true;
       write_deadline_ = conn::DeadlineAfter(SteadyClock::now(), o_.request_timeout_ms);
       if (on_first_write_) on_first_write_();
+      if (size <= kCoalesceMax) {
+        held_.assign(ptr, size);
+        return static_cast<ssize_t>(size);
+      }
     }
+    if (!held_.empty()) {
+      if (size <= kCoalesceMax) {
+        held_.append(ptr, size);
+        return Flush() ? static_cast<ssize_t>(size) : -1;
+      }
+      if (!Flush()) return -1;
+    }
+    return Send(ptr, size);
+  }
+
+  // Sends what write() held back; false when the connection failed.
+  bool Flush() {
+    size_t off = 0;
+    while (off < held_.size()) {
+      ssize_t n = Send(held_.data() + off, held_.size() - off);
+      if (n < 0) {
+        held_.clear();
+        return false;
+      }
+      off += static_cast<size_t>(n);
+    }
+    held_.clear();
+    return true;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  static constexpr size_t kCoalesceMax = 64 * 1024;
+
+  bool Buffered() const { return pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
+
+  // One send/SSL_write of up to `size` bytes, waiting as needed: the bytes
+  // written, or -1 on an error or timeout.
+  ssize_t Send(const char* ptr, size_t size) {
     for (;;) {
       short want = POLLOUT;
       if (ssl_ != nullptr) {
@@ -173,13 +223,6 @@ class ConnStream final : public httplib::Stream {
       if (!Wait(want, write_deadline_, o_.write_timeout_ms)) return -1;
     }
   }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
-  socket_t socket() const override { return fd_; }
-
- private:
-  bool Buffered() const { return pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
 
   // One recv/SSL_read, waiting as needed: >0 bytes, 0 end of stream, -1 error or timeout.
   ssize_t Receive(char* ptr, size_t size) {
@@ -226,6 +269,7 @@ class ConnStream final : public httplib::Stream {
   TimePoint read_deadline_ = conn::kNoDeadline;
   TimePoint write_deadline_ = conn::kNoDeadline;
   bool writing_ = false;
+  std::string held_;  // an answer's head, sent with its body (write)
   std::function<void()> on_first_write_;
   const char* timeout_ = nullptr;
   bool eof_ = false;  // the client ended its side during this request
@@ -547,6 +591,7 @@ void GuardedServer::Serve(int fd) {
       throw;
     }
     current_request = nullptr;
+    if (!strm.Flush()) ok = false;  // an answer without a body: its head
     for (auto& f : scope.at_end_) f();
     if (const char* t = strm.timeout()) {  // a slow client: answered 400 if it could be, and closed
       Closed(t);

@@ -110,6 +110,11 @@ class SlowClientsTest : public ::testing::Test {
       out.body = std::to_string(r.body.size());
       return out;
     });
+    server_->Route("GET", "/big", "big", [](const Request&) {
+      Reply r;
+      r.body.assign(200'000, 'b');
+      return r;
+    });
     server_->Route(
         "POST", "/small", "small", [](const Request&) { return Reply{}; }, RouteLimits{.max_body_bytes = 100});
     server_->Route(
@@ -282,6 +287,49 @@ TEST_F(SlowClientsTest, ARouteBodyLimitAnswers413BeforeTheBodyIsSent) {
   fd = Connect(port_);
   Send(fd, "POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
   EXPECT_NE(ReadAnswer(fd, 3000).find("200 OK"), std::string::npos);
+  close(fd);
+}
+
+// The server holds an answer's head to send it with its body (one send);
+// what it holds must still go out when the client waits for it.
+TEST_F(SlowClientsTest, AClientThatAsksFor100ContinueGetsItBeforeItSendsItsBody) {
+  Start(ServerOptions{});
+  int fd = Connect(port_);
+  Send(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  std::string interim = ReadAnswer(fd, 2000);  // no byte of the body sent yet
+  EXPECT_NE(interim.find("HTTP/1.1 100 Continue"), std::string::npos) << "no interim answer: '" << interim << "'";
+  Send(fd, "hello");
+  std::string a = ReadAnswer(fd, 3000);
+  EXPECT_NE(a.find("200 OK"), std::string::npos) << a;
+  EXPECT_EQ(a.substr(a.size() - 1), "5") << a;
+  close(fd);
+}
+
+TEST_F(SlowClientsTest, AnswersWithoutABodyAndLargerThanTheHeldHeadArriveWholeOnOneConnection) {
+  Start(ServerOptions{});
+  int fd = Connect(port_);
+  Send(fd, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string head;
+  for (auto until = Steady::now() + milliseconds(3000);
+       head.find("\r\n\r\n") == std::string::npos && Steady::now() < until;) {
+    pollfd p{fd, POLLIN, 0};
+    char buf[4096];
+    if (poll(&p, 1, 50) != 1) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    head.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << "the head of an answer without a body: '" << head << "'";
+  EXPECT_EQ(head.find("\r\n\r\n"), head.size() - 4) << head;
+  Send(fd, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string big = ReadAnswer(fd, 5000);
+  ASSERT_NE(big.find("\r\n\r\n"), std::string::npos) << big.substr(0, 200);
+  EXPECT_EQ(big.size() - big.find("\r\n\r\n") - 4, 200'000u);
+  EXPECT_EQ(big.find_first_not_of('b', big.find("\r\n\r\n") + 4), std::string::npos);
+  Send(fd, kGet);
+  std::string a = ReadAnswer(fd, 3000);
+  EXPECT_NE(a.find("200 OK"), std::string::npos) << a;
+  EXPECT_EQ(a.substr(a.size() - 2), "ok") << a;
   close(fd);
 }
 
