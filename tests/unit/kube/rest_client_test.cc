@@ -161,6 +161,29 @@ TEST_F(RestClientTest, BindPostsABindingWithTheBearerToken) {
       "target":{"apiVersion":"v1","kind":"Node","name":"ness-linux3"}})"));
 }
 
+// The Binding's body is written by hand (no json tree): annotations and
+// names with characters JSON must escape come out as valid JSON, equal to
+// what a JSON library makes of the same values.
+TEST_F(RestClientTest, BindCarriesItsAnnotationsEscapedInTheBinding) {
+  server_->Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
+                [&](const httplib::Request& req, httplib::Response& res) {
+                  Record(req);
+                  res.status = 201;
+                });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  const std::map<std::string, std::string> ann = {{"vramd.io/gpus", "0,3"},
+                                                  {"vramd.io/note", "quote \" back\\slash \n tab\t \x01 \xc3\xa9"},
+                                                  {"vramd.io/vram-per-gpu", "8589934592"}};
+  Status st = client->Bind("ml", "her\"mes", "uid-1", "ness-linux3", ann);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  json body = json::parse(Last().body);  // throws (fails) on invalid JSON
+  EXPECT_EQ(body, (json{{"apiVersion", "v1"},
+                        {"kind", "Binding"},
+                        {"metadata", {{"name", "her\"mes"}, {"namespace", "ml"}, {"uid", "uid-1"}, {"annotations", ann}}},
+                        {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "ness-linux3"}}}}));
+}
+
 TEST_F(RestClientTest, BindMapsApiErrors) {
   server_->Post(R"(/api/v1/namespaces/ml/pods/([^/]+)/binding)", [&](const httplib::Request& req,
                                                                      httplib::Response& res) {
