@@ -27,7 +27,7 @@ bool RefusalRecorder::Record(store::Refusal r) {
   last_queued_[r.uid] = now;
   if (r.nodes.size() > store::kMaxRefusalNodes) r.nodes.resize(store::kMaxRefusalNodes);
   queue_.push_back(std::move(r));
-  wake_.NotifyOne();
+  WakeLocked();
   return true;
 }
 
@@ -37,9 +37,20 @@ bool RefusalRecorder::Forget(const std::string& uid) {
   std::erase_if(queue_, [&](const store::Refusal& r) { return r.uid == uid; });
   last_queued_.erase(uid);
   forget_.push_back(uid);
-  wake_.NotifyOne();
+  WakeLocked();
   return true;
 }
+
+// The thread waits for a first item, then for the batch window or half a
+// queue: it is woken for those, not for every item (a wake per bind).
+void RefusalRecorder::WakeLocked() {
+  const size_t n = queue_.size() + forget_.size();
+  if (n == 1 || queue_.size() == Enough() || forget_.size() == Enough() || opts_.batch_window_ms <= 0) {
+    wake_.NotifyOne();
+  }
+}
+
+size_t RefusalRecorder::Enough() const { return std::max<size_t>(1, opts_.max_queued / 2); }
 
 void RefusalRecorder::Stop() {
   MutexLock l(&stop_mu_);
@@ -56,6 +67,13 @@ void RefusalRecorder::Run(std::stop_token st) {
       MutexLock l(&mu_);
       wake_.WaitFor(&l, st, std::chrono::hours(1),
                     [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !forget_.empty(); });
+      if (opts_.batch_window_ms > 0) {  // more of the same burst join this batch
+        const size_t enough = Enough();
+        wake_.WaitFor(&l, st, std::chrono::milliseconds(opts_.batch_window_ms),
+                      [this, enough]() EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                        return queue_.size() >= enough || forget_.size() >= enough;
+                      });
+      }
       last = st.stop_requested();
       if (last) stopped_ = true;  // nothing more is queued: this is the final batch
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));

@@ -120,8 +120,10 @@ int ConnectionTable::open() const {
   return admitted_;
 }
 
-WorkerPool::WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission)
-    : table_(table), keep_idle_(std::max(0, keep_idle)), refuse_(std::move(refuse)),
+WorkerPool::WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission,
+                       std::chrono::milliseconds linger)
+    : table_(table), keep_idle_(std::max(0, keep_idle)), linger_(std::max(std::chrono::milliseconds(0), linger)),
+      refuse_(std::move(refuse)),
       on_admission_(std::move(on_admission)) {}
 
 WorkerPool::~WorkerPool() { shutdown(); }
@@ -159,10 +161,22 @@ void WorkerPool::Work(std::list<std::thread>::iterator self, std::function<void(
     fn = nullptr;
     table_->Finished();
     MutexLock lock(&mu_);
-    if (shutdown_ || idle_ >= keep_idle_) break;
+    if (shutdown_) break;
     ++idle_;  // enqueue claims it back when it hands this thread a job
-    while (jobs_.empty() && !shutdown_) work_cv_.Wait(&lock);
-    if (jobs_.empty()) {  // shutdown
+    while (jobs_.empty() && !shutdown_) {
+      if (idle_ <= keep_idle_) {
+        work_cv_.Wait(&lock);
+        continue;
+      }
+      // More idle threads than kept: this one waits linger_ at most, and
+      // ends unless a connection came or others were handed one meanwhile.
+      if (linger_.count() > 0 &&
+          work_cv_.WaitFor(&lock, linger_, [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || shutdown_; })) {
+        continue;
+      }
+      if (idle_ > keep_idle_) break;
+    }
+    if (jobs_.empty()) {  // shutdown, or no connection within linger_
       --idle_;
       break;
     }

@@ -113,8 +113,11 @@ class ConnectionTable {
 
 // The TaskQueue httplib's accept loop hands each accepted socket to
 // (`fn` serves the socket and closes it). Admitted connections run on a
-// thread each: an idle one is reused, else a new one starts; at most
-// `keep_idle` idle threads wait for the next connection, the others end.
+// thread each: an idle one is reused, else a new one starts; `keep_idle`
+// idle threads wait for the next connection, and any more wait `linger`
+// before they end (kube-scheduler opens a new connection for about every
+// second bind under load: a thread started and ended per connection was 2 %
+// of vramd's CPU and a third of its system calls).
 // A refused connection is handed to `refuse` on the accept thread (which
 // closes it at once). shutdown() (the accept loop ended) waits for every
 // connection to end and joins every thread; the owner stops the table first
@@ -126,7 +129,8 @@ class WorkerPool : public httplib::TaskQueue {
   // connection no thread could be started for is refused.
   using Refuse = std::function<void(std::function<void()> fn)>;
   using OnAdmission = std::function<void(ConnectionTable::Admission)>;
-  WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission);
+  WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission,
+             std::chrono::milliseconds linger = std::chrono::seconds(30));
   ~WorkerPool() override;
 
   void enqueue(std::function<void()> fn) override;
@@ -138,6 +142,7 @@ class WorkerPool : public httplib::TaskQueue {
 
   ConnectionTable* table_;
   const int keep_idle_;
+  const std::chrono::milliseconds linger_;
   Refuse refuse_;
   OnAdmission on_admission_;
   Mutex mu_;

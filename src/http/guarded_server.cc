@@ -193,14 +193,31 @@ class ConnStream final : public httplib::Stream {
     return true;
   }
 
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(fd_, true, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(fd_, false, ip, port); }
+  // httplib asks for both addresses on every request: looked up once per
+  // connection (two system calls and two getnameinfo per request before).
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Cached(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Cached(false, ip, port); }
   socket_t socket() const override { return fd_; }
 
  private:
   static constexpr size_t kCoalesceMax = 64 * 1024;
 
   bool Buffered() const { return pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
+
+  struct Endpoint {
+    bool known = false;
+    std::string ip;
+    int port = 0;
+  };
+  void Cached(bool peer, std::string& ip, int& port) const {
+    Endpoint& e = peer ? peer_ : local_;
+    if (!e.known) {
+      Address(fd_, peer, e.ip, e.port);
+      e.known = true;
+    }
+    ip = e.ip;
+    port = e.port;
+  }
 
   // One send/SSL_write of up to `size` bytes, waiting as needed: the bytes
   // written, or -1 on an error or timeout.
@@ -270,6 +287,7 @@ class ConnStream final : public httplib::Stream {
   TimePoint write_deadline_ = conn::kNoDeadline;
   bool writing_ = false;
   std::string held_;  // an answer's head, sent with its body (write)
+  mutable Endpoint peer_, local_;  // the connection's addresses, once asked for
   std::function<void()> on_first_write_;
   const char* timeout_ = nullptr;
   bool eof_ = false;  // the client ended its side during this request

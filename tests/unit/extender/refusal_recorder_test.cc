@@ -4,10 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_ledger_store.h"
+#include "vramd/mutex.h"
 
 namespace vramd::extender {
 namespace {
@@ -89,6 +92,42 @@ TEST(RefusalRecorder, KeepsAtMostTheMaximumOfNodes) {
   ASSERT_EQ(rs->size(), 1u);
   EXPECT_EQ((*rs)[0].nodes.size(), store::kMaxRefusalNodes);
   EXPECT_EQ((*rs)[0].ts_ms, store.now_ms);
+}
+
+// Forgets that come within the batch window are written in one round trip.
+class CountingStore : public FakeLedgerStore {
+ public:
+  Status ForgetRefusals(const std::vector<std::string>& uids) override {
+    {
+      MutexLock l(&mu);
+      calls.push_back(uids);
+    }
+    return FakeLedgerStore::ForgetRefusals(uids);
+  }
+  std::vector<std::vector<std::string>> Calls() {
+    MutexLock l(&mu);
+    return calls;
+  }
+  Mutex mu;
+  std::vector<std::vector<std::string>> calls GUARDED_BY(mu);
+};
+
+TEST(RefusalRecorder, ForgetsWithinTheBatchWindowAreWrittenInOneRoundTrip) {
+  CountingStore store;
+  FakeClock clock;
+  RefusalRecorderOptions opts;
+  opts.batch_window_ms = 1000;
+  RefusalRecorder rec(&store, &clock, opts);
+  ASSERT_TRUE(rec.Forget("a"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the thread woke for "a" long ago
+  ASSERT_TRUE(rec.Forget("b"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (store.Calls().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  rec.Stop();
+  EXPECT_EQ(store.Calls(), (std::vector<std::vector<std::string>>{{"a", "b"}}))
+      << "a forget was written on its own instead of waiting for the rest of its burst";
 }
 
 // A store whose RecordRefusals waits until released: the queue fills meanwhile.

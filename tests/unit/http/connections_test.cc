@@ -8,7 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "http/json_views.h"
 
@@ -148,6 +153,47 @@ TEST(ConnectionTable, AConnectionAdmittedButNotRegisteredYetCannotBeEvicted) {
   EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kRefused);
   t.Finished();
   EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+}
+
+// Two bursts of `n` connections held open together, one after the other;
+// returns how many threads the second burst started (a thread_local tells
+// a reused thread from a new one, whatever ids the system hands out).
+int ThreadsStartedBySecondBurst(int keep_idle, milliseconds linger, int n) {
+  ConnectionTable table(64);
+  WorkerPool pool(&table, keep_idle, [](std::function<void()>) {}, nullptr, linger);
+  std::atomic<int> started{0};
+  auto burst = [&] {
+    std::atomic<int> in{0};
+    std::atomic<bool> release{false};
+    for (int i = 0; i < n; ++i) {
+      pool.enqueue([&] {
+        thread_local bool seen = false;
+        if (!std::exchange(seen, true)) started.fetch_add(1);
+        in.fetch_add(1);
+        while (!release.load()) std::this_thread::sleep_for(milliseconds(1));
+      });
+    }
+    const auto until = std::chrono::steady_clock::now() + seconds(10);
+    while (in.load() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    EXPECT_EQ(in.load(), n) << "the connections were not served side by side";
+    release = true;
+    while (table.open() > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    std::this_thread::sleep_for(milliseconds(50));  // the threads go back to waiting
+  };
+  burst();
+  const int first = started.load();
+  EXPECT_EQ(first, n);
+  burst();
+  pool.shutdown();
+  return started.load() - first;
+}
+
+TEST(WorkerPool, ThreadsBeyondTheKeptIdleOnesWaitTheirLingerForTheNextBurst) {
+  EXPECT_EQ(ThreadsStartedBySecondBurst(/*keep_idle=*/1, seconds(10), 4), 0)
+      << "the second burst started threads: the first burst's ended instead of lingering";
+  // Without a linger, only the kept one is reused (what kube-scheduler's
+  // connection churn cost before).
+  EXPECT_EQ(ThreadsStartedBySecondBurst(/*keep_idle=*/1, milliseconds(0), 4), 3);
 }
 
 TEST(ConnectionTable, StopWakesIdleConnectionsAndLetsRequestsUnderWayFinish) {
