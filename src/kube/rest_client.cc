@@ -19,6 +19,7 @@
 
 #include "kube/api_status.h"
 #include "kube/api_url.h"
+#include "kube/client_stream.h"
 #include "kube/json_decode.h"
 #include "kube/token_source.h"
 #include "kube/watch_stream.h"
@@ -447,12 +448,12 @@ class RestClient final : public KubeClient, public SecretClient, public SecretRe
   std::unique_ptr<httplib::ClientImpl> NewHttpClient(std::chrono::milliseconds read_timeout) const {
     std::unique_ptr<httplib::ClientImpl> c;
     if (endpoint_.tls) {
-      auto ssl = std::make_unique<httplib::SSLClient>(endpoint_.host, endpoint_.port);
+      auto ssl = std::make_unique<CoalescingClient<httplib::SSLClient>>(endpoint_.host, endpoint_.port);
       if (!ca_file_.empty()) ssl->set_ca_cert_path(ca_file_);
       ssl->enable_server_certificate_verification(true);
       c = std::move(ssl);
     } else {
-      c = std::make_unique<httplib::ClientImpl>(endpoint_.host, endpoint_.port);
+      c = std::make_unique<CoalescingClient<httplib::ClientImpl>>(endpoint_.host, endpoint_.port);
     }
     const std::chrono::milliseconds timeout(opts_.timeout_ms);
     SetTimeout(timeout, [&](time_t s, time_t us) { c->set_connection_timeout(s, us); });
