@@ -56,7 +56,7 @@ bool ClientStream::Wait(short events, int ms) const {
 
 bool ClientStream::is_readable() const {
   if (!const_cast<ClientStream*>(this)->Flush()) return false;  // the request goes out before its answer is awaited
-  if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
+  if (ssl_ != nullptr && SSL_has_pending(ssl_) == 1) return true;
   return Wait(POLLIN, read_ms_);
 }
 
@@ -74,7 +74,7 @@ ssize_t ClientStream::read(char* ptr, size_t size) {
       if ((errno != EAGAIN && errno != EWOULDBLOCK) || !Wait(POLLIN, read_ms_)) return -1;
     }
   }
-  if (SSL_pending(ssl_) <= 0 && !Wait(POLLIN, read_ms_)) return -1;
+  if (SSL_has_pending(ssl_) != 1 && !Wait(POLLIN, read_ms_)) return -1;
   for (;;) {
     ERR_clear_error();
     const int r = SSL_read(ssl_, ptr, n);

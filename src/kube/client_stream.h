@@ -57,6 +57,9 @@ class CoalescingClient final : public Base {
  private:
   bool process_socket(const typename Base::Socket& socket,
                       std::function<bool(httplib::Stream& strm)> callback) override {
+    // With read-ahead, OpenSSL reads what has arrived in one read instead of
+    // a record's header and its body in two (the stream asks SSL_has_pending).
+    if (socket.ssl != nullptr) SSL_set_read_ahead(socket.ssl, 1);
     ClientStream strm(socket.sock, socket.ssl, TimeoutMs(this->read_timeout_sec_, this->read_timeout_usec_),
                       TimeoutMs(this->write_timeout_sec_, this->write_timeout_usec_));
     const bool ok = callback(strm);
