@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -17,6 +16,7 @@
 #include <ctime>
 
 #include "vramd/metrics/thread_guard.h"
+#include "vramd/socket_address.h"
 
 namespace vramd::http {
 
@@ -48,21 +48,6 @@ int PollFd(int fd, short events, int timeout_ms) {
     int r = ::poll(&p, 1, timeout_ms);
     if (r < 0 && errno == EINTR) continue;
     return r;
-  }
-}
-
-void Address(int fd, bool peer, std::string& ip, int& port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-               : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (r != 0) return;
-  std::array<char, NI_MAXHOST> host{};
-  std::array<char, NI_MAXSERV> serv{};
-  if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host.data(), host.size(), serv.data(), serv.size(),
-                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
-    ip = host.data();
-    port = std::atoi(serv.data());
   }
 }
 
@@ -212,7 +197,7 @@ class ConnStream final : public httplib::Stream {
   void Cached(bool peer, std::string& ip, int& port) const {
     Endpoint& e = peer ? peer_ : local_;
     if (!e.known) {
-      Address(fd_, peer, e.ip, e.port);
+      SocketAddress(fd_, peer, e.ip, e.port);
       e.known = true;
     }
     ip = e.ip;

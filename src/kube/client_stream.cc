@@ -1,16 +1,15 @@
 #include "kube/client_stream.h"
 
-#include <netdb.h>
 #include <openssl/err.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
+
+#include "vramd/socket_address.h"
 
 namespace vramd::kube {
 namespace {
@@ -20,21 +19,6 @@ using Steady = std::chrono::steady_clock;
 int LeftMs(Steady::time_point until) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Steady::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
-}
-
-void Address(int fd, bool peer, std::string& ip, int& port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  const int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                     : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (r != 0) return;
-  std::array<char, NI_MAXHOST> host{};
-  std::array<char, NI_MAXSERV> serv{};
-  if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host.data(), host.size(), serv.data(), serv.size(),
-                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
-    ip = host.data();
-    port = std::atoi(serv.data());
-  }
 }
 
 }  // namespace
@@ -126,7 +110,7 @@ bool ClientStream::Flush() {
   return ok;
 }
 
-void ClientStream::get_remote_ip_and_port(std::string& ip, int& port) const { Address(fd_, true, ip, port); }
-void ClientStream::get_local_ip_and_port(std::string& ip, int& port) const { Address(fd_, false, ip, port); }
+void ClientStream::get_remote_ip_and_port(std::string& ip, int& port) const { SocketAddress(fd_, true, ip, port); }
+void ClientStream::get_local_ip_and_port(std::string& ip, int& port) const { SocketAddress(fd_, false, ip, port); }
 
 }  // namespace vramd::kube
