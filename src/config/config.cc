@@ -221,7 +221,8 @@ std::vector<Key> BuildKeys() {
                         }));
   k.push_back(IntKey("http_threads", "--http-threads", "VRAMD_HTTP_THREADS",
                      "idle HTTP worker threads kept per listener for the next connections (each open "
-                     "connection has a thread of its own)",
+                     "connection has a thread of its own; idle threads beyond these wait 30 s for a connection "
+                     "before they end)",
                      &Config::http_threads, 1, 256));
   k.push_back(IntKey("http_max_connections", "--http-max-connections", "VRAMD_HTTP_MAX_CONNECTIONS",
                      "connections each listener serves at once; a new one beyond closes the connection that has "
