@@ -3,7 +3,8 @@
 #   asan  AddressSanitizer (+ LeakSanitizer) and UndefinedBehaviorSanitizer
 #         (build-asan/, clang; the same tree holds the fuzz targets)
 #   tsan  ThreadSanitizer (build-tsan/, clang)
-# Each runs every unit test, every integration test and the system tests
+# Each runs every unit test (TSan: but the pure core's ledger_tests, which
+# start no thread), every integration test and the system tests
 # (tests/system: the real vramd binary against redis-server), and e2e files
 # against the real kube-apiserver and kube-scheduler (tests/e2e: vramd's
 # threads as only a real cluster drives them: reconcile passes, the pod/node
@@ -69,6 +70,13 @@ GTEST_FILTER_ARG=${SANITIZE_GTEST_FILTER:-"*"}
 E2E_UNDER_BOTH="queues_test protection_test store_loss_test agent_test"
 E2E_UNDER_ASAN="$E2E_UNDER_BOTH hostile_metadata_test"
 E2E_UNDER_TSAN="$E2E_UNDER_BOTH"
+# The GoogleTest programs each tree builds and runs. ledger_tests (the pure
+# core: fit, placement, queues, protection rules) starts no thread, so TSan
+# has nothing to watch there: only the ASan tree builds and runs it.
+TESTS_UNDER_ASAN="integration_tests unit_tests ledger_tests"
+TESTS_UNDER_TSAN="integration_tests unit_tests"
+# test_programs SAN: the GoogleTest programs of that sanitizer's tree.
+test_programs() { if [[ $1 == tsan || $1 == thread ]]; then echo "$TESTS_UNDER_TSAN"; else echo "$TESTS_UNDER_ASAN"; fi; }
 partial=()
 [[ "$GTEST_FILTER_ARG" != "*" ]] &&
   partial+=("only the GoogleTest cases matching SANITIZE_GTEST_FILTER='$GTEST_FILTER_ARG'")
@@ -105,7 +113,9 @@ fi
 
 # build DIR SANITIZE: configure once (cached), build only the tiers' binaries.
 build() {
-  local dir=$1 san=$2 lock
+  local dir=$1 san=$2 lock b
+  local -a progs
+  read -r -a progs <<<"$(test_programs "$san")"
   # One build of a tree at a time: scripts/test.sh builds both trees in the
   # background (--build-only) while CTest runs, and this run may reach a tree
   # before that build is done: it waits for it here, then finds little or
@@ -115,13 +125,13 @@ build() {
   flock 9
   configure_sanitized "$dir" "$san"
   # vramd-agent and the fake NVML libraries: the system tests run the agent.
-  if ! cmake --build "$dir" -j"$(nproc)" --target ledger_tests unit_tests integration_tests vramd vramctl vramd-agent \
+  if ! cmake --build "$dir" -j"$(nproc)" --target "${progs[@]}" vramd vramctl vramd-agent \
       fake_nvml fake_nvml_legacy fake_nvml_r615 >"$dir/sanitize-build.log" 2>&1; then
     grep -v -e '^\[' -e '^gmake' -e '^-- ' "$dir/sanitize-build.log" | tail -60
     echo "sanitize.sh: building $dir failed (log: $dir/sanitize-build.log)"
     return 1
   fi
-  for b in ledger_tests unit_tests integration_tests vramd vramctl vramd-agent; do
+  for b in "${progs[@]}" vramd vramctl vramd-agent; do
     [[ -x "$dir/bin/$b" ]] || { echo "sanitize.sh: $dir/bin/$b did not build"; return 1; }
   done
   exec 9>&-
@@ -215,7 +225,7 @@ instrumented() {
   local -A has=()
   local f p
   local -a bins=()
-  for b in vramd vramctl vramd-agent ledger_tests unit_tests integration_tests; do
+  for b in vramd vramctl vramd-agent $(test_programs "$san"); do
     if [[ -x "$dir/bin/$b" ]]; then bins+=("$dir/bin/$b"); else missing+=("$dir/bin/$b is missing"); fi
   done
   while read -r f p; do has["$f $p"]=1; done < <(((${#bins[@]})) && prefixes --defined-only "${bins[@]}")
@@ -239,7 +249,7 @@ instrumented() {
     echo "sanitize.sh: $dir fails the $san instrumentation check (${#missing[@]} problem(s)): its tests would prove nothing"
     return 1
   fi
-  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, vramd-agent, ledger_tests, unit_tests and integration_tests" \
+  echo "sanitize.sh: $dir is instrumented for $san: vramd, vramctl, vramd-agent, $(test_programs "$san" | sed 's/ /, /g')" \
     "link the runtime; all ${#objs[@]} object files of vramd call ${want[*]}"
 }
 
@@ -299,14 +309,15 @@ submit() {
 
 # tiers SAN DIR OPTIONS...: submits the runs of DIR to the pool: each e2e
 # file of E2E_UNDER_ASAN or E2E_UNDER_TSAN (the longest first), the
-# integration, system and unit tests (ledger_tests, unit_tests), each with its
+# integration, system and unit tests (TESTS_UNDER_ASAN or _TSAN), each with its
 # own report directory.
 tiers() {
   local san=$1 dir=$2
   shift 2
   local job r opts e2e_files=$E2E_UNDER_ASAN
   [[ $san == tsan ]] && e2e_files=$E2E_UNDER_TSAN
-  for job in $(printf 'e2e.%s ' $e2e_files) integration system unit ledger; do
+  # The longest first: the e2e files, integration, system, unit (ledger).
+  for job in $(printf 'e2e.%s ' $e2e_files) $(test_programs "$san" | sed 's/_tests//g; s/^integration /integration system /'); do
     r="$work/reports-$san.$job"
     mkdir -p "$r"
     chmod 1777 "$r"
