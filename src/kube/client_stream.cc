@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstring>
 
 #include "vramd/socket_address.h"
 
@@ -40,6 +41,7 @@ bool ClientStream::Wait(short events, int ms) const {
 
 bool ClientStream::is_readable() const {
   if (!const_cast<ClientStream*>(this)->Flush()) return false;  // the request goes out before its answer is awaited
+  if (Unread() > 0) return true;
   if (ssl_ != nullptr && SSL_has_pending(ssl_) == 1) return true;
   return Wait(POLLIN, read_ms_);
 }
@@ -48,6 +50,22 @@ bool ClientStream::is_writable() const { return Wait(POLLOUT, write_ms_); }
 
 ssize_t ClientStream::read(char* ptr, size_t size) {
   if (!Flush()) return -1;
+  if (size == 0) return 0;
+  if (Unread() == 0) {
+    // A large read goes straight to the caller's buffer.
+    if (size >= in_.size()) return ReadSome(ptr, size);
+    const ssize_t r = ReadSome(in_.data(), in_.size());
+    if (r <= 0) return r;
+    in_pos_ = 0;
+    in_len_ = static_cast<size_t>(r);
+  }
+  const size_t n = std::min(size, Unread());
+  std::memcpy(ptr, in_.data() + in_pos_, n);
+  in_pos_ += n;
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t ClientStream::ReadSome(char* ptr, size_t size) {
   const int n = static_cast<int>(std::min<size_t>(size, INT_MAX));
   if (ssl_ == nullptr) {
     if (!Wait(POLLIN, read_ms_)) return -1;
