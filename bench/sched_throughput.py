@@ -30,10 +30,12 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import socket
 import ssl
 import statistics
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -332,6 +334,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--scheduler-qps", default="default")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--slow-round-s", type=float, default=10.0,
+                    help="a vramd round whose first->last bind takes longer keeps vramd's and kube-scheduler's "
+                         "logs in a directory under /tmp (printed), for finding what waited")
     ap.add_argument("--vramd-http-threads", type=int, default=0,
                     help="vramd's http_threads, and the echo's worker threads (default: vramd's own "
                          "default, 8, for both)")
@@ -424,6 +429,13 @@ def main() -> int:
                 extra = {"vramd": vramd.popen.pid} if vramd else ({"echo": echo.pid} if "echo" in label else {})
                 r = run_round(tb, label, ns, a.pods, extenders, overrides, a.timeout, ext_overrides, extra,
                               a.perf if (a.perf and label == "with" and rnd == 0) else None)
+                if vramd and r["first_to_last_s"] > a.slow_round_s:
+                    keep = tempfile.mkdtemp(prefix=f"sched-slow-{ns}-", dir="/tmp")
+                    for proc in (vramd, tb.procs.get("kube-scheduler")):
+                        if proc is not None and os.path.exists(proc.log_path):
+                            shutil.copy(proc.log_path, keep)
+                    print(f"  SLOW ROUND: first->last {r['first_to_last_s']:.1f} s > {a.slow_round_s:g} s; "
+                          f"vramd's and kube-scheduler's logs kept in {keep}", flush=True)
                 if a.api_requests:
                     r["api_requests"] = api_delta(api_before, api_requests(tb))
                     print(f"  API requests (pod creation included): {r['api_requests']}", flush=True)
