@@ -17,7 +17,7 @@ from scheduler start to the last bind is reported too. Bench only: never run by
 the test command.
 
     python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
-        [--scheduler-qps default|N] [--vramd-http-threads N] [--api-requests] [--rotate] [--json FILE]
+        [--scheduler-qps default|N] [--vramd-http-threads N] [--vramd-args FLAGS] [--api-requests] [--rotate] [--json FILE]
 
 --scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
 with the default (qps 50) the scheduler's own Binding POSTs are throttled,
@@ -30,6 +30,7 @@ import argparse
 import http.client
 import json
 import os
+import shlex
 import shutil
 import socket
 import ssl
@@ -221,6 +222,12 @@ def verb_latency(vramd_url: str) -> dict:
     m = re.search(r'^vramd_watch_binds_accounted_total(?:\{\})? (\S+)', text, re.M)
     out["reconcile_passes"] = {"count": int(passes), "mean_ms": 0.0}
     out["binds_accounted"] = {"count": int(float(m.group(1))) if m else 0, "mean_ms": 0.0}
+    # Connections vramd refused (every one being answered) or closed to admit
+    # new ones: each can cost kube-scheduler a failed call and a requeued pod.
+    for reason in ("refused", "evicted"):
+        n = sum(float(v) for v in re.findall(
+            r'^vramd_http_connections_closed_total\{[^}]*reason="%s"[^}]*\} (\S+)' % reason, text, re.M))
+        out["conns_" + reason] = {"count": int(n), "mean_ms": 0.0}
     return out
 
 
@@ -340,6 +347,8 @@ def main() -> int:
     ap.add_argument("--vramd-http-threads", type=int, default=0,
                     help="vramd's http_threads, and the echo's worker threads (default: vramd's own "
                          "default, 8, for both)")
+    ap.add_argument("--vramd-args", default="",
+                    help="more command-line flags for vramd, one string (e.g. '--kube-max-connections 64')")
     ap.add_argument("--echo-extender", action="store_true",
                     help="add a round with the do-nothing simdjson echo (bench/baseline_server) as "
                          "filter + prioritize extender: kube-scheduler's own cost of calling an extender")
@@ -413,7 +422,7 @@ def main() -> int:
                 # then freed on deletion, with node nudges) and load both rounds.
                 vramd = None
                 if label == "with":
-                    vramd = start_vramd(tb, config=vcfg)
+                    vramd = start_vramd(tb, config=vcfg, extra_args=shlex.split(a.vramd_args))
                     wait_ledger_nodes(tb, vramd, names, timeout=60 + a.nodes / 50)
                 extenders = [vramd.url + "/scheduler"] if vramd else []
                 ext_overrides = None
@@ -486,7 +495,7 @@ def main() -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rounds": results, "median": med, "ratio": ratio, "scheduler_qps": a.scheduler_qps,
-                       "vramd_http_threads": a.vramd_http_threads or "default",
+                       "vramd_http_threads": a.vramd_http_threads or "default", "vramd_args": a.vramd_args,
                        "nodes": a.nodes, "pods": a.pods}, f, indent=1)
     return 0
 

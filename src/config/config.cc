@@ -226,9 +226,14 @@ std::vector<Key> BuildKeys() {
                      &Config::http_threads, 1, 256));
   k.push_back(IntKey("http_max_connections", "--http-max-connections", "VRAMD_HTTP_MAX_CONNECTIONS",
                      "connections each listener serves at once; a new one beyond closes the connection that has "
-                     "waited longest on its client (idle, or still sending its request), or is refused when "
-                     "every one is being answered",
+                     "waited longest on its client (idle, or still sending its request), or, when every one is "
+                     "being answered, waits http_admission_wait_ms for one to end and is then refused",
                      &Config::http_max_connections, 1, 16384));
+  k.push_back(IntKey("http_admission_wait_ms", "--http-admission-wait-ms", "VRAMD_HTTP_ADMISSION_WAIT_MS",
+                     "how long a new connection waits at http_max_connections, every connection being answered, "
+                     "for one to end before it is refused (503); later connections wait in the listen backlog "
+                     "meanwhile; 0: refused at once",
+                     &Config::http_admission_wait_ms, 0, 60'000));
   k.push_back(BytesKey("max_body_bytes", "--max-body-bytes", "VRAMD_MAX_BODY_BYTES",
                        "request bodies above this are answered 413", &Config::max_body_bytes));
   k.push_back(IntKey("read_timeout_ms", "--read-timeout-ms", "VRAMD_READ_TIMEOUT_MS",
@@ -403,6 +408,10 @@ std::vector<Key> BuildKeys() {
                         &Config::kube_ca_file));
   k.push_back(IntKey("kube.timeout_ms", "--kube-timeout-ms", "VRAMD_KUBE_TIMEOUT_MS",
                      "timeout of one Kubernetes API call", &Config::kube_timeout_ms, 100, 60'000));
+  k.push_back(IntKey("kube.max_connections", "--kube-max-connections", "VRAMD_KUBE_MAX_CONNECTIONS",
+                     "kept-alive connections to the API server for calls other than watches (binds, patches, "
+                     "evictions, lists); a call waits at most kube.timeout_ms for a free one",
+                     &Config::kube_max_connections, 1, 1024));
   k.push_back(IntKey("node_sync_interval_ms", "--node-sync-interval-ms", "VRAMD_NODE_SYNC_INTERVAL_MS",
                      "how often node capacities are read from Kubernetes", &Config::node_sync_interval_ms, 100,
                      3'600'000));

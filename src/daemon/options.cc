@@ -27,6 +27,7 @@ kube::Options KubeOptionsFrom(const config::Config& cfg) {
   k.ca_file = cfg.kube_ca_file;
   k.resource_name = cfg.resource_name;
   k.timeout_ms = cfg.kube_timeout_ms;
+  k.max_connections = cfg.kube_max_connections;
   return k;
 }
 
@@ -47,6 +48,7 @@ Result<http::ServerOptions> ServerOptionsFrom(const config::Config& cfg) {
   if (Status st = http::ParseListen(cfg.listen, &s.host, &s.port); !st.ok()) return st;
   s.threads = cfg.http_threads;
   s.max_connections = cfg.http_max_connections;
+  s.admission_wait_ms = cfg.http_admission_wait_ms;
   s.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   s.read_timeout_ms = cfg.read_timeout_ms;
   s.request_timeout_ms = cfg.http_request_timeout_ms;

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <limits>
 #include <system_error>
 
@@ -22,14 +23,23 @@ TimePoint DeadlineAfter(TimePoint now, int64_t ms) {
   return now + std::chrono::milliseconds(ms);
 }
 
-int PickVictim(const std::vector<ConnView>& conns) {
+int PickVictim(const std::vector<ConnView>& conns, TimePoint now) {
   int best = -1;
   for (size_t i = 0; i < conns.size(); ++i) {
     const ConnView& c = conns[i];
-    if (c.evicted || c.state == State::kBusy) continue;
+    if (c.evicted || c.state == State::kBusy || now - c.since < kEvictableAfter) continue;
     if (best < 0 || c.since < conns[static_cast<size_t>(best)].since) best = static_cast<int>(i);
   }
   return best;
+}
+
+TimePoint NextEvictable(const std::vector<ConnView>& conns, TimePoint now) {
+  TimePoint next = kNoDeadline;
+  for (const ConnView& c : conns) {
+    if (c.evicted || c.state == State::kBusy || now - c.since >= kEvictableAfter) continue;
+    next = std::min(next, c.since + kEvictableAfter);
+  }
+  return next;
 }
 
 bool IsLastRequest(int served, TimePoint opened, TimePoint now, int max_requests, int64_t max_age_ms) {
@@ -38,8 +48,32 @@ bool IsLastRequest(int served, TimePoint opened, TimePoint now, int max_requests
   return false;
 }
 
-ConnectionTable::Admission ConnectionTable::Admit() {
+ConnectionTable::Admission ConnectionTable::Admit(std::chrono::milliseconds wait, bool* waited) {
   MutexLock lock(&mu_);
+  if (waited != nullptr) *waited = false;
+  TimePoint now = SteadyClock::now();
+  TimePoint retry_at = kNoDeadline;
+  Admission a = TryAdmitLocked(now, &retry_at);
+  if (a != Admission::kRefused || wait.count() <= 0 || stopping_) return a;
+  if (waited != nullptr) *waited = true;
+  const TimePoint deadline = now + wait;
+  ++admit_waiting_;
+  // Woken when a connection ends or stops being answered, or when one just
+  // accepted is old enough to be closed; spurious wakes only try again.
+  while (a == Admission::kRefused && !stopping_ && now < deadline) {
+    room_cv_.WaitUntil(&lock, std::min(deadline, retry_at));
+    now = SteadyClock::now();
+    a = TryAdmitLocked(now, &retry_at);
+  }
+  --admit_waiting_;
+  return a;
+}
+
+void ConnectionTable::WakeAdmitLocked() {
+  if (admit_waiting_ > 0) room_cv_.NotifyAll();
+}
+
+ConnectionTable::Admission ConnectionTable::TryAdmitLocked(TimePoint now, TimePoint* retry_at) {
   if (admitted_ - evicting_ < max_) {
     ++admitted_;
     return Admission::kAdmitted;
@@ -51,8 +85,11 @@ ConnectionTable::Admission ConnectionTable::Admit() {
     views.push_back(it->second.view);
     its.push_back(it);
   }
-  int victim = PickVictim(views);
-  if (victim < 0) return Admission::kRefused;
+  int victim = PickVictim(views, now);
+  if (victim < 0) {
+    if (retry_at != nullptr) *retry_at = NextEvictable(views, now);
+    return Admission::kRefused;
+  }
   Entry& e = its[static_cast<size_t>(victim)]->second;
   e.view.evicted = true;
   ++evicting_;
@@ -65,6 +102,7 @@ ConnectionTable::Admission ConnectionTable::Admit() {
 void ConnectionTable::Finished() {
   MutexLock lock(&mu_);
   --admitted_;
+  WakeAdmitLocked();
 }
 
 uint64_t ConnectionTable::Register(int fd, State state, TimePoint now) {
@@ -83,6 +121,8 @@ bool ConnectionTable::Set(uint64_t id, State state, TimePoint now) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return false;
   if (it->second.view.state != state) {
+    // An answered connection that now waits on its client may be evicted.
+    if (it->second.view.state == State::kBusy) WakeAdmitLocked();
     it->second.view.state = state;
     it->second.view.since = now;
   }
@@ -103,6 +143,7 @@ bool ConnectionTable::Unregister(uint64_t id) {
 void ConnectionTable::Stop() {
   MutexLock lock(&mu_);
   stopping_ = true;
+  WakeAdmitLocked();
   for (auto& [id, e] : entries_) {
     // Waiting for a next request (or a first one), or in its TLS handshake:
     // no request under way, so it ends now.
@@ -121,15 +162,17 @@ int ConnectionTable::open() const {
 }
 
 WorkerPool::WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission,
-                       std::chrono::milliseconds linger)
+                       std::chrono::milliseconds linger, std::chrono::milliseconds admission_wait)
     : table_(table), keep_idle_(std::max(0, keep_idle)), linger_(std::max(std::chrono::milliseconds(0), linger)),
+      admission_wait_(std::max(std::chrono::milliseconds(0), admission_wait)),
       refuse_(std::move(refuse)),
       on_admission_(std::move(on_admission)) {}
 
 WorkerPool::~WorkerPool() { shutdown(); }
 
 void WorkerPool::enqueue(std::function<void()> fn) {
-  ConnectionTable::Admission a = table_->Admit();
+  bool waited = false;
+  ConnectionTable::Admission a = table_->Admit(admission_wait_, &waited);
   std::vector<std::thread> ended;
   if (a != ConnectionTable::Admission::kRefused) {
     MutexLock lock(&mu_);
@@ -151,7 +194,7 @@ void WorkerPool::enqueue(std::function<void()> fn) {
     }
   }
   for (std::thread& t : ended) t.join();
-  if (on_admission_) on_admission_(a);
+  if (on_admission_) on_admission_(a, waited);
   if (a == ConnectionTable::Admission::kRefused) refuse_(std::move(fn));
 }
 

@@ -55,10 +55,20 @@ struct ConnView {
   bool evicted = false;   // already chosen (and shut down); still finishing
 };
 
-// The connection to close to make room for a new one: among those not busy
-// and not evicted already, the one that has been waiting on its client the
-// longest (the earliest `since`; ties: the first). -1 when none may be closed.
-int PickVictim(const std::vector<ConnView>& conns);
+// A connection may be closed to make room once it has waited on its client
+// this long: one accepted a moment ago, whose request is on its way (a burst
+// of kube-scheduler's calls), is no slow client.
+inline constexpr std::chrono::milliseconds kEvictableAfter{100};
+
+// The connection to close to make room for a new one at `now`: among those
+// not busy, not evicted already and waiting on their client since at least
+// kEvictableAfter, the one that has been waiting the longest (the earliest
+// `since`; ties: the first). -1 when none may be closed.
+int PickVictim(const std::vector<ConnView>& conns, TimePoint now);
+
+// When the first of the connections PickVictim passed over for being too
+// young becomes one it may close; kNoDeadline when none.
+TimePoint NextEvictable(const std::vector<ConnView>& conns, TimePoint now);
 
 // Whether the request about to be served must be the connection's last
 // (answered with Connection: close): the `served + 1`-th request reaches
@@ -74,9 +84,14 @@ class ConnectionTable {
   enum class Admission { kAdmitted, kAdmittedAfterEviction, kRefused };
   // A connection was accepted: admitted while fewer than `max_connections`
   // are being served (not counting those evicted and finishing); else after
-  // evicting PickVictim's choice; else refused. An admitted connection must
-  // be given back with Finished() once its thread is done with it.
-  Admission Admit();
+  // evicting PickVictim's choice; else (every connection is being answered,
+  // or has just been accepted) once one ends or may be evicted, waiting at
+  // most `wait` (the
+  // accept loop waits with it, so later connections stay in the listen
+  // backlog); else refused. `waited` (optional) says whether it had to wait.
+  // An admitted connection must be given back with Finished() once its
+  // thread is done with it.
+  Admission Admit(std::chrono::milliseconds wait = std::chrono::milliseconds(0), bool* waited = nullptr);
   void Finished();
 
   // The admitted connection's thread registers its socket (so that it can be
@@ -102,8 +117,17 @@ class ConnectionTable {
     int fd = -1;
     ConnView view;
   };
+  // Admit without waiting at `now`; kRefused when no connection may be
+  // closed for it, and then `*retry_at` (optional) is when one may be.
+  Admission TryAdmitLocked(TimePoint now, TimePoint* retry_at) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes Admit's wait, if one waits (a connection ended or stopped being
+  // answered, or the listener stops).
+  void WakeAdmitLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int max_;
   mutable Mutex mu_;
+  CondVar room_cv_;
+  int admit_waiting_ GUARDED_BY(mu_) = 0;
   int admitted_ GUARDED_BY(mu_) = 0;
   int evicting_ GUARDED_BY(mu_) = 0;  // evicted, not unregistered yet
   bool stopping_ GUARDED_BY(mu_) = false;
@@ -125,12 +149,14 @@ class ConnectionTable {
 class WorkerPool : public httplib::TaskQueue {
  public:
   // `refuse` runs `fn` in its refusing mode (see GuardedServer);
-  // `on_admission` hears of each connection's admission (for the metrics): a
-  // connection no thread could be started for is refused.
+  // `on_admission` hears of each connection's admission and whether it
+  // waited for room (for the metrics): a connection no thread could be
+  // started for is refused. `admission_wait`: ConnectionTable::Admit's wait.
   using Refuse = std::function<void(std::function<void()> fn)>;
-  using OnAdmission = std::function<void(ConnectionTable::Admission)>;
+  using OnAdmission = std::function<void(ConnectionTable::Admission, bool waited)>;
   WorkerPool(ConnectionTable* table, int keep_idle, Refuse refuse, OnAdmission on_admission,
-             std::chrono::milliseconds linger = std::chrono::seconds(30));
+             std::chrono::milliseconds linger = std::chrono::seconds(30),
+             std::chrono::milliseconds admission_wait = std::chrono::milliseconds(0));
   ~WorkerPool() override;
 
   void enqueue(std::function<void()> fn) override;
@@ -143,6 +169,7 @@ class WorkerPool : public httplib::TaskQueue {
   ConnectionTable* table_;
   const int keep_idle_;
   const std::chrono::milliseconds linger_;
+  const std::chrono::milliseconds admission_wait_;
   Refuse refuse_;
   OnAdmission on_admission_;
   Mutex mu_;

@@ -485,6 +485,13 @@ GuardedServer::GuardedServer(GuardOptions opts, std::shared_ptr<TlsContext> tls,
                                   "max_connections, timed out, or a failed TLS handshake, by listener and reason.",
                                   {"listener", "reason"});
   for (const char* r : kReasons) closed_->With({opts_.listener, r});
+  waited_ = &registry
+                 ->AddCounter("vramd_http_connections_waited_total",
+                              "New HTTP connections that found every one of max_connections being answered and "
+                              "waited (up to http_admission_wait_ms) for one to end, by listener; those still "
+                              "without room are counted as refused too.",
+                              {"listener"})
+                 .With({opts_.listener});
   new_task_queue = [this] {
     return new conn::WorkerPool(
         &table_, opts_.keep_idle_threads,
@@ -493,13 +500,15 @@ GuardedServer::GuardedServer(GuardOptions opts, std::shared_ptr<TlsContext> tls,
           fn();
           refusing = false;
         },
-        [this](conn::ConnectionTable::Admission a) {
+        [this](conn::ConnectionTable::Admission a, bool waited) {
+          if (waited) waited_->Inc();
           if (a == conn::ConnectionTable::Admission::kRefused) {
             Closed(kRefused);
             return;
           }
           if (a == conn::ConnectionTable::Admission::kAdmittedAfterEviction) Closed(kEvicted);
-        });
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(opts_.admission_wait_ms));
   };
 }
 

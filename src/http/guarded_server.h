@@ -7,7 +7,8 @@
 // its own loop around httplib's request parser (process_request):
 //
 //   - every connection has a thread of its own, at most max_connections per
-//     listener (connections.h: who is closed to make room, who is refused);
+//     listener (connections.h: who is closed to make room, who waits for
+//     room and who is refused);
 //   - between requests it waits at most idle_timeout_ms for the next one;
 //   - a request's line, headers and body must arrive within
 //     request_timeout_ms of its first byte, each read waiting at most
@@ -43,6 +44,9 @@ namespace vramd::http {
 struct GuardOptions {
   std::string listener = "listen";  // the `listener` label of the connection metrics
   int max_connections = 256;
+  // At max_connections with every connection being answered, a new one
+  // waits this long for one to end before it is refused (0: at once).
+  int admission_wait_ms = 1000;
   int keep_idle_threads = 8;
   int read_timeout_ms = 5000;
   int write_timeout_ms = 5000;
@@ -149,6 +153,7 @@ class GuardedServer : public httplib::Server {
   conn::ConnectionTable table_;
   metrics::Gauge* open_gauge_;
   metrics::Family<metrics::Counter>* closed_;
+  metrics::Counter* waited_;
 };
 
 }  // namespace vramd::http

@@ -187,6 +187,7 @@ Server::Server(ServerOptions opts, metrics::Registry* registry) : impl_(std::mak
   GuardOptions g;
   g.listener = o.name;
   g.max_connections = std::max(1, o.max_connections);
+  g.admission_wait_ms = std::max(0, o.admission_wait_ms);
   g.keep_idle_threads = std::max(0, o.threads);
   g.read_timeout_ms = o.read_timeout_ms;
   g.write_timeout_ms = o.read_timeout_ms;

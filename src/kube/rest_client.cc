@@ -110,8 +110,12 @@ class ClientPool {
   std::unique_ptr<httplib::ClientImpl> Acquire() {
     {
       MutexLock lock(&mu_);
-      if (!cv_.WaitFor(&lock, wait_, [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty() || open_ < max_; })) {
-        return nullptr;
+      auto available = [this]() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !idle_.empty() || open_ < max_; };
+      if (!available()) {
+        ++waiting_;
+        const bool got = cv_.WaitFor(&lock, wait_, available);
+        --waiting_;
+        if (!got) return nullptr;
       }
       if (!idle_.empty()) {
         auto c = std::move(idle_.back());
@@ -126,6 +130,7 @@ class ClientPool {
   // Gives a borrowed client back; one that saw a transport error is dropped.
   void Release(std::unique_ptr<httplib::ClientImpl> client, bool reusable) {
     std::unique_ptr<httplib::ClientImpl> drop;
+    bool wake = false;
     {
       MutexLock lock(&mu_);
       if (reusable) {
@@ -134,8 +139,11 @@ class ClientPool {
         drop = std::move(client);
         --open_;
       }
+      wake = waiting_ > 0;
     }
-    cv_.NotifyOne();
+    // A notify with no one waiting is a futex call for nothing (most calls:
+    // the pool is rarely exhausted once it is sized for the bind rate).
+    if (wake) cv_.NotifyOne();
   }
 
  private:
@@ -146,6 +154,7 @@ class ClientPool {
   CondVar cv_;
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ GUARDED_BY(mu_);
   size_t open_ GUARDED_BY(mu_) = 0;  // idle + borrowed
+  size_t waiting_ GUARDED_BY(mu_) = 0;  // callers in Acquire's wait
 };
 
 enum class Method { kGet, kPost, kPatch };

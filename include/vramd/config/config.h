@@ -33,6 +33,7 @@ struct Config {
   std::string api_listen;
   int http_threads = 8;                      // idle worker threads kept per listener
   int http_max_connections = 256;            // per listener (http::ServerOptions::max_connections)
+  int http_admission_wait_ms = 1000;         // http::ServerOptions::admission_wait_ms
   int64_t max_body_bytes = 4 << 20;          // larger bodies are answered 413
   int read_timeout_ms = 5000;                // slow clients are cut off
   int http_request_timeout_ms = 10000;       // a whole request, however slowly it trickles in
@@ -84,6 +85,7 @@ struct Config {
   std::string kube_token_file;
   std::string kube_ca_file;
   int kube_timeout_ms = 4000;
+  int kube_max_connections = 8;  // kube::Options::max_connections
   int node_sync_interval_ms = 5000;
   // node_sync.agent_capacity_labels: KEY=VALUE labels, any of which marks a
   // node whose agent's reported GPUs may become its capacity (issue 33).

@@ -56,8 +56,10 @@ struct ServerOptions {
   // Connections served at once. A new one beyond closes the open connection
   // that has waited longest on its client (idle, still sending its request,
   // or in its TLS handshake), never one being answered; when every one is
-  // being answered, the new one is refused (503 on plain HTTP).
+  // being answered, the new one waits up to admission_wait_ms for one to
+  // end (the accept loop with it), then is refused (503 on plain HTTP).
   int max_connections = 256;
+  int admission_wait_ms = 1000;
   size_t max_body_bytes = 4 << 20;
   int read_timeout_ms = 5000;      // one read (or write) waits at most this; also the keep-alive idle time
   // A request's line, headers and body must arrive within this of its first

@@ -62,12 +62,14 @@ TEST(DaemonOptions, KubeTakesTheApiServerAndTheResource) {
   cfg.kube_ca_file = "/ca";
   cfg.resource_name = "example.com/vram";
   cfg.kube_timeout_ms = 3000;
+  cfg.kube_max_connections = 24;
   kube::Options k = KubeOptionsFrom(cfg);
   EXPECT_EQ(k.api_url, "https://10.0.0.2:6443");
   EXPECT_EQ(k.token_file, "/t");
   EXPECT_EQ(k.ca_file, "/ca");
   EXPECT_EQ(k.resource_name, "example.com/vram");
   EXPECT_EQ(k.timeout_ms, 3000);
+  EXPECT_EQ(k.max_connections, 24);
 }
 
 TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
@@ -75,6 +77,7 @@ TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
   cfg.listen = "[::1]:9443";
   cfg.http_threads = 12;
   cfg.http_max_connections = 40;
+  cfg.http_admission_wait_ms = 250;
   cfg.max_body_bytes = 1 << 20;
   cfg.read_timeout_ms = 700;
   cfg.http_request_timeout_ms = 3000;
@@ -87,6 +90,7 @@ TEST(DaemonOptions, ServerSplitsTheListenAddressAndRejectsABadOne) {
   EXPECT_EQ(s->port, 9443);
   EXPECT_EQ(s->threads, 12);
   EXPECT_EQ(s->max_connections, 40);
+  EXPECT_EQ(s->admission_wait_ms, 250);
   EXPECT_EQ(s->max_body_bytes, size_t{1} << 20);
   EXPECT_EQ(s->read_timeout_ms, 700);
   EXPECT_EQ(s->request_timeout_ms, 3000);

@@ -57,6 +57,8 @@ TEST(DeadlineAfter, NonPositiveIsNoDeadline) {
   EXPECT_EQ(DeadlineAfter(kT0, 1500), kT0 + milliseconds(1500));
 }
 
+const TimePoint kLater = kT0 + seconds(100);
+
 ConnView View(State s, int since_s, bool evicted = false) {
   ConnView v;
   v.state = s;
@@ -67,18 +69,31 @@ ConnView View(State s, int since_s, bool evicted = false) {
 
 TEST(PickVictim, TheConnectionWaitingLongestOnItsClientWhateverItWaitsFor) {
   // A dribbled request begun at 3, an idle keep-alive connection since 5, a handshake since 4.
-  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 3), View(State::kHandshake, 4)}), 1);
-  EXPECT_EQ(PickVictim({View(State::kIdle, 1), View(State::kReading, 3), View(State::kHandshake, 4)}), 0);
-  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 6), View(State::kHandshake, 2)}), 2);
+  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 3), View(State::kHandshake, 4)}, kLater), 1);
+  EXPECT_EQ(PickVictim({View(State::kIdle, 1), View(State::kReading, 3), View(State::kHandshake, 4)}, kLater), 0);
+  EXPECT_EQ(PickVictim({View(State::kIdle, 5), View(State::kReading, 6), View(State::kHandshake, 2)}, kLater), 2);
 }
 
 TEST(PickVictim, NeverOneBeingAnsweredNorOneAlreadyEvicted) {
-  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true), View(State::kReading, 9)}), 2);
-  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true)}), -1);
-  EXPECT_EQ(PickVictim({}), -1);
+  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true), View(State::kReading, 9)}, kLater), 2);
+  EXPECT_EQ(PickVictim({View(State::kBusy, 0), View(State::kIdle, 0, true)}, kLater), -1);
+  EXPECT_EQ(PickVictim({}, kLater), -1);
 }
 
-TEST(PickVictim, TiesGoToTheFirst) { EXPECT_EQ(PickVictim({View(State::kIdle, 2), View(State::kIdle, 2)}), 0); }
+TEST(PickVictim, NotOneThatHasWaitedOnItsClientForLessThanAMoment) {
+  ConnView fresh;  // accepted 40 ms ago: its request is on its way
+  fresh.state = State::kIdle;
+  fresh.since = kLater - milliseconds(40);
+  EXPECT_EQ(PickVictim({fresh}, kLater), -1);
+  EXPECT_EQ(NextEvictable({fresh}, kLater), fresh.since + kEvictableAfter);
+  EXPECT_EQ(PickVictim({fresh, View(State::kReading, 50)}, kLater), 1);
+  fresh.since = kLater - kEvictableAfter;  // old enough now
+  EXPECT_EQ(PickVictim({fresh}, kLater), 0);
+  EXPECT_EQ(NextEvictable({fresh}, kLater), kNoDeadline);
+  EXPECT_EQ(NextEvictable({View(State::kBusy, 99), View(State::kIdle, 1, true)}, kLater), kNoDeadline);
+}
+
+TEST(PickVictim, TiesGoToTheFirst) { EXPECT_EQ(PickVictim({View(State::kIdle, 2), View(State::kIdle, 2)}, kLater), 0); }
 
 TEST(IsLastRequest, TheRequestThatReachesTheCapIsTheLast) {
   EXPECT_FALSE(IsLastRequest(0, kT0, kT0, 3, 0));
@@ -145,6 +160,94 @@ TEST(ConnectionTable, RefusesWhenEveryConnectionIsBeingAnswered) {
   EXPECT_TRUE(t.Set(id, State::kIdle, kT0 + seconds(61)));
   EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmittedAfterEviction);
   EXPECT_TRUE(t.Unregister(id));
+}
+
+// At the cap with every connection being answered, Admit waits (up to its
+// bound) for room: a connection that ends, or one that goes idle and may be
+// evicted; without either it is refused at the bound; Stop ends the wait.
+TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToEnd) {
+  ConnectionTable t(1);
+  Pair a;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  std::thread ender([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    t.Unregister(id);
+    t.Finished();
+  });
+  bool waited = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.Admit(milliseconds(5000), &waited), ConnectionTable::Admission::kAdmitted);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ender.join();
+  EXPECT_TRUE(waited);
+  EXPECT_GE(took, milliseconds(90)) << "admitted before the answered connection ended";
+  EXPECT_LT(took, milliseconds(4000)) << "the end of the connection did not wake the wait";
+  EXPECT_FALSE(a.ClientSeesEnd());
+  EXPECT_EQ(t.open(), 1);
+}
+
+TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToGoIdle) {
+  ConnectionTable t(1);
+  Pair a;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  std::thread answerer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    t.Set(id, State::kIdle, kT0 + seconds(1));  // answered: waits for a next request
+  });
+  bool waited = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.Admit(milliseconds(5000), &waited), ConnectionTable::Admission::kAdmittedAfterEviction);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000));
+  answerer.join();
+  EXPECT_TRUE(waited);
+  EXPECT_TRUE(a.ClientSeesEnd()) << "the connection that went idle was closed to make room";
+  EXPECT_TRUE(t.Unregister(id));
+}
+
+TEST(ConnectionTable, AConnectionJustAcceptedIsClosedForANewcomerOnlyOnceItHasWaitedAMoment) {
+  ConnectionTable t(1);
+  Pair a;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  const TimePoint accepted = SteadyClock::now();
+  uint64_t id = t.Register(a.fd[0], State::kIdle, accepted);
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kRefused) << "closed a connection accepted a moment ago";
+  EXPECT_FALSE(a.ClientSeesEnd());
+  bool waited = false;
+  EXPECT_EQ(t.Admit(milliseconds(5000), &waited), ConnectionTable::Admission::kAdmittedAfterEviction);
+  const auto at = SteadyClock::now();
+  EXPECT_TRUE(waited);
+  EXPECT_GE(at - accepted, kEvictableAfter);
+  EXPECT_LT(at - accepted, milliseconds(3000)) << "the wait did not end when the connection became evictable";
+  EXPECT_TRUE(a.ClientSeesEnd());
+  EXPECT_TRUE(t.Unregister(id));
+}
+
+TEST(ConnectionTable, AtTheCapANewcomerIsRefusedWhenNoRoomComesInTime) {
+  ConnectionTable t(1);
+  Pair a;
+  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
+  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  bool waited = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.Admit(milliseconds(150), &waited), ConnectionTable::Admission::kRefused);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(150));
+  EXPECT_TRUE(waited);
+  // No wait asked for: refused at once, and says so.
+  EXPECT_EQ(t.Admit(milliseconds(0), &waited), ConnectionTable::Admission::kRefused);
+  EXPECT_FALSE(waited);
+  EXPECT_FALSE(a.ClientSeesEnd());
+  // The listener stops: a waiting newcomer is refused at once.
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    t.Stop();
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.Admit(milliseconds(10000), &waited), ConnectionTable::Admission::kRefused);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, milliseconds(5000)) << "Stop did not end the wait";
+  stopper.join();
+  t.Unregister(id);
 }
 
 TEST(ConnectionTable, AConnectionAdmittedButNotRegisteredYetCannotBeEvicted) {

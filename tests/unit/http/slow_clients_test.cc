@@ -3,7 +3,8 @@
 // its deadline however steady the bytes, a TLS handshake that trickles in at
 // the handshake deadline, a connection ends after its request cap or its age,
 // a new client gets in at the connection cap by closing the connection that
-// waited longest (or is refused when every one is being answered), a route's
+// waited longest (or waits for room when every one is being answered, and is
+// refused when none comes in time), a route's
 // body limit and turns apply before the body is read, and Stop does not wait
 // for idle keep-alive connections. Timing bounds are generous: they tell
 // "cut off at the deadline" from "never cut off", nothing finer.
@@ -92,6 +93,10 @@ double Closed(metrics::Registry& r, const std::string& listener, const std::stri
   return r.AddCounter("vramd_http_connections_closed_total", "", {"listener", "reason"})
       .With({listener, reason})
       .Value();
+}
+
+double Waited(metrics::Registry& r, const std::string& listener) {
+  return r.AddCounter("vramd_http_connections_waited_total", "", {"listener"}).With({listener}).Value();
 }
 
 class SlowClientsTest : public ::testing::Test {
@@ -256,22 +261,53 @@ TEST_F(SlowClientsTest, AtTheCapANewClientClosesTheConnectionThatWaitedLongest) 
   for (int fd : {idle, slow, fresh}) close(fd);
 }
 
-TEST_F(SlowClientsTest, AtTheCapWithEveryConnectionBeingAnsweredANewOneIsRefused) {
+TEST_F(SlowClientsTest, AtTheCapWithEveryConnectionBeingAnsweredANewOneIsRefusedAfterItsWait) {
   ServerOptions o;
   o.max_connections = 1;
+  o.admission_wait_ms = 300;
   Start(o);
   int busy = Connect(port_);
   Send(busy, "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   for (int i = 0; i < 100 && in_one_ == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
   ASSERT_EQ(in_one_, 1);
+  auto t0 = Steady::now();
   int refused = Connect(port_);
   std::string in;
   EXPECT_TRUE(ReadUntilClosed(refused, 3000, &in));
+  EXPECT_GE(Since(t0), 0.25) << "refused before its admission wait";
   EXPECT_NE(in.find("503"), std::string::npos) << in;
   EXPECT_EQ(Closed(registry_, "listen", "refused"), 1);
+  EXPECT_EQ(Waited(registry_, "listen"), 1);
   release_.set_value();
   EXPECT_NE(ReadAnswer(busy, 3000).find("200 OK"), std::string::npos);
   for (int fd : {busy, refused}) close(fd);
+}
+
+// A burst beyond the cap while every connection is being answered (binds
+// waiting on the API server, say) is a wait, not an error: the newcomer is
+// served as soon as an answered connection ends.
+TEST_F(SlowClientsTest, AtTheCapANewConnectionWaitsForOneBeingAnsweredAndIsServed) {
+  ServerOptions o;
+  o.max_connections = 1;
+  o.admission_wait_ms = 5000;
+  Start(o);
+  int busy = Connect(port_);
+  Send(busy, "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 100 && in_one_ == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(in_one_, 1);
+  int fresh = Connect(port_);
+  ASSERT_GE(fresh, 0);
+  Send(fresh, kGet);
+  std::this_thread::sleep_for(milliseconds(300));
+  pollfd p{fresh, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "answered (or refused) while the only connection was being answered";
+  release_.set_value();
+  EXPECT_NE(ReadAnswer(busy, 3000).find("200 OK"), std::string::npos);
+  std::string a = ReadAnswer(fresh, 3000);
+  EXPECT_NE(a.find("200 OK"), std::string::npos) << a;
+  EXPECT_EQ(Closed(registry_, "listen", "refused"), 0);
+  EXPECT_EQ(Waited(registry_, "listen"), 1);
+  for (int fd : {busy, fresh}) close(fd);
 }
 
 TEST_F(SlowClientsTest, ARouteBodyLimitAnswers413BeforeTheBodyIsSent) {

@@ -268,6 +268,65 @@ TEST_F(RestClientTest, ConcurrentBindsRunOnSeparateConnections) {
   EXPECT_EQ(max_in_flight, kBinds);
 }
 
+// More calls than pooled connections: the others wait for one to come back
+// (and are woken when it does, well before their timeout); a call that finds
+// none free within the timeout fails and says why.
+TEST_F(RestClientTest, CallsBeyondThePoolWaitForAConnectionAndTimeOutWhenNoneComesBack) {
+  std::atomic<int> in_flight{0}, max_in_flight{0};
+  std::atomic<int> hold_ms{50};
+  server_->Post(R"(/api/v1/namespaces/ml/pods/([^/]+)/binding)", [&](const httplib::Request&,
+                                                                     httplib::Response& res) {
+    int now = ++in_flight;
+    for (int m = max_in_flight.load(); now > m && !max_in_flight.compare_exchange_weak(m, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms.load()));
+    --in_flight;
+    res.status = 201;
+    res.set_content("{}", "application/json");
+  });
+  Options o;
+  o.max_connections = 1;
+  o.timeout_ms = 3000;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+  constexpr int kBinds = 6;
+  std::vector<std::thread> threads;
+  std::vector<Status> results(kBinds);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kBinds; ++i) {
+    threads.emplace_back([&, i] { results[i] = client->Bind("ml", "p" + std::to_string(i), "u", "n1"); });
+  }
+  for (auto& t : threads) t.join();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(max_in_flight.load(), 1) << "more calls on the wire than pooled connections";
+  // Six binds of 50 ms one after another; a waiter nobody woke would sleep
+  // out its 3 s timeout.
+  EXPECT_LT(took, 2500ms) << "waiting calls were not woken when the connection came back";
+
+  // Each bind now holds the connection 600 ms, a call waits at most 1 s:
+  // of two calls queued behind a holder, the first gets the connection at
+  // 600 ms and the second gives up at 1 s.
+  hold_ms = 600;
+  Options shorter = o;
+  shorter.timeout_ms = 1000;
+  auto impatient = Client(shorter);
+  ASSERT_NE(impatient, nullptr);
+  std::thread holder([&] { EXPECT_TRUE(impatient->Bind("ml", "holder", "u", "n1").ok()); });
+  for (int i = 0; i < 200 && in_flight.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(in_flight.load(), 1);
+  Status late[2];
+  std::thread a([&] { late[0] = impatient->Bind("ml", "late-a", "u", "n1"); });
+  std::thread b([&] { late[1] = impatient->Bind("ml", "late-b", "u", "n1"); });
+  for (std::thread* t : {&holder, &a, &b}) t->join();
+  const int failed = static_cast<int>(!late[0].ok()) + static_cast<int>(!late[1].ok());
+  ASSERT_EQ(failed, 1) << late[0].ToString() << " / " << late[1].ToString();
+  const Status& gave_up = late[0].ok() ? late[1] : late[0];
+  EXPECT_EQ(gave_up.code(), Code::kUnavailable) << gave_up.ToString();
+  EXPECT_NE(gave_up.message().find("all 1 API connections stayed busy for 1000 ms"), std::string::npos)
+      << gave_up.ToString();
+}
+
 // --- Token rotation ----------------------------------------------------------
 
 TEST_F(RestClientTest, TokenIsReReadWhenTheFileChanges) {
