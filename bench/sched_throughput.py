@@ -459,10 +459,12 @@ def main() -> int:
                     for verb, v in after.items():
                         b = before.get(verb, {"count": 0, "mean_ms": 0})
                         n = v["count"] - b["count"]
-                        if n > 0:
-                            mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
-                            r["vramd_verbs"][verb] = ({"count": n, "mean_ms": round(mean, 3)}
-                                                      if verb in ("filter", "prioritize", "bind") else n)
+                        if verb in ("filter", "prioritize", "bind"):
+                            if n > 0:
+                                mean = (v["mean_ms"] * v["count"] - b["mean_ms"] * b["count"]) / n
+                                r["vramd_verbs"][verb] = {"count": n, "mean_ms": round(mean, 3)}
+                        elif n > 0 or verb.startswith("conns_"):
+                            r["vramd_verbs"][verb] = n
                     print(f"  vramd verbs: {r['vramd_verbs']}", flush=True)
                 if vramd and a.idle and rnd == 0:
                     r["idle"] = idle_valkey(tb, vramd, a.idle)

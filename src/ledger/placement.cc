@@ -1,6 +1,7 @@
 #include "vramd/ledger/placement.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -624,7 +625,17 @@ bool ReindexSnapshot(Snapshot* snap, std::shared_ptr<const PlacementIndex> old,
       return false;
     }
   }
-  auto ix = std::make_shared<PlacementIndex>(*old);
+  // The old index itself when nothing else holds it (the snapshot it
+  // belonged to is the one being changed, taken whole by its writer): new
+  // references to it come only from copying `old`, so a count of 1 stays 1,
+  // and the fence pairs with the last other holder's release. Else a copy.
+  std::shared_ptr<PlacementIndex> ix;
+  if (old.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    ix = std::const_pointer_cast<PlacementIndex>(std::move(old));  // made non-const by IndexSnapshot
+  } else {
+    ix = std::make_shared<PlacementIndex>(*old);
+  }
   if (nodes_moved) {  // a copy of the snapshot: its nodes live elsewhere
     std::string key;
     for (PlacementIndex::NodeRec& rec : ix->nodes) {

@@ -159,10 +159,20 @@ void SnapshotCache::StartEpochWatch() {
 
 Result<ledger::SnapshotPtr> SnapshotCache::WatchedSnapshot() {
   if (watch_live_.load()) {
-    MutexLock lk(&cache_mu_);
-    if (cache_ && cache_gen_ == watch_gen_.load() && cache_writes_ == local_writes_.load() &&
-        cache_->epoch >= watched_epoch_.load()) {
-      return cache_;
+    auto current = [this]() EXCLUSIVE_LOCKS_REQUIRED(cache_mu_) {
+      return cache_ && cache_gen_ == watch_gen_.load() && cache_writes_ == local_writes_.load() &&
+             cache_->epoch >= watched_epoch_.load();
+    };
+    {
+      MutexLock lk(&cache_mu_);
+      if (current()) return cache_;
+    }
+    // Behind by writes of this process that were kept: laid on, they may be
+    // all it missed.
+    if (kept_count_.load() != 0) {
+      TryLayKept();
+      MutexLock lk(&cache_mu_);
+      if (current()) return cache_;
     }
   }
   return Snapshot();
@@ -202,6 +212,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
   }
   // One reload at a time; the others wait and take its result when it
   // started after their epoch read (or saw the same epoch).
+  std::vector<ledger::SnapshotPtr> olds;  // destroyed after the locks are released (declared first)
   ledger::SnapshotPtr fresh;
   ledger::SnapshotPtr old;  // destroyed after the locks are released
   {
@@ -213,6 +224,9 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
       if (cache_ && (same || cache_seq_ >= ticket)) return cache_;
     }
     const uint64_t start = seq_.load();
+    // Writes of this process kept for later first: the refresh then reads
+    // only what they do not cover.
+    if (kept_count_.load() != 0) LayKeptLocked(&olds);
     ledger::SnapshotPtr base;
     {
       MutexLock lk(&cache_mu_);
@@ -229,6 +243,9 @@ Result<ledger::SnapshotPtr> SnapshotCache::Snapshot() {
       cache_seq_ = start;
       Vouch(gen, writes);
     }
+    // Writes of this process kept meanwhile that follow what was read; the
+    // caller gets the snapshot read (the next call gets the rest).
+    if (kept_count_.load() != 0) LayKeptLocked(&olds);
   }
   return fresh;  // the previous snapshot, if unused, is freed here, outside both locks
 }
@@ -529,7 +546,7 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
 bool SnapshotCache::ApplyOwnEntry(WriteMark* mark, uint64_t epoch, const std::string& name, const OwnEntry& w) {
   return ApplyOwn(
       mark, epoch, name,
-      [&w](const ledger::Node& cached, ledger::Node* node, Problems*) {
+      [w](const ledger::Node& cached, ledger::Node* node, Problems*) {
         // As BuildNode reads the node the reserve left: the entry from the
         // text the script stored, in place of the pod's hold (the only entry
         // of the pod a reserve replaces), the holds it took gone, the model
@@ -556,7 +573,7 @@ bool SnapshotCache::ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::st
                                   ledger::EntryState state) {
   return ApplyOwn(
       mark, epoch, name,
-      [&uid, state](const ledger::Node& cached, ledger::Node* node, Problems*) {
+      [uid, state](const ledger::Node& cached, ledger::Node* node, Problems*) {
         *node = cached;
         for (ledger::Entry& e : node->entries) {
           if (e.pod_uid == uid && e.state != ledger::EntryState::kHold) {
@@ -569,40 +586,115 @@ bool SnapshotCache::ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::st
       /*only_clean=*/true);
 }
 
-bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& name, const NodeBuilder& build,
+bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& name, NodeBuilder build,
                              bool only_clean) {
   Saw(epoch);
+  bool next = false;
   {
     MutexLock lk(&cache_mu_);
     // Scripts run one at a time and each moves the epoch by one: a cache at
     // epoch - 1 differs from the store at `epoch` in this write alone. (A
     // load is not one transaction, so a cache may also hold changes newer
     // than its label; those are logged after `epoch`, and the next refresh
-    // reads their nodes again, this one too if it is among them.)
-    if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;
+    // reads their nodes again, this one too if it is among them.) A cache
+    // at `epoch` or later has read this write already.
+    if (!cache_ || cache_->epoch >= epoch || cache_->Find(name) == nullptr) return false;
+    next = cache_->epoch + 1 == epoch;
   }
   // Never waits for a refresh or another write's apply (a bind would wait
-  // for their round trips): when one runs, the next call refreshes instead.
-  if (!reload_mu_.TryLock()) return false;
-  ledger::SnapshotPtr old;  // destroyed after the locks are released
-  const bool applied = ApplyOwnWriteLocked(mark, epoch, name, build, only_clean, &old);
+  // for their round trips): the write is kept instead, and laid on by
+  // whoever holds the cache next, or the next call.
+  if (!next) {
+    Keep(mark, epoch, name, std::move(build), only_clean);
+    TryLayKept();
+    return false;
+  }
+  if (!reload_mu_.TryLock()) {
+    Keep(mark, epoch, name, std::move(build), only_clean);
+    TryLayKept();
+    return false;
+  }
+  std::vector<ledger::SnapshotPtr> old;  // destroyed after the locks are released
+  old.emplace_back();
+  const Applied applied = ApplyOwnWriteLocked(mark, epoch, name, build, only_clean, &old.back());
+  if (applied == Applied::kApplied) LayKeptLocked(&old);
   reload_mu_.Unlock();
-  return applied;
+  if (applied == Applied::kLater) Keep(mark, epoch, name, std::move(build), only_clean);
+  return applied == Applied::kApplied;
 }
 
-bool SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& name,
-                                        const NodeBuilder& build, bool only_clean, ledger::SnapshotPtr* old) {
+void SnapshotCache::Keep(WriteMark* mark, uint64_t epoch, const std::string& name, NodeBuilder build,
+                         bool only_clean) {
+  MutexLock lk(&kept_mu_);
+  if (kept_.size() >= kMaxKept) kept_.erase(kept_.begin());
+  kept_.insert_or_assign(epoch, KeptWrite{name, std::move(build), only_clean});
+  kept_count_.store(kept_.size());
+  // Returned, as far as the cache's cover goes: counted now, and as covered
+  // when laid on (a write kept and counted only on its return could be laid
+  // on first, and count as covering another write that is not).
+  local_writes_.fetch_add(1);
+  mark->counted_ = true;
+}
+
+void SnapshotCache::TryLayKept() {
+  if (kept_count_.load() == 0 || !reload_mu_.TryLock()) return;
+  std::vector<ledger::SnapshotPtr> old;
+  LayKeptLocked(&old);
+  reload_mu_.Unlock();
+}
+
+void SnapshotCache::LayKeptLocked(std::vector<ledger::SnapshotPtr>* old) {
+  for (;;) {
+    uint64_t at = 0;
+    {
+      MutexLock lk(&cache_mu_);
+      if (!cache_) return;
+      at = cache_->epoch;
+    }
+    KeptWrite w;
+    {
+      MutexLock lk(&kept_mu_);
+      // Those the cache has passed: a refresh read what they changed.
+      kept_.erase(kept_.begin(), kept_.upper_bound(at));
+      auto it = kept_.find(at + 1);
+      if (it == kept_.end()) {
+        kept_count_.store(kept_.size());
+        return;
+      }
+      w = std::move(it->second);
+      kept_.erase(it);
+      kept_count_.store(kept_.size());
+    }
+    old->emplace_back();
+    switch (ApplyOwnWriteLocked(nullptr, at + 1, w.node, w.build, w.only_clean, &old->back())) {
+      case Applied::kApplied:
+        continue;
+      case Applied::kLater: {  // a call holds the snapshot: once it lets go
+        MutexLock lk(&kept_mu_);
+        kept_.insert_or_assign(at + 1, std::move(w));
+        kept_count_.store(kept_.size());
+        return;
+      }
+      case Applied::kNever:  // the next call's refresh reads it
+        return;
+    }
+  }
+}
+
+SnapshotCache::Applied SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& name,
+                                                          const NodeBuilder& build, bool only_clean,
+                                                          ledger::SnapshotPtr* old) {
   ledger::SnapshotPtr base;
   {
     MutexLock lk(&cache_mu_);
-    if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return false;  // as it was
+    if (!cache_ || cache_->epoch + 1 != epoch || cache_->Find(name) == nullptr) return Applied::kNever;  // as it was
     base = cache_;
   }
-  if (only_clean && node_problems_.count(name) != 0) return false;
+  if (only_clean && node_problems_.count(name) != 0) return Applied::kNever;
   ledger::Node node;
   node.name = name;
   Problems problems;
-  if (!build(*base->Find(name), &node, &problems)) return false;
+  if (!build(*base->Find(name), &node, &problems)) return Applied::kNever;
   NodeProblems node_problems = node_problems_;
   node_problems.erase(name);
   if (problems.count != 0) node_problems[name] = problems.count;
@@ -611,24 +703,23 @@ bool SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const s
   NodeUpdates updates;
   updates.emplace_back(name, std::move(node));
   // Not at the price of a copy of every node (a call holds the cached
-  // snapshot, and no spare is free): the next call's refresh changes it in
-  // place once that call has let go, for two round trips.
+  // snapshot, and no spare is free): laid on once that call has let go.
   ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, unseal_reason, std::move(updates),
                                       std::move(node_problems), problems, /*copy_ok=*/false);
-  if (fresh == nullptr) return false;
+  if (fresh == nullptr) return Applied::kLater;
   own_writes_.fetch_add(1);
   MutexLock lk(&cache_mu_);
   *old = std::exchange(cache_, std::move(fresh));
-  // cache_writes_ == local_writes_: the cache covered every write of this
-  // process that had returned, and now covers this one too, so both count
-  // it at once (compare-exchange: a write that returns meanwhile is not
-  // covered, and leaves this one to its mark).
-  uint64_t covered = cache_writes_;
-  if (local_writes_.compare_exchange_strong(covered, covered + 1)) {
-    cache_writes_ = covered + 1;
+  // local_writes_ - cache_writes_ is never less than the writes of this
+  // process that returned and the cache does not cover (the fast path of
+  // WatchedSnapshot trusts the cache when it is 0). This one is covered:
+  // both count it at once, or, kept, it was counted as returned already.
+  ++cache_writes_;
+  if (mark != nullptr) {
+    local_writes_.fetch_add(1);
     mark->counted_ = true;
   }
-  return true;
+  return Applied::kApplied;
 }
 
 // The snapshot Refresh changes: the cached one itself when nothing else

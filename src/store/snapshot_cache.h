@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -104,7 +105,14 @@ class SnapshotCache {
   // the write is counted here, so that WatchedSnapshot() trusts the cache
   // without reading the epoch. Anything else (the cache older, another write
   // of this process landed meanwhile) leaves the next call to refresh as
-  // before. Returns whether the write was applied.
+  // before. Returns whether the write was applied at once. A write the
+  // cache is not ready for (it is further behind, or a refresh or another
+  // write's apply holds it) is kept, and laid on in epoch order once the
+  // cache reaches the epoch before it (after the write before it, or a
+  // refresh); the next call then needs no refresh when nothing else moved
+  // the epoch (a bind's reserve and bound mark race each other's and the
+  // filter calls' refreshes: without this, one write in four missed the
+  // cache, and each miss cost a refresh).
   struct OwnEntry {
     std::string uid;              // the pod reserved
     std::string text;             // the entry's text as the script stored it
@@ -151,10 +159,33 @@ class SnapshotCache {
   // `build` makes the node as the write left it from the cached one (false:
   // it cannot, the next call refreshes), reporting what it could not read;
   // with `only_clean`, a cached node with unreadable fields is not applied.
+  // (It owns what it reads: a kept write outlives its caller's frame.)
+  // `mark` null: a kept write, counted when it was kept (Keep).
+  // kLater: a call holds the cached snapshot, and laying the write on would
+  // take a copy of every node (Writable): it may be laid on once the call
+  // lets go. kNever: it cannot (the cache is not at the epoch before it, or
+  // its node has a field the cache could not read).
   using NodeBuilder = std::function<bool(const ledger::Node& cached, ledger::Node* out, Problems* problems)>;
-  bool ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build,
-                           bool only_clean, ledger::SnapshotPtr* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
-  bool ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build, bool only_clean);
+  enum class Applied { kApplied, kLater, kNever };
+  Applied ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& node, const NodeBuilder& build,
+                              bool only_clean, ledger::SnapshotPtr* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  bool ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& node, NodeBuilder build, bool only_clean);
+  // Own writes kept for later (ApplyOwnEntry): by epoch, at most kMaxKept
+  // (the oldest go first; a refresh reads what they changed anyway).
+  struct KeptWrite {
+    std::string node;
+    NodeBuilder build;
+    bool only_clean = false;
+  };
+  static constexpr size_t kMaxKept = 64;
+  // Keeps the write `mark` counts, and counts it as returned now (it is
+  // not covered until laid on).
+  void Keep(WriteMark* mark, uint64_t epoch, const std::string& node, NodeBuilder build, bool only_clean);
+  // Lays the kept writes that follow the cached snapshot's epoch on it, in
+  // order, and drops those it has passed; the snapshots replaced go to *old.
+  void LayKeptLocked(std::vector<ledger::SnapshotPtr>* old) EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // LayKeptLocked when writes are kept and no reload or apply runs.
+  void TryLayKept();
   // Nodes rebuilt from the store (nullopt: removed from the ledger).
   using NodeUpdates = std::vector<std::pair<std::string, std::optional<ledger::Node>>>;
   // Refresh's and the own writes' last step: `base` (the cached snapshot,
@@ -214,6 +245,9 @@ class SnapshotCache {
     std::vector<std::string> changed;
   };
   Step last_step_ GUARDED_BY(reload_mu_);
+  Mutex kept_mu_ ACQUIRED_AFTER(reload_mu_);  // held briefly, never with cache_mu_
+  std::map<uint64_t, KeptWrite> kept_ GUARDED_BY(kept_mu_);
+  std::atomic<size_t> kept_count_{0};  // kept_.size(), read without the lock
   // The usage refresher's spare: the snapshot its last refresh replaced.
   // When it is last_step_.from and nothing else holds it, the next refresh
   // of last_step_.to changes it instead of a copy of every node (Writable).

@@ -133,8 +133,9 @@ TEST(PlacementIndex, ACopyOfASnapshotHasNoIndex) {
 
 // ReindexSnapshot: after random changes to random nodes (entries, usage
 // reports appearing and going, warm models, GPU counts, nodes leaving and
-// joining), in place or on a copy, the incrementally updated index answers
-// exactly as the plain path does.
+// joining), in place or on a copy, with the old index handed over (changed
+// in place) or still held elsewhere (copied), the incrementally updated
+// index answers exactly as the plain path does.
 TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
   std::mt19937_64 rng(20261121);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
@@ -165,7 +166,7 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
     snap.nodes.emplace(name, random_node(name));
   }
   IndexSnapshot(&snap);
-  int incremental = 0;
+  int incremental = 0, in_place = 0;
   for (int round = 0; round < 400; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     std::shared_ptr<const PlacementIndex> old = snap.index;
@@ -193,7 +194,17 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
       }
       changed.push_back(name);
     }
-    if (ReindexSnapshot(&next, old, changed, copy)) ++incremental;
+    // Handed over (the writer's only reference: updated in place) or still
+    // held here too (a reader's: copied first).
+    const bool hand_over = pick(2) == 0;
+    const PlacementIndex* const before = old.get();
+    if (ReindexSnapshot(&next, hand_over ? std::move(old) : old, changed, copy)) {
+      ++incremental;
+      if (hand_over && !copy) ++in_place;
+      if (!hand_over) {
+        ASSERT_NE(next.index.get(), before) << "an index someone else holds was changed";
+      }
+    }
     ASSERT_NE(next.index, nullptr);
     const Snapshot plain = next.Clone();  // a copy has no index: read from the nodes
     std::vector<std::string> storage;  // every node that ever was, and two that never were
@@ -217,6 +228,7 @@ TEST(PlacementIndex, AnIncrementallyUpdatedIndexAnswersLikeTheNodes) {
     snap = std::move(next);
   }
   EXPECT_GT(incremental, 200) << "the incremental path was hardly taken";
+  EXPECT_GT(in_place, 60) << "the in-place path was hardly taken";
 }
 
 // Nodes with usage reports answer from their offer while every report
