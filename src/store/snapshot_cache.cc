@@ -161,7 +161,7 @@ Result<ledger::SnapshotPtr> SnapshotCache::WatchedSnapshot() {
   if (watch_live_.load()) {
     auto current = [this]() EXCLUSIVE_LOCKS_REQUIRED(cache_mu_) {
       return cache_ && cache_gen_ == watch_gen_.load() && cache_writes_ == local_writes_.load() &&
-             cache_->epoch >= watched_epoch_.load();
+             cache_->epoch + writes_in_flight_.load() >= watched_epoch_.load();
     };
     {
       MutexLock lk(&cache_mu_);

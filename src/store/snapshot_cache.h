@@ -76,11 +76,18 @@ class SnapshotCache {
   // Counts a write of this process once it has returned (whatever its
   // outcome): WatchedSnapshot() then reads the epoch before trusting its
   // cache, unless ApplyOwnEntry or ApplyOwnState put the write into the cache (and counted it).
+  // While it runs, WatchedSnapshot() allows the cache to lag the notified
+  // epoch by one more: the notification may be of this very write, which
+  // no call has to see before it returns (issue 36: a third of the
+  // refreshes left were of a bind's own write announced before its answer
+  // was laid on). Another process's write notified meanwhile is seen once
+  // this one returns (it then cannot be laid on, and the cache refreshes).
   class WriteMark {
    public:
-    explicit WriteMark(SnapshotCache* cache) : cache_(cache) {}
+    explicit WriteMark(SnapshotCache* cache) : cache_(cache) { cache_->writes_in_flight_.fetch_add(1); }
     ~WriteMark() {
       if (!counted_) cache_->local_writes_.fetch_add(1);
+      cache_->writes_in_flight_.fetch_sub(1);
     }
     WriteMark(const WriteMark&) = delete;
     WriteMark& operator=(const WriteMark&) = delete;
@@ -219,6 +226,7 @@ class SnapshotCache {
   bool usage_pending_ GUARDED_BY(usage_mu_) = false;
   std::jthread usage_thread_;
   std::atomic<uint64_t> local_writes_{0};    // write scripts this process ran (WriteMark)
+  std::atomic<uint64_t> writes_in_flight_{0};  // WriteMarks alive: write scripts not returned yet
   std::atomic<uint64_t> epoch_checks_{0};
   std::atomic<uint64_t> max_epoch_seen_{0};  // Saw()
   std::atomic<uint64_t> seq_{0};      // Snapshot() calls that read an epoch
