@@ -553,7 +553,7 @@ bool SnapshotCache::ApplyOwnEntry(WriteMark* mark, uint64_t epoch, const std::st
         // placed, the usage report's per-pod figures laid on every entry.
         ledger::Entry added;
         std::string why;
-        EntryDecoder decoder;
+        thread_local EntryDecoder decoder;  // its parser's buffers are kept between writes
         if (!decoder.Decode(w.text, &added, &why)) return false;  // a read tells
         added.pod_uid = w.uid;
         *node = cached;
