@@ -162,14 +162,20 @@ TEST(ConnectionTable, RefusesWhenEveryConnectionIsBeingAnswered) {
   EXPECT_TRUE(t.Unregister(id));
 }
 
+// A table of one connection, admitted and registered in `state` (since
+// kT0, long ago) on a's server end; returns its id.
+uint64_t TableOfOne(ConnectionTable* t, Pair* a, State state) {
+  EXPECT_EQ(t->Admit(), ConnectionTable::Admission::kAdmitted);
+  return t->Register(a->fd[0], state, kT0);
+}
+
 // At the cap with every connection being answered, Admit waits (up to its
 // bound) for room: a connection that ends, or one that goes idle and may be
 // evicted; without either it is refused at the bound; Stop ends the wait.
 TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToEnd) {
   ConnectionTable t(1);
   Pair a;
-  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
-  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  uint64_t id = TableOfOne(&t, &a, State::kBusy);
   std::thread ender([&] {
     std::this_thread::sleep_for(milliseconds(100));
     t.Unregister(id);
@@ -190,8 +196,7 @@ TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToEnd) {
 TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToGoIdle) {
   ConnectionTable t(1);
   Pair a;
-  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
-  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  uint64_t id = TableOfOne(&t, &a, State::kBusy);
   std::thread answerer([&] {
     std::this_thread::sleep_for(milliseconds(100));
     t.Set(id, State::kIdle, kT0 + seconds(1));  // answered: waits for a next request
@@ -227,8 +232,7 @@ TEST(ConnectionTable, AConnectionJustAcceptedIsClosedForANewcomerOnlyOnceItHasWa
 TEST(ConnectionTable, AtTheCapANewcomerIsRefusedWhenNoRoomComesInTime) {
   ConnectionTable t(1);
   Pair a;
-  ASSERT_EQ(t.Admit(), ConnectionTable::Admission::kAdmitted);
-  uint64_t id = t.Register(a.fd[0], State::kBusy, kT0);
+  uint64_t id = TableOfOne(&t, &a, State::kBusy);
   bool waited = false;
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(t.Admit(milliseconds(150), &waited), ConnectionTable::Admission::kRefused);

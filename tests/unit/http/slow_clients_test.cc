@@ -133,6 +133,18 @@ class SlowClientsTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
   }
+  // A server of one connection, and that one being answered (its request
+  // held in /one until release_); returns the connection.
+  int StartWithItsOnlyConnectionBusy(int admission_wait_ms, const std::string& more_headers = "") {
+    ServerOptions o;
+    o.max_connections = 1;
+    o.admission_wait_ms = admission_wait_ms;
+    Start(o);
+    int busy = Connect(port_);
+    Send(busy, "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" + more_headers + "\r\n");
+    for (int i = 0; i < 100 && in_one_ == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+    return busy;
+  }
   void TearDown() override {
     try {
       release_.set_value();
@@ -262,13 +274,7 @@ TEST_F(SlowClientsTest, AtTheCapANewClientClosesTheConnectionThatWaitedLongest) 
 }
 
 TEST_F(SlowClientsTest, AtTheCapWithEveryConnectionBeingAnsweredANewOneIsRefusedAfterItsWait) {
-  ServerOptions o;
-  o.max_connections = 1;
-  o.admission_wait_ms = 300;
-  Start(o);
-  int busy = Connect(port_);
-  Send(busy, "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  for (int i = 0; i < 100 && in_one_ == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  int busy = StartWithItsOnlyConnectionBusy(300);
   ASSERT_EQ(in_one_, 1);
   auto t0 = Steady::now();
   int refused = Connect(port_);
@@ -287,13 +293,7 @@ TEST_F(SlowClientsTest, AtTheCapWithEveryConnectionBeingAnsweredANewOneIsRefused
 // waiting on the API server, say) is a wait, not an error: the newcomer is
 // served as soon as an answered connection ends.
 TEST_F(SlowClientsTest, AtTheCapANewConnectionWaitsForOneBeingAnsweredAndIsServed) {
-  ServerOptions o;
-  o.max_connections = 1;
-  o.admission_wait_ms = 5000;
-  Start(o);
-  int busy = Connect(port_);
-  Send(busy, "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-  for (int i = 0; i < 100 && in_one_ == 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  int busy = StartWithItsOnlyConnectionBusy(5000, "Connection: close\r\n");
   ASSERT_EQ(in_one_, 1);
   int fresh = Connect(port_);
   ASSERT_GE(fresh, 0);
