@@ -141,6 +141,8 @@ class PooledValkeyClient final : public ValkeyClient {
   // SUBSCRIBE on `c`, then messages until `stop` or a failure (returned as
   // text). Reads only what poll() says is there, so the loop wakes every
   // 100 ms to look at `stop` and to keep the connection proven alive.
+  // How long Listen waits after reading its messages before it polls again.
+  static constexpr std::chrono::milliseconds kSubscriberBatch{2};
   std::string Listen(redisContext* c, const std::string& channel, const std::atomic<bool>& stop,
                      const std::function<void(bool)>& on_live,
                      const std::function<void(const std::string&)>& on_message, bool* subscribed);

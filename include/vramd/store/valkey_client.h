@@ -106,6 +106,8 @@ class ValkeyClient {
   // PING within command_timeout (one is sent after a second without
   // traffic) — and then it connects again under the backoff. Blocks; returns
   // within ~100 ms of `stop`. The callbacks run on the calling thread.
+  // Messages may be delivered up to a few milliseconds late: they are read
+  // in batches.
   virtual Status Subscribe(const std::string& channel, const std::atomic<bool>& stop,
                            const std::function<void(bool live)>& on_live,
                            const std::function<void(const std::string& payload)>& on_message) {
