@@ -506,13 +506,16 @@ Result<ledger::SnapshotPtr> SnapshotCache::Refresh(ledger::SnapshotPtr base) {
 
 ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t epoch, bool sealed,
                                            const std::string& unseal_reason, NodeUpdates updates,
-                                           NodeProblems node_problems, const Problems& problems, bool copy_ok) {
+                                           NodeProblems node_problems, const Problems& problems, bool copy_ok,
+                                           const std::string* change_node,
+                                           const std::function<void(ledger::Node*)>* change) {
   // Only the changed nodes' index records are rebuilt (Writable says from
   // which index, and which nodes it changed itself).
   const ledger::Snapshot* const base_ptr = base.get();
   Step step{nullptr, nullptr, {}};
-  step.changed.reserve(updates.size());
+  step.changed.reserve(updates.size() + 1);
   for (const auto& u : updates) step.changed.push_back(u.first);
+  if (change_node != nullptr) step.changed.push_back(*change_node);
   Changeable w = Writable(std::move(base), copy_ok);
   if (w.snap == nullptr) return nullptr;
   std::shared_ptr<ledger::Snapshot> snap = std::move(w.snap);
@@ -525,6 +528,12 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
     } else {
       snap->nodes.erase(name);
     }
+  }
+  if (change_node != nullptr) {
+    // The caller checked the node on `base`; the snapshot taken holds the
+    // same node (base itself, or the spare brought up to date from it).
+    auto it = snap->nodes.find(*change_node);
+    if (it != snap->nodes.end()) (*change)(&it->second);
   }
   node_problems_ = std::move(node_problems);
   ReportProblems(problems, snap->epoch);
@@ -544,49 +553,45 @@ ledger::SnapshotPtr SnapshotCache::Install(ledger::SnapshotPtr base, uint64_t ep
 }
 
 bool SnapshotCache::ApplyOwnEntry(WriteMark* mark, uint64_t epoch, const std::string& name, const OwnEntry& w) {
-  return ApplyOwn(
-      mark, epoch, name,
-      [w](const ledger::Node& cached, ledger::Node* node, Problems*) {
-        // As BuildNode reads the node the reserve left: the entry from the
-        // text the script stored, in place of the pod's hold (the only entry
-        // of the pod a reserve replaces), the holds it took gone, the model
-        // placed, the usage report's per-pod figures laid on every entry.
-        ledger::Entry added;
-        std::string why;
-        thread_local EntryDecoder decoder;  // its parser's buffers are kept between writes
-        if (!decoder.Decode(w.text, &added, &why)) return false;  // a read tells
-        added.pod_uid = w.uid;
-        *node = cached;
-        std::erase_if(node->entries, [&w](const ledger::Entry& e) {
-          return e.pod_uid == w.uid || std::find(w.taken.begin(), w.taken.end(), e.pod_uid) != w.taken.end();
-        });
-        node->entries.push_back(std::move(added));
-        SortEntriesOldestFirst(node);
-        if (!w.model.empty()) node->models[w.model] = w.now_ms;
-        if (w.per_pod) FillPodUsage(node, w.usage_ts_ms);
-        return true;
-      },
-      /*only_clean=*/true);
+  // As BuildNode reads the node the reserve left: the entry from the text
+  // the script stored, in place of the pod's hold (the only entry of the pod
+  // a reserve replaces), the holds it took gone, the model placed, the usage
+  // report's per-pod figures laid on every entry.
+  ledger::Entry added;
+  std::string why;
+  thread_local EntryDecoder decoder;  // its parser's buffers are kept between writes
+  if (!decoder.Decode(w.text, &added, &why)) return false;  // a read tells
+  added.pod_uid = w.uid;
+  OwnChange change;
+  change.check = [](const ledger::Node&) { return true; };
+  change.apply = [added = std::move(added), w](ledger::Node* node) {
+    std::erase_if(node->entries, [&w](const ledger::Entry& e) {
+      return e.pod_uid == w.uid || std::find(w.taken.begin(), w.taken.end(), e.pod_uid) != w.taken.end();
+    });
+    node->entries.push_back(added);
+    SortEntriesOldestFirst(node);
+    if (!w.model.empty()) node->models[w.model] = w.now_ms;
+    if (w.per_pod) FillPodUsage(node, w.usage_ts_ms);
+  };
+  return ApplyOwn(mark, epoch, name, std::move(change), /*only_clean=*/true);
 }
 
 bool SnapshotCache::ApplyOwnState(WriteMark* mark, uint64_t epoch, const std::string& name, const std::string& uid,
                                   ledger::EntryState state) {
-  return ApplyOwn(
-      mark, epoch, name,
-      [uid, state](const ledger::Node& cached, ledger::Node* node, Problems*) {
-        *node = cached;
-        for (ledger::Entry& e : node->entries) {
-          if (e.pod_uid == uid && e.state != ledger::EntryState::kHold) {
-            e.state = state;
-            return true;
-          }
-        }
-        return false;  // not in the cache as the store holds it: read it
-      },
-      /*only_clean=*/true);
+  const auto is_it = [uid](const ledger::Entry& e) { return e.pod_uid == uid && e.state != ledger::EntryState::kHold; };
+  OwnChange change;
+  // Not in the cache as the store holds it: read it.
+  change.check = [is_it](const ledger::Node& cached) {
+    return std::any_of(cached.entries.begin(), cached.entries.end(), is_it);
+  };
+  change.apply = [is_it, state](ledger::Node* node) {
+    auto e = std::find_if(node->entries.begin(), node->entries.end(), is_it);
+    if (e != node->entries.end()) e->state = state;
+  };
+  return ApplyOwn(mark, epoch, name, std::move(change), /*only_clean=*/true);
 }
 
-bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& name, NodeBuilder build,
+bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string& name, OwnChange change,
                              bool only_clean) {
   Saw(epoch);
   bool next = false;
@@ -605,29 +610,29 @@ bool SnapshotCache::ApplyOwn(WriteMark* mark, uint64_t epoch, const std::string&
   // for their round trips): the write is kept instead, and laid on by
   // whoever holds the cache next, or the next call.
   if (!next) {
-    Keep(mark, epoch, name, std::move(build), only_clean);
+    Keep(mark, epoch, name, std::move(change), only_clean);
     TryLayKept();
     return false;
   }
   if (!reload_mu_.TryLock()) {
-    Keep(mark, epoch, name, std::move(build), only_clean);
+    Keep(mark, epoch, name, std::move(change), only_clean);
     TryLayKept();
     return false;
   }
   std::vector<ledger::SnapshotPtr> old;  // destroyed after the locks are released
   old.emplace_back();
-  const Applied applied = ApplyOwnWriteLocked(mark, epoch, name, build, only_clean, &old.back());
+  const Applied applied = ApplyOwnWriteLocked(mark, epoch, name, change, only_clean, &old.back());
   if (applied == Applied::kApplied) LayKeptLocked(&old);
   reload_mu_.Unlock();
-  if (applied == Applied::kLater) Keep(mark, epoch, name, std::move(build), only_clean);
+  if (applied == Applied::kLater) Keep(mark, epoch, name, std::move(change), only_clean);
   return applied == Applied::kApplied;
 }
 
-void SnapshotCache::Keep(WriteMark* mark, uint64_t epoch, const std::string& name, NodeBuilder build,
+void SnapshotCache::Keep(WriteMark* mark, uint64_t epoch, const std::string& name, OwnChange change,
                          bool only_clean) {
   MutexLock lk(&kept_mu_);
   if (kept_.size() >= kMaxKept) kept_.erase(kept_.begin());
-  kept_.insert_or_assign(epoch, KeptWrite{name, std::move(build), only_clean});
+  kept_.insert_or_assign(epoch, KeptWrite{name, std::move(change), only_clean});
   kept_count_.store(kept_.size());
   // Returned, as far as the cache's cover goes: counted now, and as covered
   // when laid on (a write kept and counted only on its return could be laid
@@ -666,7 +671,7 @@ void SnapshotCache::LayKeptLocked(std::vector<ledger::SnapshotPtr>* old) {
       kept_count_.store(kept_.size());
     }
     old->emplace_back();
-    switch (ApplyOwnWriteLocked(nullptr, at + 1, w.node, w.build, w.only_clean, &old->back())) {
+    switch (ApplyOwnWriteLocked(nullptr, at + 1, w.node, w.change, w.only_clean, &old->back())) {
       case Applied::kApplied:
         continue;
       case Applied::kLater: {  // a call holds the snapshot: once it lets go
@@ -682,7 +687,7 @@ void SnapshotCache::LayKeptLocked(std::vector<ledger::SnapshotPtr>* old) {
 }
 
 SnapshotCache::Applied SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint64_t epoch, const std::string& name,
-                                                          const NodeBuilder& build, bool only_clean,
+                                                          const OwnChange& change, bool only_clean,
                                                           ledger::SnapshotPtr* old) {
   ledger::SnapshotPtr base;
   {
@@ -691,21 +696,15 @@ SnapshotCache::Applied SnapshotCache::ApplyOwnWriteLocked(WriteMark* mark, uint6
     base = cache_;
   }
   if (only_clean && node_problems_.count(name) != 0) return Applied::kNever;
-  ledger::Node node;
-  node.name = name;
-  Problems problems;
-  if (!build(*base->Find(name), &node, &problems)) return Applied::kNever;
+  if (!change.check(*base->Find(name))) return Applied::kNever;
+  // The node's count of unreadable fields stays 0 (only_clean) or as it was.
   NodeProblems node_problems = node_problems_;
-  node_problems.erase(name);
-  if (problems.count != 0) node_problems[name] = problems.count;
   const bool sealed = base->sealed;  // reserve and the bound mark leave the seal as it is
   const std::string unseal_reason = base->unseal_reason;
-  NodeUpdates updates;
-  updates.emplace_back(name, std::move(node));
   // Not at the price of a copy of every node (a call holds the cached
   // snapshot, and no spare is free): laid on once that call has let go.
-  ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, unseal_reason, std::move(updates),
-                                      std::move(node_problems), problems, /*copy_ok=*/false);
+  ledger::SnapshotPtr fresh = Install(std::move(base), epoch, sealed, unseal_reason, {}, std::move(node_problems),
+                                      Problems{}, /*copy_ok=*/false, &name, &change.apply);
   if (fresh == nullptr) return Applied::kLater;
   own_writes_.fetch_add(1);
   MutexLock lk(&cache_mu_);
