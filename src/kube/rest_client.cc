@@ -664,7 +664,7 @@ Result<std::unique_ptr<RestClient>> NewRestClientImpl(const Options& opts) {
     ca_file.clear();
   }
 
-  auto token = std::make_unique<TokenSource>(token_file);
+  auto token = std::make_unique<TokenSource>(token_file, std::chrono::milliseconds(std::max(0, opts.token_check_ms)));
   if (Status s = token->Load(); !s.ok()) return InvalidArgument("kube client: " + s.message());
   spdlog::info("kube client: API server {}{} (token file: {}, CA file: {})", ep->Origin(), ep->base_path,
                token_file.empty() ? "none" : token_file, ca_file.empty() ? "system trust store" : ca_file);

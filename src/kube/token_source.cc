@@ -21,7 +21,8 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
-TokenSource::TokenSource(std::string path) : path_(std::move(path)) {}
+TokenSource::TokenSource(std::string path, std::chrono::milliseconds check_every)
+    : path_(std::move(path)), check_every_(check_every) {}
 
 Status TokenSource::Load() {
   if (path_.empty()) return Status::Ok();
@@ -32,6 +33,9 @@ Status TokenSource::Load() {
 std::string TokenSource::Get() {
   if (path_.empty()) return "";
   MutexLock lock(&mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!token_.empty() && check_every_.count() > 0 && now - checked_ < check_every_) return token_;
+  checked_ = now;
   Status s = RefreshLocked();
   if (!s.ok() && !warned_) {
     spdlog::warn("kube: keeping the previous API token: {}", s.message());

@@ -65,6 +65,8 @@ struct Options {
   int watch_timeout_s = 300;    // server-side timeoutSeconds of one watch request;
                                 // the stream read timeout is this + 30 s
   int list_page_size = 500;     // `limit` of each page of a list
+  int token_check_ms = 1000;    // how often the token file is checked for a rotated token
+                                // (0: before every call)
 };
 
 enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark };

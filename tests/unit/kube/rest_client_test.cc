@@ -334,7 +334,9 @@ TEST_F(RestClientTest, TokenIsReReadWhenTheFileChanges) {
     Record(req);
     res.set_content(PodJson(req.matches[1]), "application/json");
   });
-  auto client = Client();
+  Options o;
+  o.token_check_ms = 0;  // checked before every call
+  auto client = Client(o);
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->GetPod("ml", "a").ok());
   ASSERT_TRUE(client->GetPod("ml", "a").ok());
@@ -349,6 +351,25 @@ TEST_F(RestClientTest, TokenIsReReadWhenTheFileChanges) {
 
   EXPECT_EQ(Authorizations(), (std::vector<std::string>{"Bearer tok-1", "Bearer tok-1", "Bearer tok-2-rotated",
                                                         "Bearer tok-2-rotated"}));
+}
+
+// By default the file is checked at most once a second, not on every call
+// (a stat per call was 1.5 % of vramd's CPU): a rotated token is used from
+// the first call a second after the last check.
+TEST_F(RestClientTest, TheTokenFileIsCheckedAtMostOnceASecond) {
+  server_->Get(R"(/api/v1/namespaces/ml/pods/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
+    Record(req);
+    res.set_content(PodJson(req.matches[1]), "application/json");
+  });
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+  dir_.Write("token", "tok-2-rotated\n");
+  fs::last_write_time(token_file_, fs::last_write_time(token_file_) + 10s);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());  // within the second: not looked at yet
+  std::this_thread::sleep_for(1100ms);
+  ASSERT_TRUE(client->GetPod("ml", "a").ok());
+  EXPECT_EQ(Authorizations(), (std::vector<std::string>{"Bearer tok-1", "Bearer tok-1", "Bearer tok-2-rotated"}));
 }
 
 // --- Get, patch, events ----------------------------------------------------
