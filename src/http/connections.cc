@@ -1,5 +1,6 @@
 #include "http/connections.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ int PickVictim(const std::vector<ConnView>& conns, TimePoint now) {
   int best = -1;
   for (size_t i = 0; i < conns.size(); ++i) {
     const ConnView& c = conns[i];
-    if (c.evicted || c.state == State::kBusy || now - c.since < kEvictableAfter) continue;
+    if (c.evicted || c.state == State::kBusy || c.unread || now - c.since < kEvictableAfter) continue;
     if (best < 0 || c.since < conns[static_cast<size_t>(best)].since) best = static_cast<int>(i);
   }
   return best;
@@ -36,8 +37,12 @@ int PickVictim(const std::vector<ConnView>& conns, TimePoint now) {
 TimePoint NextEvictable(const std::vector<ConnView>& conns, TimePoint now) {
   TimePoint next = kNoDeadline;
   for (const ConnView& c : conns) {
-    if (c.evicted || c.state == State::kBusy || now - c.since >= kEvictableAfter) continue;
-    next = std::min(next, c.since + kEvictableAfter);
+    if (c.evicted || c.state == State::kBusy) continue;
+    if (c.unread) {
+      next = std::min(next, now + kUnreadRecheck);
+    } else if (now - c.since < kEvictableAfter) {
+      next = std::min(next, c.since + kEvictableAfter);
+    }
   }
   return next;
 }
@@ -84,6 +89,11 @@ ConnectionTable::Admission ConnectionTable::TryAdmitLocked(TimePoint now, TimePo
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     views.push_back(it->second.view);
     its.push_back(it);
+    ConnView& v = views.back();
+    if (!v.evicted && v.state != State::kBusy) {
+      int pending = 0;
+      v.unread = ::ioctl(it->second.fd, FIONREAD, &pending) == 0 && pending > 0;
+    }
   }
   int victim = PickVictim(views, now);
   if (victim < 0) {

@@ -53,6 +53,10 @@ struct ConnView {
   State state = State::kIdle;
   TimePoint since{};      // when it entered `state`
   bool evicted = false;   // already chosen (and shut down); still finishing
+  // Bytes from the client wait to be read: it is this server, not the
+  // client, that is behind (a request sent into a burst, read late on a
+  // loaded machine). Only looked at when a victim is wanted.
+  bool unread = false;
 };
 
 // A connection may be closed to make room once it has waited on its client
@@ -61,13 +65,16 @@ struct ConnView {
 inline constexpr std::chrono::milliseconds kEvictableAfter{100};
 
 // The connection to close to make room for a new one at `now`: among those
-// not busy, not evicted already and waiting on their client since at least
-// kEvictableAfter, the one that has been waiting the longest (the earliest
-// `since`; ties: the first). -1 when none may be closed.
+// not busy, not evicted already, with nothing unread and waiting on their
+// client since at least kEvictableAfter, the one that has been waiting the
+// longest (the earliest `since`; ties: the first). -1 when none may be
+// closed.
 int PickVictim(const std::vector<ConnView>& conns, TimePoint now);
 
-// When the first of the connections PickVictim passed over for being too
-// young becomes one it may close; kNoDeadline when none.
+// When to look again for a connection PickVictim may close: when the first
+// of those it passed over for being too young is old enough, or soon
+// (kUnreadRecheck) when one had bytes unread; kNoDeadline when none.
+inline constexpr std::chrono::milliseconds kUnreadRecheck{10};
 TimePoint NextEvictable(const std::vector<ConnView>& conns, TimePoint now);
 
 // Whether the request about to be served must be the connection's last

@@ -13,8 +13,10 @@ hold every connection while they queue for the API:
 
 - with `--http-admission-wait-ms 0` (refuse at once, the behaviour before)
   some binds are refused: the attack reaches the cap;
-- with the default wait every bind is answered without an error, every pod
-  is bound on the API server, and none was refused.
+- with a wait every bind is answered without an error, every pod is bound
+  on the API server, and none was refused (nor closed with its request sent
+  but not read yet: on a loaded machine the thread of a connection just
+  admitted may read its request late).
 """
 
 import json
@@ -101,8 +103,10 @@ class BindBurst(SharedTestbed):
         self.assertGreater(len(failed), 0)
         self.assertEqual(vramd.stop(), 0)
 
-        # The default: every bind waits for room and is answered.
-        vramd, out = self.burst("waited", [])
+        # With the wait: every bind waits for room and is answered. 5 s
+        # rather than the default 1 s: the test command runs this beside the
+        # other e2e files on two cores, where one bind can take that long.
+        vramd, out = self.burst("waited", ["--http-admission-wait-ms", "5000"])
         for i, (status, body) in enumerate(out):
             self.assertEqual(status, 200, f"bind {i}: {body}")
             self.assertEqual(json.loads(body).get("Error", ""), "", f"bind {i}")
@@ -111,7 +115,7 @@ class BindBurst(SharedTestbed):
         waited = metric_value(vramd, "vramd_http_connections_waited_total", {"listener": "listen"})
         refused = metric_value(vramd, "vramd_http_connections_closed_total",
                                {"listener": "listen", "reason": "refused"})
-        print(f"with the default wait: {BURST} of {BURST} bound, {waited:.0f} connections waited for room, "
+        print(f"with a wait: {BURST} of {BURST} bound, {waited:.0f} connections waited for room, "
               f"{refused:.0f} refused")
         self.assertGreater(waited, 0, "no connection had to wait: the burst never reached the cap")
         self.assertEqual(refused, 0)

@@ -93,6 +93,14 @@ TEST(PickVictim, NotOneThatHasWaitedOnItsClientForLessThanAMoment) {
   EXPECT_EQ(NextEvictable({View(State::kBusy, 99), View(State::kIdle, 1, true)}, kLater), kNoDeadline);
 }
 
+TEST(PickVictim, NotOneWhoseClientSentBytesNotReadYet) {
+  ConnView sent = View(State::kIdle, 1);  // idle long, but its next request has arrived
+  sent.unread = true;
+  EXPECT_EQ(PickVictim({sent}, kLater), -1);
+  EXPECT_EQ(NextEvictable({sent}, kLater), kLater + kUnreadRecheck);
+  EXPECT_EQ(PickVictim({sent, View(State::kReading, 50)}, kLater), 1);
+}
+
 TEST(PickVictim, TiesGoToTheFirst) { EXPECT_EQ(PickVictim({View(State::kIdle, 2), View(State::kIdle, 2)}, kLater), 0); }
 
 TEST(IsLastRequest, TheRequestThatReachesTheCapIsTheLast) {
@@ -225,6 +233,25 @@ TEST(ConnectionTable, AConnectionJustAcceptedIsClosedForANewcomerOnlyOnceItHasWa
   EXPECT_TRUE(waited);
   EXPECT_GE(at - accepted, kEvictableAfter);
   EXPECT_LT(at - accepted, milliseconds(3000)) << "the wait did not end when the connection became evictable";
+  EXPECT_TRUE(a.ClientSeesEnd());
+  EXPECT_TRUE(t.Unregister(id));
+}
+
+// A connection whose request has arrived but is not read yet (its thread
+// late on a loaded machine) is not closed for a newcomer: the newcomer waits.
+TEST(ConnectionTable, AConnectionWithBytesUnreadIsNotClosedForANewcomer) {
+  ConnectionTable t(1);
+  Pair a;
+  uint64_t id = TableOfOne(&t, &a, State::kIdle);  // idle since long ago
+  ASSERT_EQ(send(a.fd[1], "GET / HTTP/1.1\r\n\r\n", 18, MSG_NOSIGNAL), 18);  // the client's next request
+  bool waited = false;
+  EXPECT_EQ(t.Admit(milliseconds(150), &waited), ConnectionTable::Admission::kRefused);
+  EXPECT_TRUE(waited);
+  EXPECT_FALSE(a.ClientSeesEnd()) << "closed with its request unread";
+  // Read (its thread caught up): it waits on its client again and may go.
+  char buf[64];
+  ASSERT_EQ(recv(a.fd[0], buf, sizeof buf, 0), 18);
+  EXPECT_EQ(t.Admit(), ConnectionTable::Admission::kAdmittedAfterEviction);
   EXPECT_TRUE(a.ClientSeesEnd());
   EXPECT_TRUE(t.Unregister(id));
 }
