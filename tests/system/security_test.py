@@ -234,6 +234,9 @@ class Logs(unittest.TestCase):
             redis = w.redis()
             v = w.vramd(["--config", homelab_config(w, redis.url), "--log-json"])
             wait_for(lambda: v.json("GET", "/v1/nodes")[1].get("nodes"), 10, message="nodes")
+            # The epoch watch subscribes on a thread of its own and logs it at
+            # info, after the API answers on a loaded machine: counted first.
+            wait_for(lambda: "following ledger changes" in v.log(), 10, message="the epoch watch's subscription")
             lines_before = len(v.log().splitlines())
             for i in range(50):
                 v.json("POST", "/scheduler/filter", filter_body(f"q{i}", "1Gi"))
