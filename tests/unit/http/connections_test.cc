@@ -177,6 +177,21 @@ uint64_t TableOfOne(ConnectionTable* t, Pair* a, State state) {
   return t->Register(a->fd[0], state, kT0);
 }
 
+// A newcomer's Admit (waiting up to 5 s) while another thread does `then`
+// 100 ms later; *waited and *took say how it went.
+ConnectionTable::Admission AdmitWhile100MsLater(ConnectionTable* t, const std::function<void()>& then, bool* waited,
+                                                std::chrono::steady_clock::duration* took) {
+  std::thread other([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    then();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  ConnectionTable::Admission a = t->Admit(milliseconds(5000), waited);
+  *took = std::chrono::steady_clock::now() - t0;
+  other.join();
+  return a;
+}
+
 // At the cap with every connection being answered, Admit waits (up to its
 // bound) for room: a connection that ends, or one that goes idle and may be
 // evicted; without either it is refused at the bound; Stop ends the wait.
@@ -184,16 +199,13 @@ TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToEnd) {
   ConnectionTable t(1);
   Pair a;
   uint64_t id = TableOfOne(&t, &a, State::kBusy);
-  std::thread ender([&] {
-    std::this_thread::sleep_for(milliseconds(100));
+  bool waited = false;
+  std::chrono::steady_clock::duration took{};
+  const auto end = [&] {
     t.Unregister(id);
     t.Finished();
-  });
-  bool waited = false;
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(t.Admit(milliseconds(5000), &waited), ConnectionTable::Admission::kAdmitted);
-  const auto took = std::chrono::steady_clock::now() - t0;
-  ender.join();
+  };
+  EXPECT_EQ(AdmitWhile100MsLater(&t, end, &waited, &took), ConnectionTable::Admission::kAdmitted);
   EXPECT_TRUE(waited);
   EXPECT_GE(took, milliseconds(90)) << "admitted before the answered connection ended";
   EXPECT_LT(took, milliseconds(4000)) << "the end of the connection did not wake the wait";
@@ -205,15 +217,12 @@ TEST(ConnectionTable, AtTheCapANewcomerWaitsForAnAnsweredConnectionToGoIdle) {
   ConnectionTable t(1);
   Pair a;
   uint64_t id = TableOfOne(&t, &a, State::kBusy);
-  std::thread answerer([&] {
-    std::this_thread::sleep_for(milliseconds(100));
-    t.Set(id, State::kIdle, kT0 + seconds(1));  // answered: waits for a next request
-  });
   bool waited = false;
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(t.Admit(milliseconds(5000), &waited), ConnectionTable::Admission::kAdmittedAfterEviction);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000));
-  answerer.join();
+  std::chrono::steady_clock::duration took{};
+  // Answered: it waits for a next request.
+  const auto answered = [&] { t.Set(id, State::kIdle, kT0 + seconds(1)); };
+  EXPECT_EQ(AdmitWhile100MsLater(&t, answered, &waited, &took), ConnectionTable::Admission::kAdmittedAfterEviction);
+  EXPECT_LT(took, milliseconds(4000)) << "going idle did not wake the wait";
   EXPECT_TRUE(waited);
   EXPECT_TRUE(a.ClientSeesEnd()) << "the connection that went idle was closed to make room";
   EXPECT_TRUE(t.Unregister(id));
