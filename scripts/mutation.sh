@@ -56,12 +56,12 @@ fi
 
 work=$(mktemp -d /tmp/vramd-mutation.XXXXXX)
 cleanup() {
-  if [[ -f "$work/redis.pid" ]]; then kill "$(cat "$work/redis.pid")" 2>/dev/null || true; fi
+  stop_test_redis "$work"
   rm -rf "$work"
 }
-trap cleanup EXIT
 # shellcheck source=scripts/lib/test-redis.sh
 source scripts/lib/test-redis.sh
+trap cleanup EXIT
 if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]]; then
   start_test_redis "$work" mutation.sh || exit 1
 fi

@@ -97,16 +97,12 @@ install -m 0644 scripts/lib/tsan.supp "$work/tsan.supp"
 cleanup() {
   local j
   for j in $(jobs -p); do kill "$j" 2>/dev/null || true; done  # runs of the pool still going (an early exit)
-  if [[ -f "$work/redis.pid" ]]; then
-    pid=$(cat "$work/redis.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  fi
+  stop_test_redis "$work"
   rm -rf "$work"
 }
-trap cleanup EXIT
 # shellcheck source=scripts/lib/test-redis.sh
 source scripts/lib/test-redis.sh
+trap cleanup EXIT
 if [[ -z "${VRAMD_TEST_VALKEY_URL:-}" ]] && ((!build_only)); then
   start_test_redis "$work" sanitize.sh || exit 1
 fi

@@ -117,13 +117,13 @@ fi
 # A throwaway Valkey-compatible server on loopback for the integration tier.
 work=$(mktemp -d /tmp/vramd-test.XXXXXX)
 cleanup() {
-  if [[ -f "$work/redis.pid" ]]; then kill "$(cat "$work/redis.pid")" 2>/dev/null || true; fi
+  stop_test_redis "$work"
   stop_background
   rm -rf "$work"
 }
-trap cleanup EXIT
 # shellcheck source=scripts/lib/test-redis.sh
 source scripts/lib/test-redis.sh
+trap cleanup EXIT
 start_test_redis "$work" test.sh || exit 1
 
 # The tiers CTest runs; sanitize and fuzz are scripts of their own.

@@ -21,7 +21,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import ledger_nodes, metric_value, start_vramd, wait_ledger_nodes  # noqa: E402
-from testbed import Testbed  # noqa: E402
+from testbed import Testbed, WaitTimeout  # noqa: E402
 
 FAST = {"reconcile_interval_ms": 1000, "reservation_grace_ms": 30000, "leader_lease_ms": 3000,
         "kube": {"timeout_ms": 1000}, "node_sync_interval_ms": 1000}
@@ -56,7 +56,13 @@ class ApiOutage(unittest.TestCase):
                 def released():
                     log = open(v.log_path, errors="replace").read()
                     return "creating the Binding of pod default/during" in log and "during" not in entries(v, "gpu-1")
-                tb.wait_for(released, 20, message=f"the failed bind to release; gdb said:\n{out[-1500:]}")
+                try:
+                    tb.wait_for(released, 20, message=f"the failed bind to release; gdb said:\n{out[-1500:]}")
+                except WaitTimeout as e:
+                    with open(v.log_path, errors="replace") as f:
+                        lines = [l for l in f.read().splitlines() if "during" in l or "Binding" in l]
+                    raise AssertionError(f"{e}\nentries on gpu-1: {sorted(entries(v, 'gpu-1'))}\n"
+                                         "vramd's log lines on the pod:\n" + "\n".join(lines[-30:])) from e
                 print(f"\napi outage: bind failed and its reservation was released "
                       f"{time.monotonic() - frozen_at:.2f} s after the API server froze")
                 self.assertEqual(v.alive(), True)
