@@ -40,6 +40,7 @@ extender::Options ExtenderOptionsFrom(const config::Config& cfg) {
   e.policy.victim_classes = cfg.burst_victim_classes;
   e.bind_in_flight_ttl_ms = config::BindInFlightMs(cfg);
   e.rebuild_quiet_ms = config::RebuildQuietMs(cfg);
+  e.bound_mark_window_ms = cfg.bind_mark_window_ms;
   return e;
 }
 

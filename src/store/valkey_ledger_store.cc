@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -229,6 +230,64 @@ class ValkeyLedgerStore final : public LedgerStore {
   Status FinishBind(const std::string& node, const std::string& pod_uid) override {
     return RunSetState(finish_bind_, {keys_.Node(node, "alloc"), keys_.epoch, keys_.changes, keys_.inflight}, node,
                        pod_uid, EntryState::kBound);
+  }
+
+  // One script call (finish_binds.lua), one WAIT for the batch. Each mark has
+  // a WriteMark of its own: each entry changed is one own write of its own
+  // epoch, laid on the cache like FinishBind's.
+  Status FinishBinds(const std::vector<BoundMark>& marks, std::vector<Status>* results) override {
+    results->assign(marks.size(), Status::Ok());
+    std::deque<SnapshotCache::WriteMark> write_marks;
+    std::vector<size_t> sent;  // indexes into marks of the pods in the call
+    std::vector<std::string> keys{keys_.epoch, keys_.changes, keys_.inflight}, args;
+    for (size_t i = 0; i < marks.size(); ++i) {
+      const BoundMark& m = marks[i];
+      if (Status s = CheckNodeName(m.node); !s.ok()) {
+        (*results)[i] = s;
+        continue;
+      }
+      if (m.pod_uid.empty()) {
+        (*results)[i] = InvalidArgument("entry state change without a pod UID");
+        continue;
+      }
+      write_marks.emplace_back(&snapshots_);
+      sent.push_back(i);
+      keys.push_back(keys_.Node(m.node, "alloc"));
+      args.push_back(m.pod_uid);
+      args.push_back(m.node);
+    }
+    if (sent.empty()) return Status::Ok();
+    auto r = client_->EvalReplicated(finish_binds_, keys, args);
+    if (!r.ok()) return r.status();
+    const Reply& reply = r->reply;
+    if (reply.type != Reply::Type::kArray || reply.elements.size() != 2 * sent.size()) {
+      return ScriptError("finish-binds", reply);
+    }
+    for (size_t j = 0; j < sent.size(); ++j) {
+      const BoundMark& m = marks[sent[j]];
+      const Reply& code = reply.elements[2 * j];
+      const Reply& epoch_str = reply.elements[2 * j + 1];
+      Status& out = (*results)[sent[j]];
+      if (code.type != Reply::Type::kInteger) {
+        out = ScriptError("finish-binds", reply);
+        continue;
+      }
+      int64_t epoch = 0;
+      if (code.integer == 1 && r->replication.ok() && epoch_str.type == Reply::Type::kString &&
+          ParseInt64(epoch_str.str, &epoch) && epoch > 0) {
+        snapshots_.ApplyOwnState(&write_marks[j], static_cast<uint64_t>(epoch), m.node, m.pod_uid,
+                                 EntryState::kBound);
+      }
+      if (code.integer == 1 && !r->replication.ok()) {
+        out = Unavailable("marking the entry of pod " + m.pod_uid + " on node " + m.node +
+                          " bound is not replicated: " + r->replication.message());
+      } else if (code.integer == -1) {
+        out = NotFound("no ledger entry for pod " + m.pod_uid + " on node " + m.node);
+      } else if (code.integer == -2) {
+        out = Internal("the ledger entry of pod " + m.pod_uid + " on node " + m.node + " is not readable JSON");
+      }
+    }
+    return Status::Ok();
   }
 
   Status PutEntry(const std::string& node, const Entry& entry) override {
@@ -725,6 +784,7 @@ class ValkeyLedgerStore final : public LedgerStore {
   const Script release_{WriteScript(lua::kHoldFn, lua::kRelease)};
   const Script set_state_{WriteScript(lua::kSetStateFn, lua::kSetState)};
   const Script finish_bind_{WriteScript(lua::kSetStateFn, lua::kFinishBind)};
+  const Script finish_binds_{WriteScript(lua::kSetStateFn, lua::kFinishBinds)};
   const Script put_entry_{WriteScript(lua::kPutEntry)};
   const Script refresh_entry_{WriteScript(lua::kRefreshEntry)};
   const Script hold_room_{WriteScript(lua::kHoldFn, lua::kHoldRoom)};

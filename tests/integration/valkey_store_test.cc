@@ -668,6 +668,53 @@ TEST_F(ValkeyStoreTest, ReserveMarksTheBindInFlightAndFinishBindClearsIt) {
   EXPECT_TRUE(in_flight().empty());
 }
 
+// Issue 36: the bound marker's batch. One call marks several pods on
+// several nodes; each in-flight mark is cleared; an entry that is no longer
+// reserved (reconcile moved it on) is left as it is; a missing one is
+// kNotFound, and invalid marks fail alone.
+TEST_F(ValkeyStoreTest, FinishBindsMarksReservedEntriesOnlyAndClearsEveryInFlightMark) {
+  Capacity("n1", {{0, 80 * kGi, ""}});
+  Capacity("n2", {{0, 80 * kGi, ""}});
+  for (const auto& [node, uid] : std::vector<std::pair<std::string, std::string>>{
+           {"n1", "a"}, {"n2", "b"}, {"n1", "late"}, {"n2", "done"}}) {
+    ReserveRequest r = Req(node, MakeEntry(uid, {0}, kGi));
+    r.in_flight_ttl_ms = 60'000;
+    ASSERT_EQ(*store_->Reserve(r), ReserveOutcome::kReserved) << uid;
+  }
+  ASSERT_TRUE(store_->SetEntryState("n1", "late", ledger::EntryState::kTerminating).ok());
+  ASSERT_TRUE(store_->SetEntryState("n2", "done", ledger::EntryState::kBound).ok());
+  ASSERT_TRUE(store_->BeginBind("gone", 60'000).ok());
+  const uint64_t epoch = Fresh()->epoch;
+
+  std::vector<Status> results;
+  ASSERT_TRUE(store_
+                  ->FinishBinds({{"n1", "a"}, {"n2", "b"}, {"n1", "late"}, {"n2", "done"}, {"n1", "gone"},
+                                 {"bad{node}", "x"}, {"n1", ""}},
+                                &results)
+                  .ok());
+  ASSERT_EQ(results.size(), 7u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+  EXPECT_EQ(results[4].code(), Code::kNotFound);
+  EXPECT_EQ(results[5].code(), Code::kInvalidArgument);
+  EXPECT_EQ(results[6].code(), Code::kInvalidArgument);
+  EXPECT_TRUE(store_->BindsInFlight()->empty());
+
+  auto snap = Fresh();
+  EXPECT_EQ(snap->epoch, epoch + 2) << "one epoch per entry changed (a and b)";
+  std::map<std::string, ledger::EntryState> states;
+  for (const char* n : {"n1", "n2"}) {
+    for (const ledger::Entry& e : snap->Find(n)->entries) states[e.pod_uid] = e.state;
+  }
+  EXPECT_EQ(states, (std::map<std::string, ledger::EntryState>{{"a", ledger::EntryState::kBound},
+                                                                {"b", ledger::EntryState::kBound},
+                                                                {"late", ledger::EntryState::kTerminating},
+                                                                {"done", ledger::EntryState::kBound}}));
+  // Nothing to send: no call, every result known.
+  EXPECT_TRUE(store_->FinishBinds({{"", "x"}}, &results).ok());
+  EXPECT_EQ(results.size(), 1u);
+  EXPECT_EQ(Fresh()->epoch, epoch + 2);
+}
+
 TEST_F(ValkeyStoreTest, PutEntryAndSetEntryStateRoundTrip) {
   Capacity("n1", {{0, 10 * kGi, ""}});
   ledger::Entry e = MakeEntry("uid-1", {0}, 20 * kGi);  // over capacity: no check
@@ -1945,6 +1992,37 @@ TEST_F(EpochWatchTest, ItsOwnWritesAreSeenAtOnceWithoutAnyRead) {
   EXPECT_EQ(watching->SnapshotReloads().full, reloads.full);
   EXPECT_EQ(watching->SnapshotReloads().own_writes, reloads.own_writes + 40);
   ExpectSameLedger(*watching->WatchedSnapshot().value(), *Fresh());
+}
+
+// Issue 36: a batch of bound marks is laid on the watching replica's cache
+// as the batch's own writes, one per entry, without any read.
+TEST_F(EpochWatchTest, ABatchOfBoundMarksIsSeenAtOnceWithoutAnyRead) {
+  for (const char* n : {"n1", "n2"}) Capacity(n, {{0, 80 * kGi, ""}});
+  auto watching = Watching();
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  std::vector<LedgerStore::BoundMark> marks;
+  for (int i = 0; i < 6; ++i) {
+    const std::string uid = "batch-" + std::to_string(i), node = i % 2 ? "n2" : "n1";
+    ASSERT_TRUE(watching->Reserve(Req(node, MakeEntry(uid, {0}, kGi))).ok());
+    marks.push_back({node, uid});
+  }
+  ASSERT_TRUE(watching->WatchedSnapshot().ok());
+  const uint64_t epochs = watching->EpochChecks();
+  const auto reloads = watching->SnapshotReloads();
+  std::vector<Status> results;
+  ASSERT_TRUE(watching->FinishBinds(marks, &results).ok());
+  for (const Status& r : results) EXPECT_TRUE(r.ok()) << r.ToString();
+  auto s = watching->WatchedSnapshot();
+  ASSERT_TRUE(s.ok());
+  size_t bound = 0;
+  for (const char* n : {"n1", "n2"}) {
+    for (const ledger::Entry& e : (*s)->Find(n)->entries) bound += e.state == ledger::EntryState::kBound;
+  }
+  EXPECT_EQ(bound, 6u);
+  EXPECT_EQ(watching->EpochChecks(), epochs) << "a call read the epoch";
+  EXPECT_EQ(watching->SnapshotReloads().incremental, reloads.incremental) << "a call refreshed";
+  EXPECT_EQ(watching->SnapshotReloads().own_writes, reloads.own_writes + 6);
+  ExpectSameLedger(**s, *Fresh());
 }
 
 // Issue 36: a bind's reserve or bound mark that returns while a filter call

@@ -103,6 +103,9 @@ struct Config {
   // granted before the loss may still create its Binding meanwhile. -1: as
   // long as a bind is marked in flight (BindInFlightMs).
   int rebuild_quiet_ms = -1;
+  // extender::Options::bound_mark_window_ms: bound marks written in batches
+  // of this many ms after the binds answered (0: each bind writes its own).
+  int bind_mark_window_ms = 20;
 
   // Runtime protection (issue 15), leader only: the pressure watchdog and
   // idle eviction. Modes: "off", "dry-run" (an Event, a log line and a count;

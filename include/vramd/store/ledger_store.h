@@ -266,6 +266,21 @@ class LedgerStore {
     Status e = EndBind(pod_uid);
     return s.ok() ? e : s;
   }
+  // FinishBind for several pods at once (the bound marker's batch): each
+  // pod's in-flight mark is cleared and its entry becomes kBound. One status
+  // per mark in *results (kNotFound: no entry). The returned status fails
+  // when the call as a whole failed (then no result is known). Stores may do
+  // it in one round trip, and then move only an entry still kReserved (a
+  // late mark never undoes what reconcile did meanwhile); this default calls
+  // FinishBind for each.
+  struct BoundMark {
+    std::string node, pod_uid;
+  };
+  virtual Status FinishBinds(const std::vector<BoundMark>& marks, std::vector<Status>* results) {
+    results->clear();
+    for (const BoundMark& m : marks) results->push_back(FinishBind(m.node, m.pod_uid));
+    return Status::Ok();
+  }
   virtual Result<std::set<std::string>> BindsInFlight() = 0;
 
   // The seal (SealState). ReadSeal also checks the epoch against the highest

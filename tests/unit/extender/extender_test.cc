@@ -409,6 +409,33 @@ TEST_F(KubeExtender, TheBindIsInFlightWhileTheBindingIsCreatedAndNotAfter) {
   EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
 }
 
+// Issue 36: with the bound marker, the bind answers before its pod's entry
+// is marked bound; until the marker's batch is written the entry stays
+// reserved and the bind in flight (both hold the VRAM), and the batch marks
+// it bound and clears the mark (here when the extender stops: the window is
+// a minute).
+TEST(KubeExtenderBoundMarker, TheEntryIsMarkedBoundAfterTheAnswerAndTheBindStaysInFlightUntilThen) {
+  FakeLedgerStore store;
+  FakeKubeClient kube;
+  FixedClock clock;
+  metrics::Registry registry;
+  store.AddNode("big", {96 * kGi});
+  kube.AddPod("default", "p-u1", "u1", "32Gi");
+  Options opts;
+  opts.bound_mark_window_ms = 60'000;
+  {
+    Extender ext{opts, &store, &kube, &clock, &registry};
+    EXPECT_EQ(json::parse(ext.Bind(BindBody("u1", "big")).body)["Error"], "");
+    EXPECT_EQ(kube.pods["default/p-u1"].node_name, "big");
+    ASSERT_EQ(store.Entries("big").size(), 1u);
+    EXPECT_EQ(store.Entries("big")[0].state, ledger::EntryState::kReserved);
+    EXPECT_EQ(*store.BindsInFlight(), std::set<std::string>{"u1"});
+  }
+  EXPECT_EQ(store.Entries("big").at(0).state, ledger::EntryState::kBound);
+  EXPECT_TRUE(store.BindsInFlight()->empty());
+  EXPECT_EQ(registry.AddCounter("vramd_bound_marks_total", "", {"result"}).With({"written"}).Value(), 1);
+}
+
 // Issue 11: a store that lost data is unsealed until the leader rebuilt it;
 // meanwhile no verb grants anything, and each says why (kube-scheduler retries).
 TEST_F(KubeExtender, NothingIsGrantedWhileTheLedgerIsBeingRebuilt) {
