@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,14 +20,24 @@ namespace {
 using vramd::testing::FakeLedgerStore;
 using Batch = std::vector<std::string>;  // the uids of one FinishBinds call
 
+// Waits (up to 10 s) until `done`; its last answer.
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+
 // Records each FinishBinds call's uids; answers each mark with `answer` (a
 // per-uid status; ok when not named) or the whole call with `down`.
 class RecordingStore : public FakeLedgerStore {
  public:
   Status FinishBinds(const std::vector<BoundMark>& marks, std::vector<Status>* results) override {
+    entered = true;
     while (hold) std::this_thread::yield();
     MutexLock l(&mu);
-    entered = true;
     Batch b;
     for (const BoundMark& m : marks) b.push_back(m.pod_uid);
     calls.push_back(b);
@@ -41,13 +53,8 @@ class RecordingStore : public FakeLedgerStore {
     MutexLock l(&mu);
     return calls;
   }
-  // Waits (up to 10 s) until `n` calls were made.
   bool WaitForCalls(size_t n) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (Calls().size() < n && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return Calls().size() >= n;
+    return WaitUntil([&] { return Calls().size() >= n; });
   }
   Mutex mu;
   std::vector<Batch> calls GUARDED_BY(mu);
@@ -106,16 +113,22 @@ TEST(BoundMarker, AFullBatchIsWrittenBeforeTheWindowEnds) {
   EXPECT_EQ(store.Calls(), (std::vector<Batch>{{"a", "b", "c"}}));
 }
 
+// Marks "a" on a marker whose store holds its first call, and waits until
+// that call is under way: what is marked next queues up behind it.
+void MarkAWhileItsCallHolds(RecordingStore* store, BoundMarker* marker) {
+  ASSERT_TRUE(marker->Mark("n1", "a"));
+  ASSERT_TRUE(WaitUntil([&] { return store->entered.load(); }));
+}
+
 TEST(BoundMarker, MoreThanABatchQueuedIsWrittenInCallsOfAtMostMaxBatch) {
   RecordingStore store;
-  store.hold = true;  // the first call waits: the rest queue up meanwhile
+  store.hold = true;
   metrics::Registry reg;
   BoundMarkerOptions opts;
   opts.batch_window_ms = 1;
   opts.max_batch = 2;
   BoundMarker marker(&store, &reg, opts);
-  ASSERT_TRUE(marker.Mark("n1", "a"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // "a" is taken (its call holds)
+  MarkAWhileItsCallHolds(&store, &marker);
   for (const char* uid : {"b", "c", "d", "e", "f"}) ASSERT_TRUE(marker.Mark("n1", uid));
   store.hold = false;
   marker.Stop();
@@ -136,8 +149,7 @@ TEST(BoundMarker, AFullQueueRefusesWithoutWaitingForTheStore) {
   opts.batch_window_ms = 1;
   opts.max_queued = 2;
   BoundMarker marker(&store, &reg, opts);
-  ASSERT_TRUE(marker.Mark("n1", "a"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // "a" is taken; its call holds
+  MarkAWhileItsCallHolds(&store, &marker);
   EXPECT_TRUE(marker.Mark("n1", "b"));
   EXPECT_TRUE(marker.Mark("n1", "c"));
   EXPECT_FALSE(marker.Mark("n1", "d")) << "the queue holds b and c: the caller marks d itself";
@@ -170,11 +182,7 @@ TEST(BoundMarker, AFailedCallCountsItsWholeBatchFailedAndTheNextIsWritten) {
   BoundMarker marker(&store, &reg, opts);
   ASSERT_TRUE(marker.Mark("n1", "a"));
   ASSERT_TRUE(marker.Mark("n1", "b"));
-  ASSERT_TRUE(store.WaitForCalls(1));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Marks(reg, "failed") + Marks(reg, "written") < 2 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  ASSERT_TRUE(WaitUntil([&] { return Marks(reg, "failed") >= 2; }));
   store.down = false;
   ASSERT_TRUE(marker.Mark("n1", "c"));
   marker.Stop();
