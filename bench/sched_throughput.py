@@ -17,7 +17,8 @@ from scheduler start to the last bind is reported too. Bench only: never run by
 the test command.
 
     python3 bench/sched_throughput.py [--nodes 100] [--pods 1000] [--rounds 1]
-        [--scheduler-qps default|N] [--vramd-http-threads N] [--vramd-args FLAGS] [--api-requests] [--rotate] [--json FILE]
+        [--scheduler-qps default|N] [--vramd-http-threads N] [--vramd-args FLAGS] [--api-requests] [--rotate]
+        [--keep-vramd] [--json FILE]
 
 --scheduler-qps N raises kube-scheduler's client rate limit (qps N, burst 2N):
 with the default (qps 50) the scheduler's own Binding POSTs are throttled,
@@ -369,8 +370,14 @@ def main() -> int:
     ap.add_argument("--rotate", action="store_true",
                     help="rotate the order of the configurations from one run to the next (run r starts with the "
                          "r-th), so that none is always last")
+    ap.add_argument("--keep-vramd", action="store_true",
+                    help="vramd rounds only (no 'without' or echo rounds), all served by one vramd started before "
+                         "the first: its cost per pod once warm (by default each round starts a fresh vramd, whose "
+                         "first burst also pays for its API connections, worker threads and buffers)")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
+    if a.keep_vramd and (a.echo_extender or a.bind_echo or a.idle):
+        ap.error("--keep-vramd runs vramd rounds only (no --echo-extender, --bind-echo or --idle)")
 
     overrides = {}
     if a.scheduler_qps != "default":
@@ -410,6 +417,9 @@ def main() -> int:
                         message="the echo extender to listen")
         labels = (("without", "echo", "bind-echo", "with") if a.bind_echo else ("without", "echo", "with")) \
             if echo else ("without", "with")
+        if a.keep_vramd:
+            labels = ("with",)
+        kept = None  # --keep-vramd: the one vramd of every round
         for rnd in range(a.rounds):
             # --rotate: run r starts at configuration r (mod their number), so
             # that each takes each place in a run (a later round may find the
@@ -422,8 +432,11 @@ def main() -> int:
                 # then freed on deletion, with node nudges) and load both rounds.
                 vramd = None
                 if label == "with":
-                    vramd = start_vramd(tb, config=vcfg, extra_args=shlex.split(a.vramd_args))
-                    wait_ledger_nodes(tb, vramd, names, timeout=60 + a.nodes / 50)
+                    vramd = kept or start_vramd(tb, config=vcfg, extra_args=shlex.split(a.vramd_args))
+                    if kept is None:
+                        wait_ledger_nodes(tb, vramd, names, timeout=60 + a.nodes / 50)
+                    if a.keep_vramd:
+                        kept = vramd
                 extenders = [vramd.url + "/scheduler"] if vramd else []
                 ext_overrides = None
                 if label == "echo":  # filter + prioritize only: kube-scheduler binds itself
@@ -473,7 +486,10 @@ def main() -> int:
                 if vramd:  # the next round starts from an empty ledger
                     tb.wait_for(lambda: not any(ledger_view(vramd).values()), timeout=120, interval=0.5,
                                 message="vramd to free the round's pods")
-                    vramd.stop()
+                    if not a.keep_vramd:
+                        vramd.stop()
+        if kept:
+            kept.stop()
         if echo:
             echo.terminate()
             echo.wait(10)
@@ -484,6 +500,13 @@ def main() -> int:
             per_run = [w / b for w, b in zip(by["with"], by[base])]
             print(f"vramd / {base}, per run: {', '.join(f'{x:.2f}' for x in per_run)}; "
                   f"median {statistics.median(per_run):.2f}")
+    if a.keep_vramd:
+        print(f"median pods/s with one vramd for every round: {med['with']:.1f}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"rounds": results, "median": med, "keep_vramd": True, "vramd_args": a.vramd_args}, f,
+                          indent=1)
+        return 0
     ratio = med["with"] / med["without"]
     if echo:
         print(f"median pods/s with the do-nothing echo extender: {med['echo']:.1f} "
