@@ -439,7 +439,8 @@ std::vector<Key> BuildKeys() {
   k.push_back(IntKey("bind_mark_window_ms", "--bind-mark-window-ms", "VRAMD_BIND_MARK_WINDOW_MS",
                      "after a bind is answered, its pod's ledger entry is marked bound together with the other "
                      "binds' of this many ms, in one Valkey call (until then the entry is reserved and its bind "
-                     "in flight, which hold the VRAM alike); 0: each bind marks its pod before it answers",
+                     "in flight, which hold the VRAM alike); 0 (and standalone): each bind marks its pod before "
+                     "it answers",
                      &Config::bind_mark_window_ms, 0, 1000));
   k.push_back(IntKey("leader_lease_ms", "--leader-lease-ms", "VRAMD_LEADER_LEASE_MS",
                      "leader lease in Valkey; renewed every third of it, taken over when it lapses",

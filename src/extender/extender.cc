@@ -56,7 +56,7 @@ Extender::Extender(Options opts, store::LedgerStore* store, kube::KubeClient* ku
                                         "Bind requests by result (bound, already_bound, rejected, failed).",
                                         {"result"});
   for (const char* r : {"bound", "already_bound", "rejected", "failed"}) bind_results_->With({r});
-  if (opts_.bound_mark_window_ms > 0) {
+  if (opts_.bound_mark_window_ms > 0 && kube_ != nullptr) {  // standalone binds have no in-flight mark to hold them
     BoundMarkerOptions m;
     m.batch_window_ms = opts_.bound_mark_window_ms;
     marker_ = std::make_unique<BoundMarker>(store_, registry, m);
@@ -447,7 +447,7 @@ Extender::BindOutcome Extender::CreateBinding(const BindTarget& t, const ledger:
   if (req.wants_vram()) {
     // Batched after the answer (the in-flight mark holds the entry until
     // then, and the marker's write clears it), or now.
-    if (marker_ != nullptr && kube_ != nullptr && marker_->Mark(t.node, t.uid)) {
+    if (marker_ != nullptr && marker_->Mark(t.node, t.uid)) {
       in_flight->active = false;
     } else if (Status s = store_->FinishBind(t.node, t.uid); !s.ok()) {
       // The pod is bound; reconcile marks the entry bound later (and the

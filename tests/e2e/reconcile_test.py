@@ -138,7 +138,8 @@ class Reconcile(TestbedPerClass):
         print(f"\nphantom: held {time.monotonic() - hold_start:.1f} s while A existed; "
               f"A gone after {gone:.2f} s; B bound {bound:.2f} s after A's final delete")
         self.assertIsNone(entry(self.vramd, "solo", "phantom-a"))
-        self.assertEqual(entry(self.vramd, "solo", "phantom-b")["state"], "bound")
+        tb.wait_for(lambda: entry(self.vramd, "solo", "phantom-b")["state"] == "bound", 5,
+                    message="phantom-b's entry to be marked bound (bind_mark_window_ms after its bind)")
         self.assertGreaterEqual(metric_value(self.vramd, "vramd_reconcile_released_total",
                                              {"cause": "pod_gone"}), 1)
 

@@ -52,9 +52,10 @@ struct Options {
   // The rebuild's quiet period (config::RebuildQuietMs), named in the
   // refusals while the ledger is rebuilt; 0: not named.
   int64_t rebuild_quiet_ms = 0;
-  // > 0: a bound pod's entry is marked bound after the bind is answered, by
-  // a BoundMarker that writes the marks of this many ms in one call
-  // (bind_mark_window_ms); 0: each bind marks its pod before answering.
+  // > 0 (with Kubernetes): a bound pod's entry is marked bound after the bind
+  // is answered, by a BoundMarker that writes the marks of this many ms in
+  // one call (bind_mark_window_ms); 0, or standalone: each bind marks its pod
+  // before answering.
   int64_t bound_mark_window_ms = 0;
 };
 
@@ -190,7 +191,7 @@ class Extender {
   // Serializes queue-checked binds of this replica (CheckQueue + reserve).
   Mutex queue_bind_mu_;
 
-  std::unique_ptr<BoundMarker> marker_;  // with bound_mark_window_ms > 0
+  std::unique_ptr<BoundMarker> marker_;  // with bound_mark_window_ms > 0 and Kubernetes
   RefusalRecorder refusals_;  // last: its thread stops before anything else goes
 };
 

@@ -39,11 +39,13 @@ TEST(DaemonOptions, ExtenderAndRoutesShareTheResourceAndThePolicy) {
   cfg.resource_name = "example.com/vram";
   cfg.score_policy = ledger::ScorePolicy::kBinpack;
   cfg.usage_max_age_ms = 12'345;
+  cfg.bind_mark_window_ms = 7;
   extender::Options e = ExtenderOptionsFrom(cfg);
   EXPECT_EQ(e.resource_name, "example.com/vram");
   EXPECT_EQ(e.policy.score, ledger::ScorePolicy::kBinpack);
   EXPECT_EQ(e.policy.usage_max_age_ms, 12'345);
   EXPECT_EQ(e.bind_in_flight_ttl_ms, config::BindInFlightMs(cfg));
+  EXPECT_EQ(e.bound_mark_window_ms, 7);
 
   Secrets secrets;
   secrets.api_token = "t0ken";
