@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "vramd/ledger/quantity.h"
@@ -400,11 +402,15 @@ std::vector<QueueUsage> QueueUsageOf(const QueueSet& set, const Snapshot& snap,
     auto it = set.by_namespace.find(ns);
     return it != set.by_namespace.end() ? it->second : set.default_queue;
   };
+  // Room held for a pending pod (issue 32) is that pod's pending demand,
+  // counted below while it is pending: not twice. A hold whose pod is not
+  // pending (bound into it, its bound mark not written yet: issue 36; or no
+  // longer refused) is room taken all the same: allocated.
+  std::unordered_set<std::string_view> waiting;
+  for (const PendingPod& p : pending) waiting.insert(p.uid);
   for (const auto& [name, node] : snap.nodes) {
     for (const Entry& e : node.entries) {
-      // Room held for a pending pod (issue 32) is that pod's pending demand,
-      // counted below when it is pending: not twice.
-      if (e.state == EntryState::kHold) continue;
+      if (e.state == EntryState::kHold && waiting.contains(e.pod_uid)) continue;
       const int64_t bytes = EntryBytes(e);
       if (bytes <= 0) continue;
       const int q = queue_of(e.ns);

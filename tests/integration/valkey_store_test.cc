@@ -669,10 +669,11 @@ TEST_F(ValkeyStoreTest, ReserveMarksTheBindInFlightAndFinishBindClearsIt) {
 }
 
 // Issue 36: the bound marker's batch. One call marks several pods on
-// several nodes; each in-flight mark is cleared; an entry that is no longer
-// reserved (reconcile moved it on) is left as it is; a missing one is
-// kNotFound, and invalid marks fail alone.
-TEST_F(ValkeyStoreTest, FinishBindsMarksReservedEntriesOnlyAndClearsEveryInFlightMark) {
+// several nodes; each in-flight mark is cleared; a reserved entry and the
+// hold a pod was bound into become bound; one reconcile made terminating
+// meanwhile is left as it is; a missing one is kNotFound, and invalid marks
+// fail alone.
+TEST_F(ValkeyStoreTest, FinishBindsMarksReservedEntriesAndHoldsButNeverATerminatingOne) {
   Capacity("n1", {{0, 80 * kGi, ""}});
   Capacity("n2", {{0, 80 * kGi, ""}});
   for (const auto& [node, uid] : std::vector<std::pair<std::string, std::string>>{
@@ -684,23 +685,29 @@ TEST_F(ValkeyStoreTest, FinishBindsMarksReservedEntriesOnlyAndClearsEveryInFligh
   ASSERT_TRUE(store_->SetEntryState("n1", "late", ledger::EntryState::kTerminating).ok());
   ASSERT_TRUE(store_->SetEntryState("n2", "done", ledger::EntryState::kBound).ok());
   ASSERT_TRUE(store_->BeginBind("gone", 60'000).ok());
+  // Room held for pod "holder" (no victims: written at once); its bind binds
+  // into it without a reserve (the extender's held-entry path).
+  ledger::Entry hold = MakeEntry("holder", {0}, kGi);
+  hold.state = ledger::EntryState::kHold;
+  ASSERT_EQ(*store_->HoldRoom("n2", {}, hold, 60'000), LedgerStore::HoldOutcome::kHeld);
+  ASSERT_TRUE(store_->BeginBind("holder", 60'000).ok());
   const uint64_t epoch = Fresh()->epoch;
 
   std::vector<Status> results;
   ASSERT_TRUE(store_
-                  ->FinishBinds({{"n1", "a"}, {"n2", "b"}, {"n1", "late"}, {"n2", "done"}, {"n1", "gone"},
-                                 {"bad{node}", "x"}, {"n1", ""}},
+                  ->FinishBinds({{"n1", "a"}, {"n2", "b"}, {"n1", "late"}, {"n2", "done"}, {"n2", "holder"},
+                                 {"n1", "gone"}, {"bad{node}", "x"}, {"n1", ""}},
                                 &results)
                   .ok());
-  ASSERT_EQ(results.size(), 7u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
-  EXPECT_EQ(results[4].code(), Code::kNotFound);
-  EXPECT_EQ(results[5].code(), Code::kInvalidArgument);
+  ASSERT_EQ(results.size(), 8u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+  EXPECT_EQ(results[5].code(), Code::kNotFound);
   EXPECT_EQ(results[6].code(), Code::kInvalidArgument);
+  EXPECT_EQ(results[7].code(), Code::kInvalidArgument);
   EXPECT_TRUE(store_->BindsInFlight()->empty());
 
   auto snap = Fresh();
-  EXPECT_EQ(snap->epoch, epoch + 2) << "one epoch per entry changed (a and b)";
+  EXPECT_EQ(snap->epoch, epoch + 3) << "one epoch per entry changed (a, b and holder)";
   std::map<std::string, ledger::EntryState> states;
   for (const char* n : {"n1", "n2"}) {
     for (const ledger::Entry& e : snap->Find(n)->entries) states[e.pod_uid] = e.state;
@@ -708,11 +715,12 @@ TEST_F(ValkeyStoreTest, FinishBindsMarksReservedEntriesOnlyAndClearsEveryInFligh
   EXPECT_EQ(states, (std::map<std::string, ledger::EntryState>{{"a", ledger::EntryState::kBound},
                                                                 {"b", ledger::EntryState::kBound},
                                                                 {"late", ledger::EntryState::kTerminating},
-                                                                {"done", ledger::EntryState::kBound}}));
+                                                                {"done", ledger::EntryState::kBound},
+                                                                {"holder", ledger::EntryState::kBound}}));
   // Nothing to send: no call, every result known.
   EXPECT_TRUE(store_->FinishBinds({{"", "x"}}, &results).ok());
   EXPECT_EQ(results.size(), 1u);
-  EXPECT_EQ(Fresh()->epoch, epoch + 2);
+  EXPECT_EQ(Fresh()->epoch, epoch + 3);
 }
 
 TEST_F(ValkeyStoreTest, PutEntryAndSetEntryStateRoundTrip) {

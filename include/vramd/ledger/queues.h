@@ -166,7 +166,9 @@ inline int64_t EntryBytes(const Entry& e) { return e.per_gpu * static_cast<int64
 // What each queue holds and wants, indexed like QueueSet::queues. A parent's
 // figures include its children's.
 struct QueueUsage {
-  int64_t allocated = 0;                 // Σ EntryBytes of its pods' entries (every state)
+  // Σ EntryBytes of its pods' entries (every state; room held for a pod
+  // among `pending` is that pod's pending demand instead, not counted twice)
+  int64_t allocated = 0;
   int64_t allocated_nonpreemptible = 0;  // the part held by non-preemptible pods
   int64_t pending = 0;                   // Σ demand.total of its pending pods
 };

@@ -270,7 +270,7 @@ class LedgerStore {
   // pod's in-flight mark is cleared and its entry becomes kBound. One status
   // per mark in *results (kNotFound: no entry). The returned status fails
   // when the call as a whole failed (then no result is known). Stores may do
-  // it in one round trip, and then move only an entry still kReserved (a
+  // it in one round trip, and then leave a kTerminating entry as it is (a
   // late mark never undoes what reconcile did meanwhile); this default calls
   // FinishBind for each.
   struct BoundMark {

@@ -610,6 +610,26 @@ TEST(QueueUsageOf, SumsEntriesPerQueueWithParentsIncludingChildren) {
   EXPECT_EQ(at("default").pending, 1 * kGi);
 }
 
+// Issue 36: room held for a pod is its pending demand while it waits, and
+// allocated once it does not (bound into the hold before its bound mark is
+// written, or no longer refused): never counted twice, never nowhere.
+TEST(QueueUsageOf, AHoldIsItsPodsPendingDemandWhileItWaitsAndAllocatedOtherwise) {
+  TenancyPolicy policy;
+  const QueueSet set = BuildQueueSet({Team("a", 16 * kGi)}, policy);
+  Entry hold = Pod("held-for", "a", 8 * kGi);
+  hold.state = EntryState::kHold;
+  const Snapshot snap = Cluster({{hold, Pod("running", "a", 4 * kGi)}});
+  PendingPod waiting = Waiting("a", 8 * kGi);
+  waiting.uid = hold.pod_uid;
+  const std::vector<PendingPod> pending = {waiting};
+  const std::vector<QueueUsage> while_waiting = QueueUsageOf(set, snap, pending, policy);
+  EXPECT_EQ(while_waiting[0].allocated, 4 * kGi);
+  EXPECT_EQ(while_waiting[0].pending, 8 * kGi);
+  const std::vector<QueueUsage> bound_into_it = QueueUsageOf(set, snap, {}, policy);
+  EXPECT_EQ(bound_into_it[0].allocated, 12 * kGi);
+  EXPECT_EQ(bound_into_it[0].pending, 0);
+}
+
 TEST(QueueUsageOf, NoDefaultQueueCountsNothingForUnlistedNamespaces) {
   TenancyPolicy policy;
   policy.default_queue = "";
